@@ -1,0 +1,103 @@
+/* The caching allocator core: expandable or classic segments over a backend.
+ * One instance per device; thread-safe behind one lock per instance.
+ * No CUDA header: see backend.h. */
+#ifndef CA_ALLOCATOR_H
+#define CA_ALLOCATOR_H
+
+#include "backend.h"
+#include "stats.h"
+
+#define CA_ROUND 512u                  /* every block size is a multiple of this */
+#define CA_SMALL_LIMIT (1u << 20)      /* requests up to this go to the small pool */
+
+typedef struct ca_allocator ca_allocator;
+
+typedef struct ca_options {
+    int expandable;            /* 1: expandable segments (default); 0: classic */
+    size_t max_reserved;       /* cap on reserved bytes (0: the device's capacity) */
+} ca_options;
+
+/* What an out-of-memory failure looked like, for the OOM report. */
+typedef struct ca_oom_info {
+    size_t requested;      /* bytes asked for */
+    size_t device_total;   /* device capacity */
+    size_t device_free;    /* the device's own free bytes after all retries */
+    size_t allocated;      /* bytes in allocated blocks */
+    size_t reserved;       /* bytes the allocator holds from the device */
+    size_t largest_free;   /* largest free block that is mapped (cached) */
+    size_t free_cached;    /* cached free bytes (reserved - allocated) */
+    ca_stream stream;
+} ca_oom_info;
+
+/* Events the allocator reports to an observer (the tracker in reports/). The
+ * observer runs under the allocator's lock: it must be quick and must not call
+ * back into the allocator. */
+typedef enum {
+    CA_EV_ALLOC,       /* addr, size (rounded), requested */
+    CA_EV_FREE,        /* addr, size, requested */
+    CA_EV_SEGMENT_MAP, /* addr, size: physical memory attached */
+    CA_EV_SEGMENT_UNMAP,
+    CA_EV_OOM,         /* size = requested */
+} ca_event_kind;
+
+typedef struct ca_trace_event {
+    ca_event_kind kind;
+    uintptr_t addr;
+    size_t size;
+    size_t requested;
+    ca_stream stream;
+} ca_trace_event;
+
+typedef void (*ca_observer_fn)(void *ctx, const ca_trace_event *ev);
+
+/* The read-only view for reports: every segment, then its blocks in address order. */
+typedef enum { CA_BLOCK_FREE, CA_BLOCK_ALLOCATED } ca_block_state;
+typedef struct ca_segment_view {
+    uintptr_t base;        /* first address */
+    size_t size;           /* span of the blocks (virtual, for expandable) */
+    size_t mapped;         /* bytes of physical memory behind it */
+    ca_stream stream;
+    int small_pool;        /* 1 small pool, 0 large */
+    int expandable;
+} ca_segment_view;
+typedef struct ca_block_view {
+    uintptr_t addr;
+    size_t size;
+    size_t requested;      /* 0 for free blocks */
+    ca_block_state state;
+    size_t mapped;         /* bytes of this block with physical memory behind them */
+} ca_block_view;
+typedef void (*ca_segment_fn)(void *ctx, const ca_segment_view *seg);
+typedef void (*ca_block_fn)(void *ctx, const ca_segment_view *seg, const ca_block_view *blk);
+
+void ca_options_default(ca_options *opt);
+/* The allocator takes ownership of the backend (destroyed with it). */
+int ca_allocator_new(ca_backend *be, const ca_options *opt, ca_allocator **out);
+void ca_allocator_destroy(ca_allocator *a);
+
+/* CA_OK with *ptr set; CA_ERR_OOM after every retry failed (then *oom, if not
+ * NULL, says why); CA_ERR_INVALID for size 0. */
+int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom_info *oom);
+/* CA_ERR_INVALID for a pointer the allocator does not own (or a double free):
+ * nothing changes. */
+int ca_free(ca_allocator *a, void *ptr);
+/* Is ptr the start of a live allocation of ours? Its requested size if so. */
+int ca_owns(ca_allocator *a, const void *ptr, size_t *requested);
+/* Give every free physical granule (and free classic segment) back to the device. */
+void ca_release(ca_allocator *a);
+
+void ca_get_stats(ca_allocator *a, ca_stats *out);
+void ca_reset_peaks(ca_allocator *a);
+/* Largest allocation that would succeed now without new physical memory. */
+size_t ca_largest_free(ca_allocator *a);
+void ca_set_observer(ca_allocator *a, ca_observer_fn fn, void *ctx);
+/* Walk segments and blocks under the lock; callbacks must not call the allocator. */
+void ca_visit(ca_allocator *a, ca_segment_fn on_segment, ca_block_fn on_block, void *ctx);
+const ca_backend *ca_allocator_backend(const ca_allocator *a);
+
+/* fork: the child gets a fresh, empty allocator state (its parent's memory is
+ * not the child's device memory). Called from pthread_atfork handlers. */
+void ca_allocator_lock_all(ca_allocator *a);
+void ca_allocator_unlock_all(ca_allocator *a);
+
+#endif

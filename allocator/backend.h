@@ -1,0 +1,65 @@
+/* The allocator's view of a device: virtual ranges, physical granules, fixed
+ * allocations, memory info and events. Three backends fit it: host (real memory
+ * from mmap + one memfd), count (accounting only) and cuda (driver VMM, in
+ * preload/). No CUDA header here: handles, streams and events are integers. */
+#ifndef CA_BACKEND_H
+#define CA_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Status codes shared by backends and the allocator. */
+enum {
+    CA_OK = 0,
+    CA_ERR_OOM = 1,     /* the device has no memory for this (capacity reached) */
+    CA_ERR_INVALID = 2, /* bad argument: unknown pointer, double free, bad size */
+    CA_ERR_BACKEND = 3, /* the backend failed for another reason */
+};
+
+typedef uint64_t ca_handle; /* a physical memory handle; 0 = none */
+typedef uint64_t ca_event;  /* a device event; 0 = none */
+typedef uintptr_t ca_stream;
+
+typedef struct ca_backend ca_backend;
+struct ca_backend {
+    const char *name;
+    void *self;
+    size_t granule; /* physical granule size in bytes, a power of two */
+
+    /* A virtual address range with nothing behind it yet. */
+    int (*reserve)(void *self, size_t size, uintptr_t *base);
+    int (*unreserve)(void *self, uintptr_t base, size_t size);
+    /* Physical memory of `size` bytes (a multiple of granule); CA_ERR_OOM when the
+     * device is full. map/unmap attach it to, or detach it from, a reserved range. */
+    int (*create)(void *self, size_t size, ca_handle *h);
+    int (*release)(void *self, ca_handle h);
+    int (*map)(void *self, uintptr_t addr, size_t size, ca_handle h);
+    int (*unmap)(void *self, uintptr_t addr, size_t size);
+    /* Classic segments: a plain device allocation, as cudaMalloc gives. */
+    int (*fixed_alloc)(void *self, size_t size, uintptr_t *addr);
+    int (*fixed_free)(void *self, uintptr_t addr, size_t size);
+    /* The device's own view: free and total bytes. */
+    int (*mem_info)(void *self, size_t *free_bytes, size_t *total_bytes);
+
+    /* Events guard reuse: recorded on a stream when a block is freed; when the
+     * block is handed out again before the event completed, the new stream waits
+     * on it. All NULL when the device finishes work before calls return. */
+    int (*event_record)(void *self, ca_stream stream, ca_event *ev);
+    int (*event_query)(void *self, ca_event ev); /* 1 done, 0 pending, <0 error */
+    int (*event_sync)(void *self, ca_event ev);
+    int (*stream_wait)(void *self, ca_stream stream, ca_event ev);
+    void (*event_destroy)(void *self, ca_event ev);
+
+    void (*destroy)(ca_backend *be); /* frees the backend itself */
+};
+
+/* host: real memory on the host. The range is mmap(PROT_NONE); granules come from
+ * one memfd and are mapped with MAP_FIXED; release punches the pages out. */
+ca_backend *ca_backend_host_new(size_t capacity, size_t granule);
+/* count: addresses and accounting only; no memory is touched. */
+ca_backend *ca_backend_count_new(size_t capacity, size_t granule);
+
+/* Bytes of physical memory currently created through a host/count backend. */
+size_t ca_backend_used(const ca_backend *be);
+
+#endif

@@ -1,0 +1,32 @@
+/* Statistics named as PyTorch's CUDA caching allocator names them, so figures
+ * compare one to one with torch.cuda.memory_stats(). */
+#ifndef CA_STATS_H
+#define CA_STATS_H
+
+#include <stdint.h>
+
+typedef struct ca_stat {
+    int64_t current, peak, allocated, freed;
+} ca_stat;
+
+enum { CA_POOL_ALL, CA_POOL_SMALL, CA_POOL_LARGE, CA_POOL_KINDS };
+
+typedef struct ca_stats {
+    ca_stat allocation[CA_POOL_KINDS];      /* live allocations (count) */
+    ca_stat segment[CA_POOL_KINDS];         /* segments (count) */
+    ca_stat active[CA_POOL_KINDS];          /* allocated or awaiting reuse (count) */
+    ca_stat allocated_bytes[CA_POOL_KINDS]; /* rounded sizes of live allocations */
+    ca_stat reserved_bytes[CA_POOL_KINDS];  /* physical memory held from the device */
+    ca_stat active_bytes[CA_POOL_KINDS];
+    ca_stat requested_bytes[CA_POOL_KINDS]; /* sizes as the program asked */
+    int64_t num_alloc_retries;
+    int64_t num_ooms;
+    int64_t num_device_alloc;               /* physical creations (cuMemCreate/cudaMalloc) */
+    int64_t num_device_free;
+} ca_stats;
+
+/* Apply a change of `delta` to one stat in the ALL pool and in `pool`. */
+void ca_stat_update(ca_stat *stat3, int pool, int64_t delta);
+void ca_stats_reset_peaks(ca_stats *s);
+
+#endif
