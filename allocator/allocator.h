@@ -78,9 +78,10 @@ void ca_allocator_destroy(ca_allocator *a);
 /* CA_OK with *ptr set; CA_ERR_OOM after every retry failed (then *oom, if not
  * NULL, says why); CA_ERR_INVALID for size 0. */
 int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom_info *oom);
-/* CA_ERR_INVALID for a pointer the allocator does not own (or a double free):
- * nothing changes. */
-int ca_free(ca_allocator *a, void *ptr);
+/* Free ptr in the order of `stream` (the stream it was allocated on, for a
+ * plain free). CA_ERR_INVALID for a pointer the allocator does not own, or a
+ * double free: nothing changes. */
+int ca_free(ca_allocator *a, void *ptr, ca_stream stream);
 /* Is ptr the start of a live allocation of ours? Its requested size if so. */
 int ca_owns(ca_allocator *a, const void *ptr, size_t *requested);
 /* Give every free physical granule (and free classic segment) back to the device. */
@@ -94,10 +95,5 @@ void ca_set_observer(ca_allocator *a, ca_observer_fn fn, void *ctx);
 /* Walk segments and blocks under the lock; callbacks must not call the allocator. */
 void ca_visit(ca_allocator *a, ca_segment_fn on_segment, ca_block_fn on_block, void *ctx);
 const ca_backend *ca_allocator_backend(const ca_allocator *a);
-
-/* fork: the child gets a fresh, empty allocator state (its parent's memory is
- * not the child's device memory). Called from pthread_atfork handlers. */
-void ca_allocator_lock_all(ca_allocator *a);
-void ca_allocator_unlock_all(ca_allocator *a);
 
 #endif

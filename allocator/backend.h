@@ -41,14 +41,15 @@ struct ca_backend {
     /* The device's own view: free and total bytes. */
     int (*mem_info)(void *self, size_t *free_bytes, size_t *total_bytes);
 
-    /* Events guard reuse: recorded on a stream when a block is freed; when the
-     * block is handed out again before the event completed, the new stream waits
-     * on it. All NULL when the device finishes work before calls return. */
+    /* Stream order. Each pool serves one stream, so a block freed on that stream
+     * is safe to reuse at once; a block freed on another stream makes the pool's
+     * stream wait on an event recorded there. Memory is unmapped only after the
+     * pool's stream has finished with it. All NULL when the device finishes work
+     * before calls return (host, count). */
     int (*event_record)(void *self, ca_stream stream, ca_event *ev);
-    int (*event_query)(void *self, ca_event ev); /* 1 done, 0 pending, <0 error */
-    int (*event_sync)(void *self, ca_event ev);
     int (*stream_wait)(void *self, ca_stream stream, ca_event ev);
     void (*event_destroy)(void *self, ca_event ev);
+    int (*stream_sync)(void *self, ca_stream stream);
 
     void (*destroy)(ca_backend *be); /* frees the backend itself */
 };

@@ -1,0 +1,22 @@
+# allocator/: the caching allocator core and its host/count backends.
+ALLOC_SRCS := allocator/allocator.c allocator/expandable.c allocator/classic.c \
+              allocator/freeindex.c allocator/block.c allocator/stats.c
+-include allocator/backends.mk
+ALLOC_OBJS := $(patsubst %.c,$(OBJ)/%.o,$(ALLOC_SRCS) $(BACKEND_SRCS))
+LIBCA := $(LIB)/libcaalloc.a
+
+$(LIBCA): $(ALLOC_OBJS)
+	@mkdir -p $(@D)
+	$(AR) rcs $@ $^
+
+ALL_TARGETS += $(LIBCA)
+
+TESTS_BIN := $(BUILD)/tests
+$(TESTS_BIN)/test_allocator: $(OBJ)/tests/allocator/test_allocator.o $(LIBCA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
+UNIT_TESTS += $(TESTS_BIN)/test_allocator
+$(TESTS_BIN)/test_stress: $(OBJ)/tests/allocator/test_stress.o $(LIBCA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
+UNIT_TESTS += $(TESTS_BIN)/test_stress

@@ -1,0 +1,334 @@
+/* Unit tests of the allocator core over the count and host backends. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "allocator/allocator.h"
+
+#define MIB ((size_t)1 << 20)
+#define G (2 * MIB)
+
+static ca_allocator *make(int expandable, size_t capacity, int host) {
+    ca_backend *be = host ? ca_backend_host_new(capacity, G) : ca_backend_count_new(capacity, G);
+    ck_assert_ptr_nonnull(be);
+    ca_options opt;
+    ca_options_default(&opt);
+    opt.expandable = expandable;
+    ca_allocator *a;
+    ck_assert_int_eq(ca_allocator_new(be, &opt, &a), CA_OK);
+    return a;
+}
+
+static void *must_alloc(ca_allocator *a, size_t size, ca_stream s) {
+    void *p = NULL;
+    ck_assert_int_eq(ca_malloc(a, size, s, &p, NULL), CA_OK);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+static ca_stats stats(ca_allocator *a) {
+    ca_stats s;
+    ca_get_stats(a, &s);
+    return s;
+}
+
+START_TEST(rounds_and_counts) {
+    ca_allocator *a = make(1, 0, 0);
+    void *p = must_alloc(a, 1000, 0);
+    ck_assert_uint_eq((uintptr_t)p % 512, 0);
+    ca_stats s = stats(a);
+    ck_assert_int_eq(s.allocated_bytes[CA_POOL_ALL].current, 1024);
+    ck_assert_int_eq(s.requested_bytes[CA_POOL_ALL].current, 1000);
+    ck_assert_int_eq(s.allocation[CA_POOL_SMALL].current, 1);
+    ck_assert_int_eq(s.allocation[CA_POOL_LARGE].current, 0);
+    ck_assert_int_eq(s.reserved_bytes[CA_POOL_ALL].current, (int64_t)G);
+    size_t req = 0;
+    ck_assert(ca_owns(a, p, &req));
+    ck_assert_uint_eq(req, 1000);
+    ck_assert_int_eq(ca_free(a, p, 0), CA_OK);
+    s = stats(a);
+    ck_assert_int_eq(s.allocated_bytes[CA_POOL_ALL].current, 0);
+    ck_assert_int_eq(s.allocated_bytes[CA_POOL_ALL].peak, 1024);
+    ck_assert_int_eq(s.allocated_bytes[CA_POOL_ALL].allocated, 1024);
+    ck_assert_int_eq(s.allocated_bytes[CA_POOL_ALL].freed, 1024);
+    ck_assert_int_eq(s.reserved_bytes[CA_POOL_ALL].current, (int64_t)G); /* cached */
+    ck_assert(!ca_owns(a, p, NULL));
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+START_TEST(zero_and_huge_sizes) {
+    ca_allocator *a = make(1, 64 * MIB, 0);
+    void *p = (void *)1;
+    ck_assert_int_eq(ca_malloc(a, 0, 0, &p, NULL), CA_ERR_INVALID);
+    ck_assert_int_eq(ca_malloc(a, SIZE_MAX, 0, &p, NULL), CA_ERR_OOM);
+    ck_assert_int_eq(ca_malloc(a, SIZE_MAX / 2, 0, &p, NULL), CA_ERR_OOM);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+START_TEST(double_free_changes_nothing) {
+    for (int exp = 0; exp <= 1; exp++) {
+        ca_allocator *a = make(exp, 0, 0);
+        void *p = must_alloc(a, 4096, 0), *q = must_alloc(a, 3 * MIB, 0);
+        ck_assert_int_eq(ca_free(a, p, 0), CA_OK);
+        ca_stats before = stats(a);
+        ck_assert_int_eq(ca_free(a, p, 0), CA_ERR_INVALID);
+        ck_assert_int_eq(ca_free(a, (char *)q + 512, 0), CA_ERR_INVALID);
+        ck_assert_int_eq(ca_free(a, (void *)0x1234, 0), CA_ERR_INVALID);
+        ca_stats after = stats(a);
+        ck_assert_mem_eq(&before, &after, sizeof before);
+        ck_assert_int_eq(ca_free(a, q, 0), CA_OK);
+        ca_allocator_destroy(a);
+    }
+}
+END_TEST
+
+START_TEST(best_fit_ties_by_address) {
+    ca_allocator *a = make(1, 0, 0);
+    /* Holes of 3, 2, 2 and 4 KiB, each between live blocks. */
+    size_t sizes[] = {3072, 512, 2048, 512, 2048, 512, 4096, 512};
+    void *p[8];
+    for (int i = 0; i < 8; i++) p[i] = must_alloc(a, sizes[i], 0);
+    for (int i = 0; i < 8; i += 2) ca_free(a, p[i], 0);
+    /* 2 KiB: both 2 KiB holes fit exactly; the lower one wins. */
+    ck_assert_ptr_eq(must_alloc(a, 2000, 0), p[2]);
+    ck_assert_ptr_eq(must_alloc(a, 2048, 0), p[4]);
+    /* 2.5 KiB: the 3 KiB hole is the best fit, not the 4 KiB one. */
+    ck_assert_ptr_eq(must_alloc(a, 2560, 0), p[0]);
+    ck_assert_ptr_eq(must_alloc(a, 4000, 0), p[6]);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+struct walk {
+    int segments, blocks, free_blocks;
+    size_t free_bytes, mapped;
+};
+static void on_seg(void *ctx, const ca_segment_view *s) {
+    struct walk *w = ctx;
+    w->segments++;
+    w->mapped += s->mapped;
+}
+static void on_blk(void *ctx, const ca_segment_view *s, const ca_block_view *b) {
+    struct walk *w = ctx;
+    w->blocks++;
+    if (b->state == CA_BLOCK_FREE) {
+        w->free_blocks++;
+        w->free_bytes += b->size;
+    }
+    ck_assert(b->addr >= s->base && b->addr + b->size <= s->base + s->size);
+}
+
+START_TEST(neighbours_merge) {
+    for (int exp = 0; exp <= 1; exp++) {
+        ca_allocator *a = make(exp, 0, 0);
+        void *p[5];
+        for (int i = 0; i < 5; i++) p[i] = must_alloc(a, 2 * MIB + 4096, 0);
+        int order[] = {1, 3, 2, 0, 4};
+        for (int i = 0; i < 5; i++) ck_assert_int_eq(ca_free(a, p[order[i]], 0), CA_OK);
+        struct walk w = {0};
+        ca_visit(a, on_seg, on_blk, &w);
+        ck_assert_int_eq(w.free_blocks, w.segments); /* one free block per segment */
+        ck_assert_int_eq(w.blocks, w.segments);
+        ca_allocator_destroy(a);
+    }
+}
+END_TEST
+
+START_TEST(granules_mapped_on_demand_and_released_anywhere) {
+    ca_allocator *a = make(1, 0, 0);
+    void *x = must_alloc(a, 5 * MIB, 0);
+    ck_assert_int_eq(stats(a).reserved_bytes[CA_POOL_ALL].current, (int64_t)(6 * MIB));
+    void *y = must_alloc(a, 8 * MIB, 0), *z = must_alloc(a, 2 * MIB, 0);
+    int64_t before = stats(a).reserved_bytes[CA_POOL_ALL].current;
+    ck_assert_int_eq(ca_free(a, y, 0), CA_OK); /* a hole in the middle */
+    ca_release(a);
+    int64_t after = stats(a).reserved_bytes[CA_POOL_ALL].current;
+    /* y spanned [5, 13) MiB: granules [6,12) MiB lie wholly inside the hole. */
+    ck_assert_int_eq(before - after, (int64_t)(6 * MIB));
+    ck_assert(ca_owns(a, x, NULL) && ca_owns(a, z, NULL));
+    /* The hole is served again, its granules mapped back. */
+    ck_assert_ptr_eq(must_alloc(a, 8 * MIB, 0), y);
+    ck_assert_int_eq(stats(a).reserved_bytes[CA_POOL_ALL].current, before);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+/* Capacity 64 MiB filled with 4 MiB blocks; every other one freed (the
+ * holes hold at least 28 MiB); then one 16 MiB request. */
+static int fragmented_then_large(int expandable, ca_oom_info *oom) {
+    ca_allocator *a = make(expandable, 64 * MIB, 0);
+    void *p[16];
+    int n = 0;
+    while (n < 16 && ca_malloc(a, 4 * MIB, 0, &p[n], NULL) == CA_OK) n++;
+    ck_assert_int_ge(n, 15);
+    for (int i = 0; i < n; i += 2) ca_free(a, p[i], 0);
+    ca_stats before = stats(a), after;
+    void *big;
+    int rc = ca_malloc(a, 16 * MIB, 0, &big, oom);
+    after = stats(a);
+    ck_assert_int_eq(after.num_alloc_retries - before.num_alloc_retries, 1);
+    ck_assert_int_eq(after.num_ooms - before.num_ooms, rc == CA_OK ? 0 : 1);
+    ca_allocator_destroy(a);
+    return rc;
+}
+
+START_TEST(fragmentation_is_no_reason_to_fail) {
+    ca_oom_info oom;
+    ck_assert_int_eq(fragmented_then_large(1, &oom), CA_OK);
+    memset(&oom, 0, sizeof oom);
+    /* Classic segments (20 MiB each) cannot move memory: the request fails
+     * although the free bytes exceed it, and the figures say so. */
+    ck_assert_int_eq(fragmented_then_large(0, &oom), CA_ERR_OOM);
+    ck_assert_uint_eq(oom.requested, 16 * MIB);
+    ck_assert_uint_eq(oom.device_total, 64 * MIB);
+    ck_assert_uint_lt(oom.largest_free, 16 * MIB);
+    ck_assert_uint_ge(oom.free_cached + oom.device_free, 16 * MIB);
+}
+END_TEST
+
+START_TEST(oom_then_goes_on) {
+    ca_allocator *a = make(1, 32 * MIB, 1);
+    void *p = must_alloc(a, 20 * MIB, 0), *q;
+    ca_oom_info oom;
+    ck_assert_int_eq(ca_malloc(a, 16 * MIB, 0, &q, &oom), CA_ERR_OOM);
+    ck_assert_uint_eq(oom.requested, 16 * MIB);
+    ck_assert_uint_eq(oom.allocated, 20 * MIB);
+    ck_assert_uint_eq(oom.reserved, 20 * MIB);
+    ck_assert_uint_eq(oom.device_free, 12 * MIB);
+    ca_stats s = stats(a);
+    ck_assert_int_eq(s.num_ooms, 1);
+    ck_assert_int_eq(s.num_alloc_retries, 1);
+    ck_assert_int_eq(s.allocated_bytes[CA_POOL_ALL].current, (int64_t)(20 * MIB));
+    memset(p, 0xab, 20 * MIB); /* still ours and usable */
+    ck_assert_int_eq(ca_free(a, p, 0), CA_OK);
+    q = must_alloc(a, 30 * MIB, 0);
+    memset(q, 0xcd, 30 * MIB);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+START_TEST(max_reserved_caps) {
+    ca_backend *be = ca_backend_count_new(0, G);
+    ca_options opt;
+    ca_options_default(&opt);
+    opt.max_reserved = 8 * MIB;
+    ca_allocator *a;
+    ck_assert_int_eq(ca_allocator_new(be, &opt, &a), CA_OK);
+    void *p = must_alloc(a, 6 * MIB, 0), *q;
+    ck_assert_int_eq(ca_malloc(a, 3 * MIB, 0, &q, NULL), CA_ERR_OOM);
+    q = must_alloc(a, 2 * MIB, 0);
+    ck_assert_int_le(stats(a).reserved_bytes[CA_POOL_ALL].peak, (int64_t)(8 * MIB));
+    ca_free(a, p, 0);
+    ca_free(a, q, 0);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+START_TEST(classic_segment_sizes) {
+    ca_allocator *a = make(0, 0, 0);
+    must_alloc(a, 1000, 0);
+    ck_assert_int_eq(stats(a).reserved_bytes[CA_POOL_SMALL].current, (int64_t)(2 * MIB));
+    must_alloc(a, 3 * MIB, 0);
+    ck_assert_int_eq(stats(a).reserved_bytes[CA_POOL_LARGE].current, (int64_t)(20 * MIB));
+    must_alloc(a, 11 * MIB, 0); /* fits in the first 20 MiB segment */
+    ck_assert_int_eq(stats(a).reserved_bytes[CA_POOL_LARGE].current, (int64_t)(20 * MIB));
+    must_alloc(a, 17 * MIB, 0); /* does not: a segment of its own, 2 MiB rounded */
+    ck_assert_int_eq(stats(a).reserved_bytes[CA_POOL_LARGE].current, (int64_t)(38 * MIB));
+    ck_assert_int_eq(stats(a).segment[CA_POOL_ALL].current, 3);
+    ck_assert_int_eq(stats(a).num_device_alloc, 3);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+START_TEST(classic_release_frees_empty_segments) {
+    ca_allocator *a = make(0, 0, 0);
+    void *p = must_alloc(a, 3 * MIB, 0), *q = must_alloc(a, 18 * MIB, 0);
+    ca_free(a, p, 0);
+    ca_release(a);
+    ca_stats s = stats(a);
+    ck_assert_int_eq(s.reserved_bytes[CA_POOL_ALL].current, (int64_t)(18 * MIB));
+    ck_assert_int_eq(s.num_device_free, 1);
+    ca_free(a, q, 0);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+START_TEST(streams_have_their_own_pools) {
+    ca_allocator *a = make(1, 0, 0);
+    void *p = must_alloc(a, 4096, 1);
+    ca_free(a, p, 1);
+    void *q = must_alloc(a, 4096, 2);
+    ck_assert_ptr_ne(p, q);
+    ck_assert_ptr_eq(must_alloc(a, 4096, 1), p);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+struct events {
+    ca_trace_event ev[32];
+    int n;
+};
+static void observe(void *ctx, const ca_trace_event *ev) {
+    struct events *e = ctx;
+    if (e->n < 32) e->ev[e->n++] = *ev;
+}
+
+START_TEST(observer_sees_every_event) {
+    ca_allocator *a = make(1, 8 * MIB, 0);
+    struct events e = {.n = 0};
+    ca_set_observer(a, observe, &e);
+    void *p = must_alloc(a, 3 * MIB, 7), *q;
+    ca_free(a, p, 7);
+    ca_release(a);
+    ck_assert_int_eq(ca_malloc(a, 9 * MIB, 7, &q, NULL), CA_ERR_OOM);
+    ca_event_kind want[] = {CA_EV_SEGMENT_MAP, CA_EV_ALLOC, CA_EV_FREE, CA_EV_SEGMENT_UNMAP, CA_EV_OOM};
+    ck_assert_int_eq(e.n, 5);
+    for (int i = 0; i < 5; i++) ck_assert_int_eq(e.ev[i].kind, want[i]);
+    ck_assert_uint_eq(e.ev[0].size, 4 * MIB);
+    ck_assert_uint_eq(e.ev[1].requested, 3 * MIB);
+    ck_assert_uint_eq(e.ev[1].addr, (uintptr_t)p);
+    ck_assert_uint_eq(e.ev[3].size, 4 * MIB);
+    ck_assert_uint_eq(e.ev[4].size, 9 * MIB);
+    ck_assert_uint_eq(e.ev[4].stream, 7);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+START_TEST(largest_free_counts_mapped_memory_only) {
+    ca_allocator *a = make(1, 0, 0);
+    void *p = must_alloc(a, 6 * MIB, 0);
+    must_alloc(a, 512 * 1024 * 3, 0); /* [6, 7.5) MiB: its granule's tail stays free */
+    ca_free(a, p, 0);
+    ck_assert_uint_eq(ca_largest_free(a), 6 * MIB);
+    ca_release(a); /* [0, 6) unmapped; [7.5, 8) shares a granule with a live block */
+    ck_assert_uint_eq(ca_largest_free(a), 512 * 1024);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("allocator");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, rounds_and_counts);
+    tcase_add_test(tc, zero_and_huge_sizes);
+    tcase_add_test(tc, double_free_changes_nothing);
+    tcase_add_test(tc, best_fit_ties_by_address);
+    tcase_add_test(tc, neighbours_merge);
+    tcase_add_test(tc, granules_mapped_on_demand_and_released_anywhere);
+    tcase_add_test(tc, fragmentation_is_no_reason_to_fail);
+    tcase_add_test(tc, oom_then_goes_on);
+    tcase_add_test(tc, max_reserved_caps);
+    tcase_add_test(tc, classic_segment_sizes);
+    tcase_add_test(tc, classic_release_frees_empty_segments);
+    tcase_add_test(tc, streams_have_their_own_pools);
+    tcase_add_test(tc, observer_sees_every_event);
+    tcase_add_test(tc, largest_free_counts_mapped_memory_only);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
