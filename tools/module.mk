@@ -1,0 +1,15 @@
+# tools/: the trace parser (and the tools built on it); tests for tools/ and util/.
+# The variables (TRACE_SRCS, UTIL_SRCS, ...) live in allocator/backends.mk, which
+# is included first; including it here too is harmless (it has a guard) and
+# covers the time before allocator/module.mk includes it.
+include allocator/backends.mk
+
+$(eval $(call ca_check_test,util/test_size,$(UTIL_OBJS)))
+$(eval $(call ca_check_test,tools/test_trace,$(TRACE_OBJS)))
+
+# cudalloc-replay
+REPLAY_SRCS := tools/replay.c tools/replay_run.c tools/replay_foreign.c
+$(BIN)/cudalloc-replay: $(REPLAY_SRCS:%.c=$(OBJ)/%.o) $(TRACE_OBJS) $(UTIL_OBJS) $(LIBCA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ -lpthread -ldl
+ALL_TARGETS += $(BIN)/cudalloc-replay

@@ -1,0 +1,345 @@
+/* RMM-style CSV allocation logs into an array of ops with dense ids; see trace.h. */
+#include "tools/trace.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Out of memory inside uthash: report it, never exit (uthash's default). */
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(e) (hash_oom = 1)
+#include <uthash.h>
+
+static const char HEADER[] = "Thread,Time,Action,Pointer,Size,Stream";
+enum { F_THREAD, F_TIME, F_ACTION, F_POINTER, F_SIZE, F_STREAM, N_FIELDS };
+
+/* A live allocation, by its Pointer column. Entries come from chunks and are
+ * recycled through `next_free`, so the table costs no malloc per allocation. */
+typedef struct live {
+    uint64_t ptr;
+    uint64_t size;
+    uint32_t id;
+    uint32_t line;
+    struct live *next_free;
+    UT_hash_handle hh;
+} live;
+
+#define CHUNK 4096
+typedef struct chunk {
+    struct chunk *prev;
+    live e[CHUNK];
+} chunk;
+
+typedef struct parser {
+    const char *name;
+    char *err;
+    size_t errlen;
+    uint32_t line;
+    ca_trace t;
+    size_t cap_ops;
+    live *table, *free_entries;
+    chunk *chunks;
+    size_t chunk_used;
+    uint32_t *free_ids; /* ids of freed allocations, reused last-freed first */
+    uint32_t n_free_ids, cap_ids;
+    uint64_t live_bytes;
+} parser;
+
+typedef struct field {
+    const char *s;
+    size_t n;
+} field;
+
+static int fail(parser *p, const char *fmt, ...)
+{
+    if (p->err && p->errlen) {
+        int k = snprintf(p->err, p->errlen, "%s:%u: ", p->name, p->line);
+        if (k >= 0 && (size_t)k < p->errlen) {
+            va_list ap;
+            va_start(ap, fmt);
+            vsnprintf(p->err + k, p->errlen - (size_t)k, fmt, ap);
+            va_end(ap);
+        }
+    }
+    return -1;
+}
+
+static int blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+static field trim(const char *s, size_t n)
+{
+    while (n && blank(*s)) s++, n--;
+    while (n && blank(s[n - 1])) n--;
+    return (field){s, n};
+}
+
+static int is_word(field f, const char *w)
+{
+    size_t n = strlen(w);
+    return f.n == n && memcmp(f.s, w, n) == 0;
+}
+
+/* Decimal, or hex after 0x when hex_ok; nothing else, no overflow. */
+static int parse_u64(field f, int hex_ok, uint64_t *out)
+{
+    uint64_t v = 0;
+    size_t i = 0;
+    if (hex_ok && f.n > 2 && f.s[0] == '0' && (f.s[1] == 'x' || f.s[1] == 'X')) {
+        for (i = 2; i < f.n; i++) {
+            char c = f.s[i];
+            unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
+                         : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                         : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10)
+                                                : 16;
+            if (d == 16 || v >> 60) return -1;
+            v = v << 4 | d;
+        }
+    } else {
+        if (f.n == 0) return -1;
+        for (; i < f.n; i++) {
+            char c = f.s[i];
+            if (c < '0' || c > '9') return -1;
+            unsigned d = (unsigned)(c - '0');
+            if (v > (UINT64_MAX - d) / 10) return -1;
+            v = v * 10 + d;
+        }
+    }
+    *out = v;
+    return 0;
+}
+
+static live *new_entry(parser *p)
+{
+    live *e = p->free_entries;
+    if (e) {
+        p->free_entries = e->next_free;
+        return e;
+    }
+    if (!p->chunks || p->chunk_used == CHUNK) {
+        chunk *c = malloc(sizeof *c);
+        if (!c) return NULL;
+        c->prev = p->chunks;
+        p->chunks = c;
+        p->chunk_used = 0;
+    }
+    return &p->chunks->e[p->chunk_used++];
+}
+
+static ca_trace_op *push_op(parser *p)
+{
+    if (p->t.n_ops == p->cap_ops) {
+        size_t cap = p->cap_ops ? 2 * p->cap_ops : 1024;
+        ca_trace_op *o = realloc(p->t.ops, cap * sizeof *o);
+        if (!o) return NULL;
+        p->t.ops = o;
+        p->cap_ops = cap;
+    }
+    return &p->t.ops[p->t.n_ops++];
+}
+
+#define SHOWN 40 /* at most this much of a bad field is quoted back */
+
+static int row(parser *p, const char *s, size_t n)
+{
+    field f[N_FIELDS + 1];
+    int nf = 0;
+    for (const char *end = s + n;;) {
+        const char *c = memchr(s, ',', (size_t)(end - s));
+        if (nf <= N_FIELDS) f[nf] = trim(s, (size_t)((c ? c : end) - s));
+        nf++;
+        if (!c) break;
+        s = c + 1;
+    }
+    if (nf != N_FIELDS) return fail(p, "expected %d fields, found %d", N_FIELDS, nf);
+
+    ca_trace_kind kind;
+    if (is_word(f[F_ACTION], "allocate")) kind = CA_TRACE_ALLOC;
+    else if (is_word(f[F_ACTION], "free")) kind = CA_TRACE_FREE;
+    else if (is_word(f[F_ACTION], "allocate failure")) kind = CA_TRACE_ALLOC_FAIL;
+    else if (is_word(f[F_ACTION], "iteration")) kind = CA_TRACE_ITERATION;
+    else
+        return fail(p, "unknown action '%.*s' (allocate, free, allocate failure, iteration)",
+                    (int)(f[F_ACTION].n < SHOWN ? f[F_ACTION].n : SHOWN), f[F_ACTION].s);
+
+    static const char *const col[N_FIELDS] = {"Thread", "Time", "Action", "Pointer", "Size",
+                                              "Stream"};
+    uint64_t v[N_FIELDS] = {0};
+    for (int i = 0; i < N_FIELDS; i++) {
+        if (i == F_TIME || i == F_ACTION) continue;
+        /* An iteration row names no pointer: Pointer may be empty. */
+        if (i == F_POINTER && kind == CA_TRACE_ITERATION && f[i].n == 0) continue;
+        if (parse_u64(f[i], i != F_SIZE, &v[i]) != 0)
+            return fail(p, "bad %s '%.*s': expected %s", col[i],
+                        (int)(f[i].n < SHOWN ? f[i].n : SHOWN), f[i].s,
+                        i == F_SIZE ? "decimal bytes" : "a hex (0x...) or decimal number");
+    }
+
+    ca_trace_op op = {.ptr = v[F_POINTER], .size = v[F_SIZE], .stream = v[F_STREAM],
+                      .thread = v[F_THREAD], .id = CA_TRACE_NO_ID, .line = p->line,
+                      .kind = kind};
+    live *e;
+    switch (kind) {
+    case CA_TRACE_ALLOC:
+        if (op.size == 0) return fail(p, "allocate of size 0");
+        HASH_FIND(hh, p->table, &op.ptr, sizeof op.ptr, e);
+        if (e)
+            return fail(p, "pointer 0x%llx allocated again while live (allocated at line %u)",
+                        (unsigned long long)op.ptr, e->line);
+        if (!(e = new_entry(p))) return fail(p, "out of memory");
+        if (p->n_free_ids) {
+            op.id = p->free_ids[--p->n_free_ids];
+        } else {
+            /* A new id. free_ids has room for every id, so frees never grow it. */
+            if (p->t.n_ids == p->cap_ids) {
+                uint32_t cap = p->cap_ids ? 2 * p->cap_ids : 1024;
+                uint32_t *ids = cap > p->cap_ids ? realloc(p->free_ids, cap * sizeof *ids) : NULL;
+                if (!ids) return fail(p, "out of memory");
+                p->free_ids = ids;
+                p->cap_ids = cap;
+            }
+            op.id = p->t.n_ids++;
+        }
+        *e = (live){.ptr = op.ptr, .size = op.size, .id = op.id, .line = p->line};
+        int hash_oom = 0;
+        HASH_ADD(hh, p->table, ptr, sizeof e->ptr, e);
+        if (hash_oom) return fail(p, "out of memory");
+        p->live_bytes += op.size;
+        if (p->live_bytes > p->t.peak_live_bytes) p->t.peak_live_bytes = p->live_bytes;
+        break;
+    case CA_TRACE_FREE:
+        HASH_FIND(hh, p->table, &op.ptr, sizeof op.ptr, e);
+        if (!e) return fail(p, "free of pointer 0x%llx that is not live", (unsigned long long)op.ptr);
+        if (op.size && op.size != e->size)
+            return fail(p, "free of %llu bytes, but pointer 0x%llx has %llu (line %u)",
+                        (unsigned long long)op.size, (unsigned long long)op.ptr,
+                        (unsigned long long)e->size, e->line);
+        op.size = e->size;
+        op.id = e->id;
+        p->live_bytes -= e->size;
+        HASH_DEL(p->table, e);
+        e->next_free = p->free_entries;
+        p->free_entries = e;
+        p->free_ids[p->n_free_ids++] = op.id;
+        break;
+    default:
+        break; /* failures and iteration marks change nothing that is live */
+    }
+    ca_trace_op *o = push_op(p);
+    if (!o) return fail(p, "out of memory");
+    *o = op;
+    p->t.count[kind]++;
+    return 0;
+}
+
+static void parser_fini(parser *p)
+{
+    HASH_CLEAR(hh, p->table);
+    while (p->chunks) {
+        chunk *c = p->chunks;
+        p->chunks = c->prev;
+        free(c);
+    }
+    free(p->free_ids);
+}
+
+int ca_trace_parse_buffer(const char *name, const char *buf, size_t len, ca_trace *out,
+                          char *err, size_t errlen)
+{
+    parser p = {.name = name ? name : "trace", .err = err, .errlen = errlen};
+    if (err && errlen) err[0] = '\0';
+    if (!out) return -1;
+    *out = (ca_trace){0};
+    if (!buf && len) return fail(&p, "no buffer");
+
+    int have_header = 0, rc = 0;
+    const char *s = buf, *end = buf + len;
+    while (rc == 0 && s < end) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        const char *eol = nl ? nl : end;
+        p.line++;
+        field l = trim(s, (size_t)(eol - s));
+        s = nl ? nl + 1 : end;
+        if (l.n == 0) continue; /* blank lines (and the one after a last newline) */
+        if (!have_header) {
+            if (p.line == 1 && l.n >= 3 && memcmp(l.s, "\xef\xbb\xbf", 3) == 0)
+                l.s += 3, l.n -= 3; /* a UTF-8 byte order mark */
+            if (!is_word(l, HEADER)) rc = fail(&p, "bad header: expected '%s'", HEADER);
+            have_header = 1;
+            continue;
+        }
+        rc = row(&p, l.s, l.n);
+    }
+    if (rc == 0 && !have_header) {
+        p.line = p.line ? p.line : 1;
+        rc = fail(&p, "empty trace: expected the header '%s'", HEADER);
+    }
+    if (rc == 0) {
+        p.t.live_at_end = HASH_COUNT(p.table);
+        *out = p.t;
+    } else {
+        free(p.t.ops);
+    }
+    parser_fini(&p);
+    return rc;
+}
+
+int ca_trace_parse_file(const char *path, ca_trace *out, char *err, size_t errlen)
+{
+    if (err && errlen) err[0] = '\0';
+    if (out) *out = (ca_trace){0};
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    if (!f) {
+        if (err && errlen)
+            snprintf(err, errlen, "%s:0: cannot open: %s", path ? path : "(null)",
+                     strerror(path ? errno : EINVAL));
+        return -1;
+    }
+    /* Read it whole (works for pipes too), then parse in place. */
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    int rc = buf ? 0 : -1;
+    while (rc == 0) {
+        if (n == cap) {
+            char *b = realloc(buf, cap * 2);
+            if (!b) {
+                rc = -1;
+                break;
+            }
+            buf = b, cap *= 2;
+        }
+        size_t k = fread(buf + n, 1, cap - n, f);
+        n += k;
+        if (k == 0) {
+            if (ferror(f)) rc = -1;
+            break;
+        }
+    }
+    int read_errno = errno;
+    fclose(f);
+    if (rc != 0) {
+        if (err && errlen)
+            snprintf(err, errlen, "%s:0: cannot read: %s", path,
+                     buf ? strerror(read_errno) : "out of memory");
+        free(buf);
+        return -1;
+    }
+    rc = ca_trace_parse_buffer(path, buf, n, out, err, errlen);
+    free(buf);
+    return rc;
+}
+
+void ca_trace_free(ca_trace *t)
+{
+    if (!t) return;
+    free(t->ops);
+    *t = (ca_trace){0};
+}
+
+const char *ca_trace_kind_name(ca_trace_kind k)
+{
+    static const char *const names[CA_TRACE_KINDS] = {"allocate", "free", "allocate failure",
+                                                      "iteration"};
+    return (unsigned)k < CA_TRACE_KINDS ? names[k] : "?";
+}

@@ -1,0 +1,65 @@
+/* RMM-style allocation logs (CSV), as RMM's logging_resource_adaptor writes
+ * them and its replay benchmark reads them:
+ *
+ *   Thread,Time,Action,Pointer,Size,Stream
+ *   1,0,allocate,0x7f0000000000,15360000,0x0
+ *   1,5,free,0x7f0000000000,15360000,0x0
+ *
+ * Actions: `allocate`, `free`, `allocate failure`, and cudalloc's own
+ * `iteration` (an iteration boundary; Size carries the iteration number, Pointer
+ * is ignored). Pointer is an identifier, not an address; Thread, Pointer and
+ * Stream are hex (0x...) or decimal; Size is decimal bytes (on `free` rows it may
+ * be 0, else it must equal the allocation's size); Time is kept as opaque text
+ * (RMM writes a clock time, converted traces an index) and is not read. CRLF,
+ * blank lines and blanks around fields are tolerated.
+ *
+ * Each allocation gets a dense id: the smallest id not held by a live
+ * allocation (a freed allocation's id is reused), so a replay can keep its
+ * pointers in an array of n_ids entries instead of a hash table. */
+#ifndef CA_TRACE_H
+#define CA_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    CA_TRACE_ALLOC,
+    CA_TRACE_FREE,
+    CA_TRACE_ALLOC_FAIL, /* an allocation that failed when recorded */
+    CA_TRACE_ITERATION,  /* replay ignores it; reports use it */
+    CA_TRACE_KINDS
+} ca_trace_kind;
+
+#define CA_TRACE_NO_ID UINT32_MAX /* id of ALLOC_FAIL and ITERATION ops */
+
+typedef struct ca_trace_op {
+    uint64_t ptr;    /* the Pointer column (an identifier) */
+    uint64_t size;   /* bytes; on FREE the allocation's size; on ITERATION its number */
+    uint64_t stream;
+    uint64_t thread;
+    uint32_t id;     /* dense index, < n_ids; CA_TRACE_NO_ID when not an allocation */
+    uint32_t line;   /* line in the file, for messages */
+    ca_trace_kind kind;
+} ca_trace_op;
+
+typedef struct ca_trace {
+    ca_trace_op *ops;
+    size_t n_ops;
+    uint32_t n_ids;                  /* ids in use: the most allocations live at once */
+    size_t count[CA_TRACE_KINDS];    /* ops of each kind */
+    uint64_t peak_live_bytes;        /* sum of live allocation sizes, at its highest */
+    size_t live_at_end;              /* allocations never freed */
+} ca_trace;
+
+/* Parse a whole file (name used in messages) or a buffer. 0 on success, with
+ * *out filled (free it with ca_trace_free). -1 on error, with *out empty and
+ * "NAME:LINE: what is wrong" in err (always terminated when errlen > 0).
+ * Never exits, never crashes on bad input. */
+int ca_trace_parse_file(const char *path, ca_trace *out, char *err, size_t errlen);
+int ca_trace_parse_buffer(const char *name, const char *buf, size_t len, ca_trace *out,
+                          char *err, size_t errlen);
+void ca_trace_free(ca_trace *t);
+
+const char *ca_trace_kind_name(ca_trace_kind k); /* "allocate", "free", ... */
+
+#endif
