@@ -1,11 +1,20 @@
-/* The allocator's public operations: pools per (stream, size class), the live
- * table, splitting and merging, the out-of-memory retry, stats and views. */
+/* The allocator's public operations: a pool per stream, each with its own lock
+ * and a small and a large heap; splitting and merging; the out-of-memory retry;
+ * stats and views. Lock order: a pool's lock, then the allocator's; never two
+ * pools at once. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 
 #define MIB ((size_t)1 << 20)
+
+/* Each thread remembers its last pool: the next request is usually the same.
+ * Allocators are told apart by a serial number, not their address, which a
+ * new allocator may reuse. */
+static __thread ca_pool *tl_pool;
+static __thread uint64_t tl_serial;
+static _Atomic uint64_t serials;
 
 void ca_options_default(ca_options *opt) {
     opt->expandable = 1;
@@ -24,24 +33,27 @@ int ca_allocator_new(ca_backend *be, const ca_options *opt, ca_allocator **out) 
     size_t free_bytes = 0, total = 0;
     if (be->mem_info(be->self, &free_bytes, &total) != CA_OK) total = 0;
     a->capacity = total;
+    a->serial = atomic_fetch_add(&serials, 1) + 1;
     *out = a;
     return CA_OK;
 }
 
+static size_t pool_count(ca_allocator *a) { return atomic_load_explicit(&a->npools, memory_order_acquire); }
+
 void ca_allocator_destroy(ca_allocator *a) {
     if (!a) return;
-    for (size_t i = 0; i < a->npools; i++) {
+    for (size_t i = 0; i < pool_count(a); i++) {
         ca_pool *p = a->pools[i];
-        for (ca_segment *seg = p->segments, *next; seg; seg = next) {
-            next = seg->next;
-            if (seg->expandable) ca_exp_destroy(a, seg);
-            else ca_classic_destroy(a, seg);
-        }
+        for (int k = 0; k < 2; k++)
+            for (ca_segment *seg = p->heap[k].segments, *next; seg; seg = next) {
+                next = seg->next;
+                if (seg->expandable) ca_exp_destroy(a, seg);
+                else ca_classic_destroy(a, seg);
+            }
+        HASH_CLEAR(hh, p->live);
+        ca_block_free_all(p);
         free(p);
     }
-    free(a->pools);
-    HASH_CLEAR(hh, a->live);
-    ca_block_free_all(a);
     if (a->be->destroy) a->be->destroy(a->be);
     free(a);
 }
@@ -56,25 +68,65 @@ void ca_pool_sync(ca_allocator *a, ca_pool *p) {
     if (a->be->stream_sync) a->be->stream_sync(a->be->self, p->stream);
 }
 
-static ca_pool *get_pool(ca_allocator *a, ca_stream stream, bool small) {
-    ca_pool *p = a->last_pool;
-    if (p && p->stream == stream && p->small == small) return p;
-    for (size_t i = 0; i < a->npools; i++) {
+/* The sum over pools of one statistic's current value. Other pools' figures
+ * are read without their locks: a snapshot. */
+static int64_t sum_current(ca_allocator *a, size_t field, int kind) {
+    int64_t sum = 0;
+    for (size_t i = 0; i < pool_count(a); i++) {
+        const ca_stat *s3 = (const ca_stat *)((const char *)&a->pools[i]->st + field);
+        sum += __atomic_load_n(&s3[kind].current, __ATOMIC_RELAXED);
+    }
+    return sum;
+}
+
+/* With one pool (one stream) its own peaks are the device's, exactly. With
+ * several, the device-wide peak is the largest sum seen when any pool reached
+ * a new peak of its own: exact while streams allocate one at a time. */
+void ca_pool_new_peak(ca_allocator *a, size_t field) {
+    if (pool_count(a) < 2) return;
+    ca_lock_acquire(&a->lock);
+    ca_stat *peak = (ca_stat *)((char *)&a->peaks + field);
+    for (int kind = 0; kind < CA_POOL_KINDS; kind++) {
+        int64_t sum = sum_current(a, field, kind);
+        if (sum > peak[kind].peak) peak[kind].peak = sum;
+    }
+    ca_lock_release(&a->lock);
+}
+
+size_t ca_reserved_total(ca_allocator *a) {
+    return (size_t)sum_current(a, offsetof(ca_stats, reserved_bytes), CA_POOL_ALL);
+}
+
+
+static ca_pool *get_pool(ca_allocator *a, ca_stream stream) {
+    ca_pool *p = tl_pool;
+    if (p && tl_serial == a->serial && p->stream == stream) return p;
+    size_t n = pool_count(a);
+    for (size_t i = 0; i < n; i++) {
         p = a->pools[i];
-        if (p->stream == stream && p->small == small) return a->last_pool = p;
+        if (p->stream == stream) goto found;
     }
-    if (a->npools == a->pools_cap) {
-        size_t cap = a->pools_cap ? 2 * a->pools_cap : 8;
-        ca_pool **pools = realloc(a->pools, cap * sizeof *pools);
-        if (!pools) return NULL;
-        a->pools = pools;
-        a->pools_cap = cap;
+    ca_lock_acquire(&a->lock);
+    p = NULL;
+    n = pool_count(a); /* another thread may have added it meanwhile */
+    for (size_t i = 0; i < n && !p; i++)
+        if (a->pools[i]->stream == stream) p = a->pools[i];
+    if (!p && n < CA_MAX_POOLS && (p = calloc(1, sizeof *p))) {
+        ca_lock_init(&p->lock);
+        p->stream = stream;
+        for (int k = 0; k < 2; k++) {
+            p->heap[k].pool = p;
+            p->heap[k].small = k == 1;
+        }
+        a->pools[n] = p;
+        atomic_store_explicit(&a->npools, n + 1, memory_order_release);
     }
-    if (!(p = calloc(1, sizeof *p))) return NULL;
-    p->stream = stream;
-    p->small = small;
-    a->pools[a->npools++] = p;
-    return a->last_pool = p;
+    ca_lock_release(&a->lock);
+    if (!p) return NULL;
+found:
+    tl_pool = p;
+    tl_serial = a->serial;
+    return p;
 }
 
 /* Split b (taken out of the index) so that it is `size` bytes; the rest, if
@@ -83,9 +135,9 @@ ca_block *ca_split(ca_allocator *a, ca_block *b, size_t size) {
     size_t rest = b->size - size;
     /* Classic large blocks keep small remainders, as PyTorch does, so that a
      * large segment is not cut into pieces only small requests could use. */
-    bool split = b->seg->expandable || b->seg->pool->small ? rest >= CA_ROUND : rest > MIB;
+    bool split = b->seg->expandable || b->seg->heap->small ? rest >= CA_ROUND : rest > MIB;
     if (!split) return b;
-    ca_block *r = ca_block_new(a);
+    ca_block *r = ca_block_new(b->seg->heap->pool);
     if (!r) return b;
     r->addr = b->addr + size;
     r->size = rest;
@@ -96,18 +148,27 @@ ca_block *ca_split(ca_allocator *a, ca_block *b, size_t size) {
     else b->seg->last = r;
     b->next = r;
     b->size = size;
-    ca_free_index_insert(&b->seg->pool->free, r);
+    ca_free_index_insert(&b->seg->heap->free, r);
     return b;
 }
 
-static void release_all(ca_allocator *a) {
-    for (size_t i = 0; i < a->npools; i++) {
-        ca_pool *p = a->pools[i];
+static void release_pool(ca_allocator *a, ca_pool *p) {
+    for (int k = 0; k < 2; k++) {
         if (a->opt.expandable) {
-            for (ca_segment *seg = p->segments; seg; seg = seg->next) ca_exp_release(a, seg);
+            for (ca_segment *seg = p->heap[k].segments; seg; seg = seg->next) ca_exp_release(a, seg);
         } else {
-            ca_classic_release(a, p);
+            ca_classic_release(a, &p->heap[k]);
         }
+    }
+}
+
+/* Every pool gives its cached memory back; the caller holds no pool lock. */
+static void release_all(ca_allocator *a) {
+    for (size_t i = 0; i < pool_count(a); i++) {
+        ca_pool *p = a->pools[i];
+        ca_lock_acquire(&p->lock);
+        release_pool(a, p);
+        ca_lock_release(&p->lock);
     }
 }
 
@@ -122,10 +183,22 @@ static void largest_cb(void *ctx, ca_block *b) {
     if (run > c->best) c->best = run;
 }
 
-static size_t largest_free_locked(ca_allocator *a) {
+static size_t pool_largest_free(ca_allocator *a, ca_pool *p) {
     struct largest_ctx c = {a, 0};
-    for (size_t i = 0; i < a->npools; i++) ca_free_index_walk(&a->pools[i]->free, largest_cb, &c);
+    for (int k = 0; k < 2; k++) ca_free_index_walk(&p->heap[k].free, largest_cb, &c);
     return c.best;
+}
+
+size_t ca_largest_free(ca_allocator *a) {
+    size_t best = 0;
+    for (size_t i = 0; i < pool_count(a); i++) {
+        ca_pool *p = a->pools[i];
+        ca_lock_acquire(&p->lock);
+        size_t b = pool_largest_free(a, p);
+        ca_lock_release(&p->lock);
+        if (b > best) best = b;
+    }
+    return best;
 }
 
 static void fill_oom(ca_allocator *a, size_t size, ca_stream stream, ca_oom_info *oom) {
@@ -134,98 +207,118 @@ static void fill_oom(ca_allocator *a, size_t size, ca_stream stream, ca_oom_info
     oom->requested = size;
     oom->device_total = total;
     oom->device_free = free_bytes;
-    oom->allocated = (size_t)a->stats.allocated_bytes[CA_POOL_ALL].current;
-    oom->reserved = (size_t)a->stats.reserved_bytes[CA_POOL_ALL].current;
+    oom->allocated = (size_t)sum_current(a, offsetof(ca_stats, allocated_bytes), CA_POOL_ALL);
+    oom->reserved = ca_reserved_total(a);
     oom->free_cached = oom->reserved - oom->allocated;
-    oom->largest_free = largest_free_locked(a);
+    oom->largest_free = ca_largest_free(a);
     oom->stream = stream;
 }
 
-static int try_alloc(ca_allocator *a, ca_pool *p, size_t size, ca_block **b) {
-    return a->opt.expandable ? ca_exp_alloc(a, p, size, b) : ca_classic_alloc(a, p, size, b);
+static int try_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **b) {
+    return a->opt.expandable ? ca_exp_alloc(a, h, size, b) : ca_classic_alloc(a, h, size, b);
 }
 
 int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom_info *oom) {
     if (!size || !ptr) return CA_ERR_INVALID;
     if (size > SIZE_MAX - CA_ROUND) return CA_ERR_OOM;
     size_t rounded = (size + CA_ROUND - 1) & ~(size_t)(CA_ROUND - 1);
-    ca_lock_acquire(&a->lock);
-    ca_pool *p = get_pool(a, stream, rounded <= CA_SMALL_LIMIT);
+    ca_pool *p = get_pool(a, stream);
+    if (!p) return CA_ERR_OOM;
+    ca_heap *h = &p->heap[rounded <= CA_SMALL_LIMIT];
     ca_block *b = NULL;
-    int rc = p ? try_alloc(a, p, rounded, &b) : CA_ERR_OOM;
-    if (rc == CA_ERR_OOM && p) {
+    ca_lock_acquire(&p->lock);
+    int rc = try_alloc(a, h, rounded, &b);
+    if (rc == CA_ERR_OOM) {
         /* Give every cached granule and empty segment back, then try again. */
-        a->stats.num_alloc_retries++;
+        p->st.num_alloc_retries++;
+        ca_lock_release(&p->lock);
         release_all(a);
-        rc = try_alloc(a, p, rounded, &b);
+        ca_lock_acquire(&p->lock);
+        rc = try_alloc(a, h, rounded, &b);
     }
     if (rc != CA_OK) {
         if (rc == CA_ERR_OOM) {
-            a->stats.num_ooms++;
-            if (oom) fill_oom(a, size, stream, oom);
+            p->st.num_ooms++;
             ca_emit(a, CA_EV_OOM, 0, size, size, stream);
         }
-        ca_lock_release(&a->lock);
+        ca_lock_release(&p->lock);
+        if (rc == CA_ERR_OOM && oom) fill_oom(a, size, stream, oom);
         return rc;
     }
     b = ca_split(a, b, rounded);
     b->allocated = true;
     b->requested = size;
-    HASH_ADD(hh, a->live, addr, sizeof(uintptr_t), b);
-    int kind = ca_pool_kind(p);
-    ca_stat_update(a->stats.allocation, kind, 1);
-    ca_stat_update(a->stats.active, kind, 1);
-    ca_stat_update(a->stats.allocated_bytes, kind, (int64_t)b->size);
-    ca_stat_update(a->stats.active_bytes, kind, (int64_t)b->size);
-    ca_stat_update(a->stats.requested_bytes, kind, (int64_t)size);
+    HASH_ADD(hh, p->live, addr, sizeof(uintptr_t), b);
+    CA_STAT(a, h, allocation, 1);
+    CA_STAT(a, h, active, 1);
+    CA_STAT(a, h, allocated_bytes, (int64_t)b->size);
+    CA_STAT(a, h, active_bytes, (int64_t)b->size);
+    CA_STAT(a, h, requested_bytes, (int64_t)size);
     ca_emit(a, CA_EV_ALLOC, b->addr, b->size, size, stream);
-    ca_lock_release(&a->lock);
+    ca_lock_release(&p->lock);
     *ptr = (void *)b->addr;
     return CA_OK;
 }
 
 /* b is free: merge it with free neighbours and index the result. */
-static void merge_and_index(ca_allocator *a, ca_block *b) {
+static void merge_and_index(ca_pool *p, ca_block *b) {
     ca_segment *seg = b->seg;
-    ca_free_index *fi = &seg->pool->free;
-    ca_block *n = b->next, *p = b->prev;
+    ca_heap *h = seg->heap;
+    ca_block *n = b->next, *prev = b->prev;
     if (n && !n->allocated) {
-        ca_free_index_remove(fi, n);
+        ca_free_index_remove(&h->free, n);
         b->size += n->size;
         b->next = n->next;
         if (n->next) n->next->prev = b;
         else seg->last = b;
-        ca_block_put(a, n);
+        ca_block_put(p, n);
     }
-    if (p && !p->allocated) {
-        ca_free_index_remove(fi, p);
-        p->size += b->size;
-        p->next = b->next;
-        if (b->next) b->next->prev = p;
-        else seg->last = p;
-        ca_block_put(a, b);
-        b = p;
+    if (prev && !prev->allocated) {
+        ca_free_index_remove(&h->free, prev);
+        prev->size += b->size;
+        prev->next = b->next;
+        if (b->next) b->next->prev = prev;
+        else seg->last = prev;
+        ca_block_put(p, b);
+        b = prev;
     }
-    ca_free_index_insert(fi, b);
+    ca_free_index_insert(&h->free, b);
+}
+
+static bool in_range(const ca_heap *h, uintptr_t addr) {
+    return addr - h->range_base < __atomic_load_n(&h->range_size, __ATOMIC_ACQUIRE);
+}
+
+/* The pool that owns addr, with its lock held, and the block; NULL if none. */
+static ca_block *find_live(ca_allocator *a, uintptr_t addr, ca_pool **pool) {
+    size_t n = pool_count(a);
+    for (size_t i = 0; i < n; i++) {
+        ca_pool *p = a->pools[i];
+        /* Expandable heaps own one fixed range each: look only where it can be. */
+        if (a->opt.expandable && !in_range(&p->heap[0], addr) && !in_range(&p->heap[1], addr)) continue;
+        ca_block *b;
+        ca_lock_acquire(&p->lock);
+        HASH_FIND(hh, p->live, &addr, sizeof(uintptr_t), b);
+        if (b) {
+            *pool = p;
+            return b;
+        }
+        ca_lock_release(&p->lock);
+    }
+    return NULL;
 }
 
 int ca_free(ca_allocator *a, void *ptr, ca_stream stream) {
-    uintptr_t addr = (uintptr_t)ptr;
-    ca_block *b;
-    ca_lock_acquire(&a->lock);
-    HASH_FIND(hh, a->live, &addr, sizeof(uintptr_t), b);
-    if (!b) {
-        ca_lock_release(&a->lock);
-        return CA_ERR_INVALID;
-    }
-    HASH_DELETE(hh, a->live, b);
-    ca_pool *p = b->seg->pool;
-    int kind = ca_pool_kind(p);
-    ca_stat_update(a->stats.allocation, kind, -1);
-    ca_stat_update(a->stats.active, kind, -1);
-    ca_stat_update(a->stats.allocated_bytes, kind, -(int64_t)b->size);
-    ca_stat_update(a->stats.active_bytes, kind, -(int64_t)b->size);
-    ca_stat_update(a->stats.requested_bytes, kind, -(int64_t)b->requested);
+    ca_pool *p;
+    ca_block *b = find_live(a, (uintptr_t)ptr, &p);
+    if (!b) return CA_ERR_INVALID;
+    HASH_DELETE(hh, p->live, b);
+    ca_heap *h = b->seg->heap;
+    CA_STAT(a, h, allocation, -1);
+    CA_STAT(a, h, active, -1);
+    CA_STAT(a, h, allocated_bytes, -(int64_t)b->size);
+    CA_STAT(a, h, active_bytes, -(int64_t)b->size);
+    CA_STAT(a, h, requested_bytes, -(int64_t)b->requested);
     ca_emit(a, CA_EV_FREE, b->addr, b->size, b->requested, stream);
     /* Freed in another stream's order: the pool's stream, the only one that
      * will reuse the block, waits for the work queued there so far. */
@@ -238,70 +331,102 @@ int ca_free(ca_allocator *a, void *ptr, ca_stream stream) {
     }
     b->allocated = false;
     b->requested = 0;
-    merge_and_index(a, b);
-    ca_lock_release(&a->lock);
+    merge_and_index(p, b);
+    ca_lock_release(&p->lock);
     return CA_OK;
 }
 
 int ca_owns(ca_allocator *a, const void *ptr, size_t *requested) {
-    uintptr_t addr = (uintptr_t)ptr;
-    ca_block *b;
-    ca_lock_acquire(&a->lock);
-    HASH_FIND(hh, a->live, &addr, sizeof(uintptr_t), b);
-    if (b && requested) *requested = b->requested;
-    ca_lock_release(&a->lock);
-    return b != NULL;
+    ca_pool *p;
+    ca_block *b = find_live(a, (uintptr_t)ptr, &p);
+    if (!b) return 0;
+    if (requested) *requested = b->requested;
+    ca_lock_release(&p->lock);
+    return 1;
 }
 
-void ca_release(ca_allocator *a) {
-    ca_lock_acquire(&a->lock);
-    release_all(a);
-    ca_lock_release(&a->lock);
+void ca_release(ca_allocator *a) { release_all(a); }
+
+static void add_stat(ca_stat *dst, const ca_stat *src) {
+    for (int k = 0; k < CA_POOL_KINDS; k++) {
+        dst[k].current += src[k].current;
+        dst[k].allocated += src[k].allocated;
+        dst[k].freed += src[k].freed;
+        if (src[k].peak > dst[k].peak) dst[k].peak = src[k].peak; /* at least any pool's */
+    }
 }
+
+#define STAT_FIELDS(X) X(allocation) X(segment) X(active) X(allocated_bytes) X(reserved_bytes) \
+    X(active_bytes) X(requested_bytes)
 
 void ca_get_stats(ca_allocator *a, ca_stats *out) {
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < pool_count(a); i++) {
+        ca_pool *p = a->pools[i];
+        ca_lock_acquire(&p->lock);
+#define ADD(f) add_stat(out->f, p->st.f);
+        STAT_FIELDS(ADD)
+#undef ADD
+        out->num_alloc_retries += p->st.num_alloc_retries;
+        out->num_ooms += p->st.num_ooms;
+        out->num_device_alloc += p->st.num_device_alloc;
+        out->num_device_free += p->st.num_device_free;
+        ca_lock_release(&p->lock);
+    }
     ca_lock_acquire(&a->lock);
-    *out = a->stats;
+    for (int k = 0; k < CA_POOL_KINDS; k++) {
+#define PEAK(f) if (a->peaks.f[k].peak > out->f[k].peak) out->f[k].peak = a->peaks.f[k].peak;
+        STAT_FIELDS(PEAK)
+#undef PEAK
+    }
     ca_lock_release(&a->lock);
 }
 
 void ca_reset_peaks(ca_allocator *a) {
+    for (size_t i = 0; i < pool_count(a); i++) {
+        ca_pool *p = a->pools[i];
+        ca_lock_acquire(&p->lock);
+        ca_stats_reset_peaks(&p->st);
+        ca_lock_release(&p->lock);
+    }
+    ca_stats now;
+    ca_get_stats(a, &now);
     ca_lock_acquire(&a->lock);
-    ca_stats_reset_peaks(&a->stats);
+    for (int k = 0; k < CA_POOL_KINDS; k++) {
+#define RESET(f) a->peaks.f[k].peak = now.f[k].current;
+        STAT_FIELDS(RESET)
+#undef RESET
+    }
     ca_lock_release(&a->lock);
-}
-
-size_t ca_largest_free(ca_allocator *a) {
-    ca_lock_acquire(&a->lock);
-    size_t best = largest_free_locked(a);
-    ca_lock_release(&a->lock);
-    return best;
 }
 
 void ca_set_observer(ca_allocator *a, ca_observer_fn fn, void *ctx) {
     ca_lock_acquire(&a->lock);
-    a->observer = fn;
     a->observer_ctx = ctx;
+    a->observer = fn;
     ca_lock_release(&a->lock);
 }
 
-void ca_visit(ca_allocator *a, ca_segment_fn on_segment, ca_block_fn on_block, void *ctx) {
-    ca_lock_acquire(&a->lock);
-    for (size_t i = 0; i < a->npools; i++) {
-        ca_pool *p = a->pools[i];
-        for (ca_segment *seg = p->segments; seg; seg = seg->next) {
-            ca_segment_view sv = {seg->base, seg->span, seg->mapped, p->stream, p->small, seg->expandable};
-            if (on_segment) on_segment(ctx, &sv);
-            if (!on_block) continue;
-            for (ca_block *b = seg->first; b; b = b->next) {
-                ca_block_view bv = {b->addr, b->size, b->requested,
-                                    b->allocated ? CA_BLOCK_ALLOCATED : CA_BLOCK_FREE,
-                                    seg->expandable ? ca_exp_block_mapped(a, b) : b->size};
-                on_block(ctx, &sv, &bv);
-            }
+static void visit_heap(ca_allocator *a, ca_heap *h, ca_segment_fn on_segment, ca_block_fn on_block, void *ctx) {
+    for (ca_segment *seg = h->segments; seg; seg = seg->next) {
+        ca_segment_view sv = {seg->base, seg->span, seg->mapped, h->pool->stream, h->small, seg->expandable};
+        if (on_segment) on_segment(ctx, &sv);
+        if (!on_block) continue;
+        for (ca_block *b = seg->first; b; b = b->next) {
+            ca_block_view bv = {b->addr, b->size, b->requested, b->allocated ? CA_BLOCK_ALLOCATED : CA_BLOCK_FREE,
+                                seg->expandable ? ca_exp_block_mapped(a, b) : b->size};
+            on_block(ctx, &sv, &bv);
         }
     }
-    ca_lock_release(&a->lock);
+}
+
+void ca_visit(ca_allocator *a, ca_segment_fn on_segment, ca_block_fn on_block, void *ctx) {
+    for (size_t i = 0; i < pool_count(a); i++) {
+        ca_pool *p = a->pools[i];
+        ca_lock_acquire(&p->lock);
+        for (int k = 0; k < 2; k++) visit_heap(a, &p->heap[k], on_segment, on_block, ctx);
+        ca_lock_release(&p->lock);
+    }
 }
 
 const ca_backend *ca_allocator_backend(const ca_allocator *a) { return a->be; }

@@ -1,4 +1,5 @@
-/* Block structs come from slabs: no malloc per allocation on the hot path. */
+/* Block structs come from per-pool slabs: no malloc per allocation on the hot
+ * path, and no memory shared between pools. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -6,7 +7,7 @@
 
 #define SLAB_BLOCKS 256
 
-ca_block *ca_block_new(ca_allocator *a) {
+ca_block *ca_block_new(ca_pool *a) {
     if (!a->spare) {
         if (a->nchunks == a->chunks_cap) {
             size_t cap = a->chunks_cap ? a->chunks_cap * 2 : 16;
@@ -30,12 +31,12 @@ ca_block *ca_block_new(ca_allocator *a) {
     return b;
 }
 
-void ca_block_put(ca_allocator *a, ca_block *b) {
+void ca_block_put(ca_pool *a, ca_block *b) {
     b->next = a->spare;
     a->spare = b;
 }
 
-void ca_block_free_all(ca_allocator *a) {
+void ca_block_free_all(ca_pool *a) {
     for (size_t i = 0; i < a->nchunks; i++) free(a->chunks[i]);
     free(a->chunks);
     a->chunks = NULL;

@@ -13,7 +13,7 @@
 
 static size_t round_up(size_t x, size_t g) { return (x + g - 1) & ~(g - 1); }
 
-static ca_segment *segment_new(ca_allocator *a, ca_pool *p) {
+static ca_segment *segment_new(ca_allocator *a, ca_heap *h) {
     /* Four times the device: blocks are never moved, so after fragmentation a
      * request may have to be placed past the end of everything else. Virtual
      * address space is cheap. */
@@ -27,21 +27,28 @@ static ca_segment *segment_new(ca_allocator *a, ca_pool *p) {
         a->be->unreserve(a->be->self, base, reserve);
         return NULL;
     }
-    seg->pool = p;
+    seg->heap = h;
     seg->base = base;
     seg->reserve_size = reserve;
     seg->expandable = true;
-    seg->next = p->segments;
-    p->segments = seg;
-    ca_stat_update(a->stats.segment, ca_pool_kind(p), 1);
+    seg->next = h->segments;
+    h->segments = seg;
+    h->range_base = base; /* read without the pool's lock by ca_free: set once */
+    __atomic_store_n(&h->range_size, reserve, __ATOMIC_RELEASE);
+    CA_STAT(a, h, segment, 1);
     return seg;
 }
 
-static int grow_handles(ca_segment *seg, size_t old_n, size_t new_n) {
-    ca_handle *h = realloc(seg->handles, new_n * sizeof *h);
+/* Room for new_n granule handles; the array grows geometrically. */
+static int grow_handles(ca_segment *seg, size_t new_n) {
+    if (new_n <= seg->handles_cap) return CA_OK;
+    size_t cap = seg->handles_cap ? seg->handles_cap : 64;
+    while (cap < new_n) cap *= 2;
+    ca_handle *h = realloc(seg->handles, cap * sizeof *h);
     if (!h) return CA_ERR_OOM;
-    memset(h + old_n, 0, (new_n - old_n) * sizeof *h);
+    memset(h + seg->handles_cap, 0, (cap - seg->handles_cap) * sizeof *h);
     seg->handles = h;
+    seg->handles_cap = cap;
     return CA_OK;
 }
 
@@ -58,8 +65,8 @@ static int map_granule(ca_allocator *a, ca_segment *seg, size_t i) {
     }
     seg->handles[i] = h;
     seg->mapped += g;
-    ca_stat_update(a->stats.reserved_bytes, ca_pool_kind(seg->pool), (int64_t)g);
-    a->stats.num_device_alloc++;
+    CA_STAT(a, seg->heap, reserved_bytes, (int64_t)g);
+    seg->heap->pool->st.num_device_alloc++;
     return CA_OK;
 }
 
@@ -69,14 +76,15 @@ static void unmap_granule(ca_allocator *a, ca_segment *seg, size_t i) {
     a->be->release(a->be->self, seg->handles[i]);
     seg->handles[i] = 0;
     seg->mapped -= g;
-    ca_stat_update(a->stats.reserved_bytes, ca_pool_kind(seg->pool), -(int64_t)g);
-    a->stats.num_device_free++;
+    CA_STAT(a, seg->heap, reserved_bytes, -(int64_t)g);
+    seg->heap->pool->st.num_device_free++;
 }
 
 /* Map every granule under [addr, addr+size); reports runs to the observer.
  * Asks first whether the device has the memory, so a request that cannot fit
  * costs no mapping and unmapping. */
 static int map_range(ca_allocator *a, ca_segment *seg, uintptr_t addr, size_t size) {
+    if (seg->mapped == seg->span) return CA_OK; /* the common case: nothing unmapped */
     size_t g = a->granule;
     size_t first = (addr - seg->base) / g, end = (addr + size - seg->base + g - 1) / g;
     size_t missing = 0;
@@ -84,18 +92,18 @@ static int map_range(ca_allocator *a, ca_segment *seg, uintptr_t addr, size_t si
     if (!missing) return CA_OK;
     size_t free_bytes = 0, total = 0, cap = a->opt.max_reserved;
     if (a->be->mem_info(a->be->self, &free_bytes, &total) == CA_OK && free_bytes < missing * g) return CA_ERR_OOM;
-    if (cap && (size_t)a->stats.reserved_bytes[CA_POOL_ALL].current + missing * g > cap) return CA_ERR_OOM;
+    if (cap && ca_reserved_total(a) + missing * g > cap) return CA_ERR_OOM;
     size_t run = end; /* start of the run being mapped; end = none */
     for (size_t i = first; i < end; i++) {
         if (seg->handles[i]) continue;
         int rc = map_granule(a, seg, i);
         if (rc != CA_OK) {
-            if (run != end) ca_emit(a, CA_EV_SEGMENT_MAP, seg->base + run * g, (i - run) * g, 0, seg->pool->stream);
+            if (run != end) ca_emit(a, CA_EV_SEGMENT_MAP, seg->base + run * g, (i - run) * g, 0, seg->heap->pool->stream);
             return rc;
         }
         if (run == end) run = i;
         if (i + 1 == end || seg->handles[i + 1]) {
-            ca_emit(a, CA_EV_SEGMENT_MAP, seg->base + run * g, (i + 1 - run) * g, 0, seg->pool->stream);
+            ca_emit(a, CA_EV_SEGMENT_MAP, seg->base + run * g, (i + 1 - run) * g, 0, seg->heap->pool->stream);
             run = end;
         }
     }
@@ -111,15 +119,15 @@ static ca_block *extend(ca_allocator *a, ca_segment *seg, size_t size) {
     uintptr_t start = tail_free ? tail->addr : seg->base + seg->span;
     size_t new_span = round_up(start + size - seg->base, g);
     if (new_span > seg->reserve_size) return NULL;
-    if (grow_handles(seg, seg->span / g, new_span / g) != CA_OK) return NULL;
+    if (grow_handles(seg, new_span / g) != CA_OK) return NULL;
     size_t added = new_span - seg->span;
     ca_block *b;
     if (tail_free) {
-        ca_free_index_remove(&seg->pool->free, tail);
+        ca_free_index_remove(&seg->heap->free, tail);
         tail->size += added;
         b = tail;
     } else {
-        if (!(b = ca_block_new(a))) return NULL;
+        if (!(b = ca_block_new(seg->heap->pool))) return NULL;
         b->addr = seg->base + seg->span;
         b->size = added;
         b->seg = seg;
@@ -132,15 +140,15 @@ static ca_block *extend(ca_allocator *a, ca_segment *seg, size_t size) {
     return b;
 }
 
-int ca_exp_alloc(ca_allocator *a, ca_pool *p, size_t size, ca_block **out) {
-    ca_segment *seg = p->segments;
-    if (!seg && !(seg = segment_new(a, p))) return CA_ERR_OOM;
-    ca_block *b = ca_free_index_best_fit(&p->free, size);
-    if (b) ca_free_index_remove(&p->free, b);
+int ca_exp_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out) {
+    ca_segment *seg = h->segments;
+    if (!seg && !(seg = segment_new(a, h))) return CA_ERR_OOM;
+    ca_block *b = ca_free_index_best_fit(&h->free, size);
+    if (b) ca_free_index_remove(&h->free, b);
     else if (!(b = extend(a, seg, size))) return CA_ERR_OOM;
     int rc = map_range(a, seg, b->addr, size);
     if (rc != CA_OK) {
-        ca_free_index_insert(&p->free, b);
+        ca_free_index_insert(&h->free, b);
         return rc;
     }
     *out = b;
@@ -158,13 +166,13 @@ size_t ca_exp_release(ca_allocator *a, ca_segment *seg) {
         size_t run = end;
         for (size_t i = first; i < end; i++) {
             if (seg->handles[i]) {
-                if (!synced) { ca_pool_sync(a, seg->pool); synced = true; }
+                if (!synced) { ca_pool_sync(a, seg->heap->pool); synced = true; }
                 unmap_granule(a, seg, i);
                 released += g;
                 if (run == end) run = i;
             }
             if (run != end && (i + 1 == end || !seg->handles[i + 1])) {
-                ca_emit(a, CA_EV_SEGMENT_UNMAP, seg->base + run * g, (i + 1 - run) * g, 0, seg->pool->stream);
+                ca_emit(a, CA_EV_SEGMENT_UNMAP, seg->base + run * g, (i + 1 - run) * g, 0, seg->heap->pool->stream);
                 run = end;
             }
         }
@@ -178,15 +186,15 @@ size_t ca_exp_release(ca_allocator *a, ca_segment *seg) {
         while (end > lo && !seg->handles[end - 1]) end--;
         if (end * g < seg->span) {
             uintptr_t new_end = seg->base + end * g;
-            ca_free_index_remove(&seg->pool->free, tail);
+            ca_free_index_remove(&seg->heap->free, tail);
             if (new_end > tail->addr) {
                 tail->size = new_end - tail->addr;
-                ca_free_index_insert(&seg->pool->free, tail);
+                ca_free_index_insert(&seg->heap->free, tail);
             } else {
                 seg->last = tail->prev;
                 if (seg->last) seg->last->next = NULL;
                 else seg->first = NULL;
-                ca_block_put(a, tail);
+                ca_block_put(seg->heap->pool, tail);
             }
             seg->span = end * g;
         }
@@ -199,7 +207,7 @@ void ca_exp_destroy(ca_allocator *a, ca_segment *seg) {
     for (size_t i = 0; i < seg->span / g; i++)
         if (seg->handles[i]) unmap_granule(a, seg, i);
     a->be->unreserve(a->be->self, seg->base, seg->reserve_size);
-    ca_stat_update(a->stats.segment, ca_pool_kind(seg->pool), -1);
+    CA_STAT(a, seg->heap, segment, -1);
     free(seg->handles);
     free(seg);
 }

@@ -3,6 +3,7 @@
 #define CA_INTERNAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <uthash.h>
 
 #include "allocator.h"
@@ -20,6 +21,7 @@
 #define HASH_KEYCMP(a, b, n) (*(const uintptr_t *)(a) != *(const uintptr_t *)(b))
 
 typedef struct ca_pool ca_pool;
+typedef struct ca_heap ca_heap;
 typedef struct ca_segment ca_segment;
 
 /* A block tiles part of a segment; blocks of a segment are in address order. */
@@ -48,38 +50,54 @@ typedef struct ca_free_index {
 } ca_free_index;
 
 struct ca_segment {
-    ca_pool *pool;
+    ca_heap *heap;
     uintptr_t base;
     size_t span;          /* bytes tiled by blocks */
     size_t reserve_size;  /* expandable: the whole virtual range */
     size_t mapped;        /* bytes of physical memory behind the range */
     ca_handle *handles;   /* expandable: one per granule of span; 0 = unmapped */
+    size_t handles_cap;
     ca_block *first, *last;
-    ca_segment *next;     /* in the pool */
+    ca_segment *next;     /* in the heap */
     bool expandable;
 };
 
-struct ca_pool {
-    ca_stream stream;
+/* The blocks of one size class in a pool: small (up to 1 MiB) or large,
+ * each with its own segments, so small blocks never pin large granules. */
+struct ca_heap {
+    ca_pool *pool;
     bool small;
+    uintptr_t range_base;   /* expandable: the reserved range, fixed once set */
+    size_t range_size;
     ca_free_index free;
     ca_segment *segments;
 };
 
-struct ca_allocator {
+/* A pool serves one stream and has its own lock, live table and statistics,
+ * so threads on different streams share no written cache line on the hot path. */
+struct ca_pool {
     ca_lock lock;
+    ca_stream stream;
+    ca_heap heap[2];        /* [0] large, [1] small */
+    ca_block *live;         /* uthash table of allocated blocks, keyed by addr */
+    ca_stats st;            /* this pool's figures */
+    ca_block *spare;        /* recycled block structs */
+    void **chunks;          /* block slabs, freed with the pool */
+    size_t nchunks, chunks_cap;
+};
+
+#define CA_MAX_POOLS 1024
+
+struct ca_allocator {
+    ca_lock lock;             /* innermost: pool creation, global peaks */
     ca_backend *be;
     ca_options opt;
     size_t granule;
     size_t capacity;          /* device total, from mem_info at creation */
-    ca_pool **pools;
-    size_t npools, pools_cap;
-    ca_pool *last_pool;       /* the pool of the previous request: usually the next too */
-    ca_block *live;           /* uthash table of allocated blocks */
-    ca_block *spare;          /* recycled block structs */
-    void **chunks;            /* block slabs, freed at destroy */
-    size_t nchunks, chunks_cap;
-    ca_stats stats;
+    ca_pool *pools[CA_MAX_POOLS]; /* published in order, never removed */
+    _Atomic size_t npools;
+    ca_stats peaks;           /* device-wide peaks of the pools' sums */
+    uint64_t serial;          /* unique per allocator in this process */
     ca_observer_fn observer;
     void *observer_ctx;
 };
@@ -91,27 +109,36 @@ ca_block *ca_free_index_best_fit(ca_free_index *fi, size_t size);
 ca_block *ca_free_index_largest(ca_free_index *fi);
 void ca_free_index_walk(ca_free_index *fi, void (*fn)(void *ctx, ca_block *b), void *ctx);
 
-/* block.c: block structs from slabs */
-ca_block *ca_block_new(ca_allocator *a);
-void ca_block_put(ca_allocator *a, ca_block *b);
-void ca_block_free_all(ca_allocator *a);
+/* block.c: block structs from the pool's slabs */
+ca_block *ca_block_new(ca_pool *p);
+void ca_block_put(ca_pool *p, ca_block *b);
+void ca_block_free_all(ca_pool *p);
 
 /* allocator.c: shared steps */
 ca_block *ca_split(ca_allocator *a, ca_block *b, size_t size);
 void ca_emit(ca_allocator *a, ca_event_kind kind, uintptr_t addr, size_t size, size_t req, ca_stream s);
 void ca_pool_sync(ca_allocator *a, ca_pool *p);
-static inline int ca_pool_kind(const ca_pool *p) { return p->small ? CA_POOL_SMALL : CA_POOL_LARGE; }
+static inline int ca_heap_kind(const ca_heap *h) { return h->small ? CA_POOL_SMALL : CA_POOL_LARGE; }
+/* A pool reached a new peak of a statistic: update the device-wide peak. */
+void ca_pool_new_peak(ca_allocator *a, size_t field);
+/* Change one statistic of heap h's pool. */
+#define CA_STAT(a, h, field, delta)                                                      \
+    do {                                                                                 \
+        if (ca_stat_update((h)->pool->st.field, ca_heap_kind(h), (delta)))               \
+            ca_pool_new_peak((a), offsetof(ca_stats, field));                            \
+    } while (0)
+size_t ca_reserved_total(ca_allocator *a);
 
 /* expandable.c */
-int ca_exp_alloc(ca_allocator *a, ca_pool *p, size_t size, ca_block **out);
+int ca_exp_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out);
 size_t ca_exp_release(ca_allocator *a, ca_segment *seg);
 void ca_exp_destroy(ca_allocator *a, ca_segment *seg);
 size_t ca_exp_mapped_run(const ca_allocator *a, const ca_block *b);
 size_t ca_exp_block_mapped(const ca_allocator *a, const ca_block *b);
 
 /* classic.c */
-int ca_classic_alloc(ca_allocator *a, ca_pool *p, size_t size, ca_block **out);
-size_t ca_classic_release(ca_allocator *a, ca_pool *p);
+int ca_classic_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out);
+size_t ca_classic_release(ca_allocator *a, ca_heap *h);
 void ca_classic_destroy(ca_allocator *a, ca_segment *seg);
 
 #endif

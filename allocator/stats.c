@@ -2,18 +2,6 @@
  * of what was added and taken away. */
 #include "stats.h"
 
-static inline void apply(ca_stat *s, int64_t delta) {
-    s->current += delta;
-    if (s->current > s->peak) s->peak = s->current;
-    if (delta > 0) s->allocated += delta;
-    else s->freed -= delta;
-}
-
-void ca_stat_update(ca_stat *stat3, int pool, int64_t delta) {
-    apply(&stat3[CA_POOL_ALL], delta);
-    apply(&stat3[pool], delta);
-}
-
 static void reset(ca_stat *s) {
     for (int i = 0; i < CA_POOL_KINDS; i++) s[i].peak = s[i].current;
 }

@@ -25,8 +25,22 @@ typedef struct ca_stats {
     int64_t num_device_free;
 } ca_stats;
 
-/* Apply a change of `delta` to one stat in the ALL pool and in `pool`. */
-void ca_stat_update(ca_stat *stat3, int pool, int64_t delta);
+/* Returns 1 when the peak rose. */
+static inline int ca_stat_apply(ca_stat *s, int64_t delta) {
+    /* current is read by other threads without a lock (device-wide sums) */
+    __atomic_store_n(&s->current, s->current + delta, __ATOMIC_RELAXED);
+    if (delta > 0) s->allocated += delta;
+    else s->freed -= delta;
+    if (s->current <= s->peak) return 0;
+    s->peak = s->current;
+    return 1;
+}
+
+/* Apply a change of `delta` to one stat in the ALL pool and in `pool`;
+ * returns 1 when either peak rose. */
+static inline int ca_stat_update(ca_stat *stat3, int pool, int64_t delta) {
+    return ca_stat_apply(&stat3[CA_POOL_ALL], delta) | ca_stat_apply(&stat3[pool], delta);
+}
 void ca_stats_reset_peaks(ca_stats *s);
 
 #endif

@@ -1,0 +1,127 @@
+/* cudalloc-replay: replays RMM-style allocation logs through the allocator and
+ * prints what it measured: peak requested and reserved bytes, utilization,
+ * OOMs and time per call (the median of several replays, parsing excluded). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/replay.h"
+#include "util/size.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: cudalloc-replay [--mode expandable|classic] [--backend count|host]\n"
+            "                       [--capacity SIZE] [--min-capacity] [--runs N]\n"
+            "                       [--compare] [--threads N] FILE.csv...\n"
+            "  --mode        expandable segments (default) or classic (PyTorch's default)\n"
+            "  --backend     count: accounting only (default); host: real memory\n"
+            "  --capacity    device size, e.g. 16GiB (default: unlimited on count,\n"
+            "                twice the trace's peak on host); a failed allocation counts\n"
+            "                as an OOM and the replay goes on\n"
+            "  --min-capacity  search the smallest capacity (to 1 MiB) with no OOM\n"
+            "  --runs        replays to take the median time of (default 9)\n"
+            "  --compare     also time glibc malloc, mimalloc and jemalloc on the sizes\n"
+            "  --threads N   also measure N threads on N streams against one thread\n");
+}
+
+static int bad(const char *what, const char *value, const char *accepted) {
+    fprintf(stderr, "cudalloc-replay: bad %s '%s': accepted: %s\n", what, value, accepted);
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    replay_config cfg = {1, 0, 0};
+    int min_capacity = 0, runs = 9, compare = 0, threads = 0;
+    static const struct option longopts[] = {
+        {"mode", required_argument, 0, 'm'},     {"backend", required_argument, 0, 'b'},
+        {"capacity", required_argument, 0, 'c'}, {"min-capacity", no_argument, 0, 'n'},
+        {"runs", required_argument, 0, 'r'},     {"compare", no_argument, 0, 'x'},
+        {"threads", required_argument, 0, 't'},  {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'm':
+            if (!strcmp(optarg, "expandable")) cfg.expandable = 1;
+            else if (!strcmp(optarg, "classic")) cfg.expandable = 0;
+            else return bad("--mode", optarg, "expandable, classic");
+            break;
+        case 'b':
+            if (!strcmp(optarg, "count")) cfg.host = 0;
+            else if (!strcmp(optarg, "host")) cfg.host = 1;
+            else return bad("--backend", optarg, "count, host");
+            break;
+        case 'c':
+            if (ca_parse_size(optarg, &cfg.capacity) != 0 || cfg.capacity == 0)
+                return bad("--capacity", optarg, "a size such as 4096, 512MiB, 16GiB");
+            break;
+        case 'n': min_capacity = 1; break;
+        case 'r':
+            runs = atoi(optarg);
+            if (runs < 1 || runs > 1000) return bad("--runs", optarg, "1 to 1000");
+            break;
+        case 'x': compare = 1; break;
+        case 't':
+            threads = atoi(optarg);
+            if (threads < 1 || threads > 16) return bad("--threads", optarg, "1 to 16");
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind >= argc) {
+        usage(stderr);
+        return 2;
+    }
+    for (int i = optind; i < argc; i++) {
+        ca_trace t;
+        char err[512];
+        if (ca_trace_parse_file(argv[i], &t, err, sizeof err) != 0) {
+            fprintf(stderr, "%s\n", err);
+            return 2;
+        }
+        replay_config run_cfg = cfg;
+        if (run_cfg.host && !run_cfg.capacity) run_cfg.capacity = 2 * t.peak_live_bytes + ((size_t)64 << 20);
+        replay_result r;
+        if (replay_run(&t, &run_cfg, runs, &r) != CA_OK) {
+            fprintf(stderr, "cudalloc-replay: %s: the %s backend failed to start\n", argv[i],
+                    cfg.host ? "host" : "count");
+            ca_trace_free(&t);
+            return 1;
+        }
+        printf("%s: mode=%s backend=%s calls=%zu peak_requested=%lld peak_reserved=%lld "
+               "utilization=%.3f ooms=%zu ns_per_op=%.1f",
+               argv[i], cfg.expandable ? "expandable" : "classic", cfg.host ? "host" : "count", r.calls,
+               (long long)r.peak_requested, (long long)r.peak_reserved,
+               r.peak_reserved ? (double)r.peak_requested / (double)r.peak_reserved : 0.0, r.ooms, r.ns_per_op);
+        if (min_capacity) {
+            replay_config mc = cfg;
+            mc.host = 0; /* the search needs no memory: the count backend decides alike */
+            size_t hi = r.peak_reserved > 0 && !r.ooms ? (size_t)r.peak_reserved : 2 * t.peak_live_bytes + ((size_t)64 << 20);
+            size_t min = replay_min_capacity(&t, &mc, hi);
+            printf(" min_capacity=%zu ratio=%.3f", min, r.peak_requested ? (double)min / (double)r.peak_requested : 0.0);
+        }
+        printf("\n");
+        if (compare) {
+            const char *libs[] = {"glibc", "mimalloc", "jemalloc"};
+            printf("  compare: cudalloc %.1f ns/op", r.ns_per_op);
+            for (int k = 0; k < 3; k++) {
+                double ns = replay_foreign(&t, libs[k], runs);
+                if (ns < 0) printf(", %s unavailable", libs[k]);
+                else printf(", %s %.1f ns/op (%.2fx cudalloc's time)", libs[k], ns, ns / r.ns_per_op);
+            }
+            printf("\n");
+        }
+        if (threads) {
+            replay_config tc = cfg;
+            tc.host = 0;
+            tc.capacity = 0;
+            double one = replay_throughput(&t, &tc, 1), many = replay_throughput(&t, &tc, threads);
+            printf("  threads: 1 thread %.2f Mcalls/s, %d threads on %d streams %.2f Mcalls/s, ratio %.2f\n",
+                   one / 1e6, threads, threads, many / 1e6, many / one);
+        }
+        ca_trace_free(&t);
+    }
+    return 0;
+}

@@ -1,0 +1,38 @@
+/* Replaying a parsed trace through the allocator, and through other
+ * allocators for comparison. */
+#ifndef CA_REPLAY_H
+#define CA_REPLAY_H
+
+#include "allocator/allocator.h"
+#include "tools/trace.h"
+
+typedef struct replay_config {
+    int expandable;
+    int host;          /* 1: host backend (real memory), 0: count */
+    size_t capacity;   /* 0: unlimited (count) */
+} replay_config;
+
+typedef struct replay_result {
+    int64_t peak_requested, peak_reserved, peak_allocated;
+    size_t ooms;
+    size_t calls;      /* allocator calls made */
+    double ns_per_op;  /* median over the runs */
+} replay_result;
+
+/* Replays `runs` times (fresh allocator each time); figures from the first run,
+ * time per call the median of all. Returns CA_OK or the backend failure. */
+int replay_run(const ca_trace *t, const replay_config *cfg, int runs, replay_result *out);
+/* The smallest capacity, to 1 MiB, at which the replay has no OOM. */
+size_t replay_min_capacity(const ca_trace *t, const replay_config *cfg, size_t hi);
+/* Total calls per second with `threads` threads, each replaying the trace on
+ * its own stream of one shared allocator. */
+double replay_throughput(const ca_trace *t, const replay_config *cfg, int threads);
+
+/* Median ns per call replaying the same sizes through malloc-style functions
+ * from a library ("glibc", "mimalloc", "jemalloc"); <0 when not available. */
+double replay_foreign(const ca_trace *t, const char *which, int runs);
+
+double replay_now_ns(void);
+double replay_median(double *v, int n);
+
+#endif
