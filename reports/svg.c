@@ -479,6 +479,16 @@ static void rect_open(FILE *f, double x, double y, double w, const char *fill)
 
 static int valid_state(int st) { return st >= 0 && st < N_STATES; }
 
+/* The part of a block inside its segment, as [*lo, *hi); 0 if none. */
+static int clip(const ca_svg_segment *sg, const ca_svg_block *bl, uint64_t *lo, uint64_t *hi)
+{
+    uint64_t seg_end = sg->addr + sg->size < sg->addr ? UINT64_MAX : sg->addr + sg->size;
+    uint64_t end = bl->addr + bl->size < bl->addr ? UINT64_MAX : bl->addr + bl->size;
+    *lo = bl->addr > sg->addr ? bl->addr : sg->addr;
+    *hi = end < seg_end ? end : seg_end;
+    return *lo < *hi;
+}
+
 /* Blocks under a pixel wide, pooled until the pool spans a pixel. */
 struct pool {
     int active;
@@ -538,10 +548,10 @@ static void draw_segment(FILE *f, const ca_svg_segment *sg, double y, double seg
     if (sg->tip) {
         ca_html_escape(f, sg->tip);
     } else {
-        uint64_t by_state[N_STATES] = {0};
+        uint64_t by_state[N_STATES] = {0}, lo, hi;
         for (size_t i = 0; i < sg->n_blocks && sg->blocks; i++)
-            if (valid_state(sg->blocks[i].state))
-                by_state[sg->blocks[i].state] += sg->blocks[i].size;
+            if (valid_state(sg->blocks[i].state) && clip(sg, &sg->blocks[i], &lo, &hi))
+                by_state[sg->blocks[i].state] += hi - lo;
         fprintf(f, "segment 0x%" PRIx64 ", %s: ", sg->addr, sz);
         ca_fmt_bytes(b, sizeof b, (double)by_state[CA_SVG_ALLOCATED]);
         fprintf(f, "%s allocated, ", b);
@@ -555,15 +565,12 @@ static void draw_segment(FILE *f, const ca_svg_segment *sg, double y, double seg
     if (!sg->size || !sg->blocks)
         return;
     double ppb = seg_w / (double)sg->size;
-    uint64_t seg_end = sg->addr + sg->size < sg->addr ? UINT64_MAX : sg->addr + sg->size;
     struct pool pool = {0};
     for (size_t i = 0; i < sg->n_blocks; i++) {
         const ca_svg_block *bl = &sg->blocks[i];
         int st = valid_state(bl->state) ? bl->state : CA_SVG_INACTIVE;
-        uint64_t end = bl->addr + bl->size < bl->addr ? UINT64_MAX : bl->addr + bl->size;
-        uint64_t lo = bl->addr > sg->addr ? bl->addr : sg->addr;
-        uint64_t hi = end < seg_end ? end : seg_end;
-        if (lo >= hi)
+        uint64_t lo, hi;
+        if (!clip(sg, bl, &lo, &hi))
             continue;   /* outside its segment: nothing to draw */
         double bx0 = (double)(lo - sg->addr) * ppb, bx1 = (double)(hi - sg->addr) * ppb;
         if (bx1 - bx0 < 1.0) {
