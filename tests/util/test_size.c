@@ -87,6 +87,8 @@ START_TEST(overflow_is_rejected)
         "99999999999999999999999999999", /* far beyond */
         "16777216TiB",                   /* 2^64 exactly */
         "17179869184GiB",
+        "340282366920938463463374607431768211461", /* 2^128 + 5: must not wrap to 5 */
+        "340282366920938463463374607431768211461K",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         size_t v = 5;
