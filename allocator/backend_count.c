@@ -1,16 +1,16 @@
 /* The count backend: addresses and accounting, no memory. Trace replay runs on
- * it, so every call is a few dozen instructions under an uncontended mutex:
+ * it, so every call is a few dozen instructions under an uncontended spin lock:
  * addresses come from a counter, handles index a table, nothing is mapped.
  * It checks what it can check cheaply (alignment, sizes, live handles, fixed
  * addresses it gave out) and nothing that would need a search (it does not
  * know which ranges are reserved or mapped). */
-#include <pthread.h>
 #include <stdlib.h>
 
 /* Out of memory inside uthash must not exit the host program. */
 #define HASH_NONFATAL_OOM 1
 #define uthash_nonfatal_oom(e) (hash_oom = 1)
 #include "backend_common.h"
+#include "lock.h"
 
 /* Fake addresses start here (far from anything a test might dereference) and
  * each range is followed by an unused gap, so an overrun never lands in the
@@ -20,7 +20,7 @@
 
 typedef struct count {
     ca_acct acct; /* first: ca_backend_used reads it */
-    pthread_mutex_t lock;
+    ca_lock lock;
     size_t granule;
     uint64_t next;  /* next fake address */
     ca_htable handles;
@@ -41,9 +41,9 @@ static int c_reserve(void *self, size_t size, uintptr_t *base)
 {
     count *c = self;
     if (!base || !ca_size_ok(size, c->granule)) return CA_ERR_INVALID;
-    pthread_mutex_lock(&c->lock);
+    ca_lock_acquire(&c->lock);
     uint64_t b = take_addr(c, size);
-    pthread_mutex_unlock(&c->lock);
+    ca_lock_release(&c->lock);
     if (!b) return CA_ERR_OOM; /* as cuMemAddressReserve: out of address space */
     *base = (uintptr_t)b;
     return CA_OK;
@@ -62,12 +62,12 @@ static int c_create(void *self, size_t size, ca_handle *h)
     count *c = self;
     if (!h || !ca_size_ok(size, c->granule)) return CA_ERR_INVALID;
     int rc = CA_ERR_OOM;
-    pthread_mutex_lock(&c->lock);
+    ca_lock_acquire(&c->lock);
     if (ca_acct_fits(&c->acct, size)) {
         rc = ca_htable_add(&c->handles, size, h) ? CA_OK : CA_ERR_BACKEND;
         if (rc == CA_OK) ca_acct_add(&c->acct, size);
     }
-    pthread_mutex_unlock(&c->lock);
+    ca_lock_release(&c->lock);
     return rc;
 }
 
@@ -75,14 +75,14 @@ static int c_release(void *self, ca_handle h)
 {
     count *c = self;
     int rc = CA_ERR_INVALID;
-    pthread_mutex_lock(&c->lock);
+    ca_lock_acquire(&c->lock);
     ca_hslot *s = ca_htable_get(&c->handles, h);
     if (s) {
         ca_acct_sub(&c->acct, s->size);
         ca_htable_del(&c->handles, ca_htable_index(h));
         rc = CA_OK;
     }
-    pthread_mutex_unlock(&c->lock);
+    ca_lock_release(&c->lock);
     return rc;
 }
 
@@ -91,10 +91,10 @@ static int c_map(void *self, uintptr_t addr, size_t size, ca_handle h)
     count *c = self;
     if (!addr || !ca_is_aligned(addr, c->granule) || !ca_size_ok(size, c->granule))
         return CA_ERR_INVALID;
-    pthread_mutex_lock(&c->lock);
+    ca_lock_acquire(&c->lock);
     ca_hslot *s = ca_htable_get(&c->handles, h);
     int rc = s && size <= s->size ? CA_OK : CA_ERR_INVALID;
-    pthread_mutex_unlock(&c->lock);
+    ca_lock_release(&c->lock);
     return rc;
 }
 
@@ -114,7 +114,7 @@ static int c_fixed_alloc(void *self, size_t size, uintptr_t *addr)
     ca_fixed *f = malloc(sizeof *f);
     if (!f) return CA_ERR_BACKEND;
     int rc = CA_ERR_OOM;
-    pthread_mutex_lock(&c->lock);
+    ca_lock_acquire(&c->lock);
     uint64_t b = ca_acct_fits(&c->acct, charge) ? take_addr(c, charge) : 0;
     if (b) {
         int hash_oom = 0;
@@ -129,7 +129,7 @@ static int c_fixed_alloc(void *self, size_t size, uintptr_t *addr)
             rc = CA_OK;
         }
     }
-    pthread_mutex_unlock(&c->lock);
+    ca_lock_release(&c->lock);
     free(f);
     return rc;
 }
@@ -139,7 +139,7 @@ static int c_fixed_free(void *self, uintptr_t addr, size_t size)
     count *c = self;
     ca_fixed *f;
     int rc = CA_ERR_INVALID;
-    pthread_mutex_lock(&c->lock);
+    ca_lock_acquire(&c->lock);
     HASH_FIND(hh, c->fixed, &addr, sizeof addr, f);
     if (f && (size == f->size || size == f->charge)) {
         HASH_DEL(c->fixed, f);
@@ -147,7 +147,7 @@ static int c_fixed_free(void *self, uintptr_t addr, size_t size)
         free(f);
         rc = CA_OK;
     }
-    pthread_mutex_unlock(&c->lock);
+    ca_lock_release(&c->lock);
     return rc;
 }
 
@@ -170,7 +170,6 @@ static void c_destroy(ca_backend *be)
         free(f);
     }
     ca_htable_fini(&c->handles);
-    pthread_mutex_destroy(&c->lock);
     free(c);
     free(be);
 }
@@ -190,7 +189,7 @@ ca_backend *ca_backend_count_new(size_t capacity, size_t granule)
     }
     c->acct.capacity = capacity;
     atomic_init(&c->acct.used, 0);
-    pthread_mutex_init(&c->lock, NULL);
+    ca_lock_init(&c->lock);
     c->granule = granule;
     c->next = ca_round_up(COUNT_BASE, granule);
     *be = (ca_backend){

@@ -13,3 +13,14 @@ $(BIN)/cudalloc-replay: $(REPLAY_SRCS:%.c=$(OBJ)/%.o) $(TRACE_OBJS) $(UTIL_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ -lpthread -ldl
 ALL_TARGETS += $(BIN)/cudalloc-replay
+
+.PHONY: test-replay
+test-replay: $(BIN)/cudalloc-replay
+	@bash tests/tools/replay_system.sh $(BIN) $(TRACES)
+SYSTEM_TESTS += test-replay
+
+.PHONY: bench-replay
+bench-replay: $(BIN)/cudalloc-replay
+	@for m in expandable classic; do $(BIN)/cudalloc-replay --runs 21 --mode $$m --min-capacity $(TRACES)/*.csv; done
+	@$(BIN)/cudalloc-replay --runs 21 --compare --threads 2 $(TRACES)/*.csv
+BENCHES += bench-replay
