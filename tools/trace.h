@@ -13,9 +13,9 @@
  * (RMM writes a clock time, converted traces an index) and is not read. CRLF,
  * blank lines and blanks around fields are tolerated.
  *
- * Each allocation gets a dense id: the smallest id not held by a live
- * allocation (a freed allocation's id is reused), so a replay can keep its
- * pointers in an array of n_ids entries instead of a hash table. */
+ * Each allocation gets a dense id: the id most recently given up by a free,
+ * else a new one, so n_ids is the most allocations live at once and a replay
+ * can keep its pointers in an array of n_ids entries instead of a hash table. */
 #ifndef CA_TRACE_H
 #define CA_TRACE_H
 
