@@ -21,7 +21,8 @@ static void usage(FILE *f) {
             "                twice the trace's peak on host); a failed allocation counts\n"
             "                as an OOM and the replay goes on\n"
             "  --min-capacity  search the smallest capacity (to 1 MiB) with no OOM\n"
-            "  --runs        replays to take the median time of (default 9)\n"
+            "  --runs        replays after the first to take the median time of (default 9);\n"
+            "                the first, on a fresh allocator, is reported as cold_ns_per_op\n"
             "  --compare     also time glibc malloc, mimalloc and jemalloc on the sizes\n"
             "  --threads N   also measure N threads on N streams against one thread\n");
 }
@@ -97,10 +98,11 @@ int main(int argc, char **argv) {
             return 1;
         }
         printf("%s: mode=%s backend=%s calls=%zu peak_requested=%lld peak_reserved=%lld "
-               "utilization=%.3f ooms=%zu ns_per_op=%.1f",
+               "utilization=%.3f ooms=%zu cold_ns_per_op=%.1f ns_per_op=%.1f",
                argv[i], cfg.expandable ? "expandable" : "classic", cfg.host ? "host" : "count", r.calls,
                (long long)r.peak_requested, (long long)r.peak_reserved,
-               r.peak_reserved ? (double)r.peak_requested / (double)r.peak_reserved : 0.0, r.ooms, r.ns_per_op);
+               r.peak_reserved ? (double)r.peak_requested / (double)r.peak_reserved : 0.0, r.ooms, r.cold_ns_per_op,
+               r.ns_per_op);
         if (min_capacity) {
             replay_config mc = cfg;
             mc.host = 0; /* the search needs no memory: the count backend decides alike */

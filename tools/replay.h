@@ -16,11 +16,12 @@ typedef struct replay_result {
     int64_t peak_requested, peak_reserved, peak_allocated;
     size_t ooms;
     size_t calls;      /* allocator calls made */
-    double ns_per_op;  /* median over the runs */
+    double cold_ns_per_op; /* the first pass, on a fresh allocator */
+    double ns_per_op;      /* median of the later passes (the first if none) */
 } replay_result;
 
-/* Replays `runs` times (fresh allocator each time); figures from the first run,
- * time per call the median of all. Returns CA_OK or the backend failure. */
+/* Replays once on a fresh allocator (the figures, and the cold time), then
+ * `runs` times more on it (the steady-state time). CA_OK or the failure. */
 int replay_run(const ca_trace *t, const replay_config *cfg, int runs, replay_result *out);
 /* The smallest capacity, to 1 MiB, at which the replay has no OOM. */
 size_t replay_min_capacity(const ca_trace *t, const replay_config *cfg, size_t hi);

@@ -56,37 +56,48 @@ static size_t replay_once(ca_allocator *a, const ca_trace *t, void **ptrs, ca_st
     return calls;
 }
 
+static void free_leftovers(ca_allocator *a, const ca_trace *t, void **ptrs, ca_stream stream) {
+    for (uint32_t id = 0; id < t->n_ids; id++)
+        if (ptrs[id]) {
+            ca_free(a, ptrs[id], stream);
+            ptrs[id] = NULL;
+        }
+}
+
+/* The first pass runs on a fresh allocator: its figures are the trace's, and
+ * its time (cold) includes creating every granule. Then `runs` more passes on
+ * the same allocator, as the iterations of a training loop would: their median
+ * is the time per call in steady state, the way malloc libraries are timed. */
 int replay_run(const ca_trace *t, const replay_config *cfg, int runs, replay_result *out) {
     void **ptrs = calloc(t->n_ids ? t->n_ids : 1, sizeof *ptrs);
     double *ns = calloc((size_t)runs, sizeof *ns);
-    if (!ptrs || !ns) {
+    ca_allocator *a = make_allocator(cfg);
+    if (!ptrs || !ns || !a) {
         free(ptrs);
         free(ns);
-        return CA_ERR_OOM;
+        if (a) ca_allocator_destroy(a);
+        return a ? CA_ERR_OOM : CA_ERR_BACKEND;
     }
+    size_t ooms = 0;
+    double t0 = replay_now_ns();
+    size_t calls = replay_once(a, t, ptrs, 0, &ooms);
+    out->cold_ns_per_op = (replay_now_ns() - t0) / (calls ? (double)calls : 1);
+    ca_stats s;
+    ca_get_stats(a, &s);
+    out->peak_requested = s.requested_bytes[CA_POOL_ALL].peak;
+    out->peak_reserved = s.reserved_bytes[CA_POOL_ALL].peak;
+    out->peak_allocated = s.allocated_bytes[CA_POOL_ALL].peak;
+    out->ooms = ooms;
+    out->calls = calls;
     for (int r = 0; r < runs; r++) {
-        ca_allocator *a = make_allocator(cfg);
-        if (!a) {
-            free(ptrs);
-            free(ns);
-            return CA_ERR_BACKEND;
-        }
-        size_t ooms = 0;
-        double t0 = replay_now_ns();
-        size_t calls = replay_once(a, t, ptrs, 0, &ooms);
+        free_leftovers(a, t, ptrs, 0);
+        size_t ignored = 0;
+        t0 = replay_now_ns();
+        calls = replay_once(a, t, ptrs, 0, &ignored);
         ns[r] = (replay_now_ns() - t0) / (calls ? (double)calls : 1);
-        if (r == 0) {
-            ca_stats s;
-            ca_get_stats(a, &s);
-            out->peak_requested = s.requested_bytes[CA_POOL_ALL].peak;
-            out->peak_reserved = s.reserved_bytes[CA_POOL_ALL].peak;
-            out->peak_allocated = s.allocated_bytes[CA_POOL_ALL].peak;
-            out->ooms = ooms;
-            out->calls = calls;
-        }
-        ca_allocator_destroy(a);
     }
-    out->ns_per_op = replay_median(ns, runs);
+    out->ns_per_op = runs ? replay_median(ns, runs) : out->cold_ns_per_op;
+    ca_allocator_destroy(a);
     free(ptrs);
     free(ns);
     return CA_OK;
@@ -101,7 +112,7 @@ size_t replay_min_capacity(const ca_trace *t, const replay_config *cfg, size_t h
         size_t mid = lo + (hi - lo) / 2;
         c.capacity = mid * mib;
         replay_result r;
-        if (replay_run(t, &c, 1, &r) == CA_OK && r.ooms == 0) hi = mid;
+        if (replay_run(t, &c, 0, &r) == CA_OK && r.ooms == 0) hi = mid;
         else lo = mid;
     }
     return hi * mib;
@@ -123,12 +134,7 @@ static void *thread_main(void *p) {
     pthread_barrier_wait(arg->start);
     for (int i = 0; i < arg->passes && ptrs; i++) {
         arg->calls += replay_once(arg->a, arg->t, ptrs, arg->stream, &ooms);
-        /* free what the trace left live, so every pass starts alike */
-        for (uint32_t id = 0; id < arg->t->n_ids; id++)
-            if (ptrs[id]) {
-                ca_free(arg->a, ptrs[id], arg->stream);
-                ptrs[id] = NULL;
-            }
+        free_leftovers(arg->a, arg->t, ptrs, arg->stream); /* every pass starts alike */
     }
     free(ptrs);
     return NULL;
