@@ -8,7 +8,9 @@
  * locale; NaN and infinities, which JSON cannot hold, become null.
  *
  * Errors (unbalanced nesting, a value where an object key is due, a second
- * top-level value, I/O failure, out of memory) are sticky, as in pickle.h. */
+ * top-level value, I/O failure, out of memory) are sticky, as in pickle.h,
+ * and as there a failed FILE* writer may leave a truncated file: write
+ * through ca_out (fileout.h) and abort it when ca_json_finish() fails. */
 #ifndef CA_JSON_H
 #define CA_JSON_H
 #include <stddef.h>

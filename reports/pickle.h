@@ -1,4 +1,5 @@
-/* Streaming Python pickle encoder for PyTorch memory snapshots.
+/* Streaming Python pickle encoder for PyTorch memory snapshots (the schema
+ * cudalloc writes is in reports/SNAPSHOT.md).
  *
  * Emits only opcodes that PyTorch's memory_viz reader
  * (torch/utils/viz/MemoryViz.js, unpickle()) understands, with the same
@@ -15,6 +16,20 @@
  * memory) are sticky: the first one is kept, later calls do nothing and
  * return -1, and ca_pkl_error() says what went wrong. A writer in error
  * never emits STOP, so a half-written file cannot load as a valid snapshot.
+ *
+ * In FILE* mode output is flushed as it grows, so a writer that fails part
+ * way leaves a truncated file: write through ca_out (fileout.h) and call
+ * ca_out_abort() when ca_pkl_finish() fails.
+ *
+ *     ca_pkl *p = ca_pkl_new_file(ca_out_file(out));
+ *     ca_pkl_dict_begin(p);
+ *     ca_pkl_kv_uint(p, "address", seg_addr);
+ *     ca_pkl_key(p, "blocks");
+ *     ca_pkl_list_begin(p);  ...  ca_pkl_list_end(p);
+ *     ca_pkl_dict_end(p);
+ *     if (ca_pkl_finish(p)) { warn once: ca_pkl_error(p); ca_out_abort(out); }
+ *     else ca_out_commit(out, err, sizeof err);
+ *     ca_pkl_free(p);
  *
  * Integers: any int64, and uint64 up to INT64_MAX. Larger uint64 values are
  * refused: they need a 9-byte LONG1, which older MemoryViz.js throws on and
