@@ -345,6 +345,21 @@ int ca_owns(ca_allocator *a, const void *ptr, size_t *requested) {
     return 1;
 }
 
+int ca_contains(ca_allocator *a, const void *ptr) {
+    uintptr_t addr = (uintptr_t)ptr;
+    for (size_t i = 0; i < pool_count(a); i++) {
+        ca_pool *p = a->pools[i];
+        int found = 0;
+        ca_lock_acquire(&p->lock);
+        for (int k = 0; k < 2 && !found; k++)
+            for (ca_segment *seg = p->heap[k].segments; seg && !found; seg = seg->next)
+                found = addr - seg->base < (seg->expandable ? seg->reserve_size : seg->span);
+        ca_lock_release(&p->lock);
+        if (found) return 1;
+    }
+    return 0;
+}
+
 void ca_release(ca_allocator *a) { release_all(a); }
 
 static void add_stat(ca_stat *dst, const ca_stat *src) {

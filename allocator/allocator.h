@@ -84,6 +84,9 @@ int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom
 int ca_free(ca_allocator *a, void *ptr, ca_stream stream);
 /* Is ptr the start of a live allocation of ours? Its requested size if so. */
 int ca_owns(ca_allocator *a, const void *ptr, size_t *requested);
+/* Is ptr inside memory this allocator manages, live or not? (A free of such a
+ * pointer that is not live is a double free, not someone else's pointer.) */
+int ca_contains(ca_allocator *a, const void *ptr);
 /* Give every free physical granule (and free classic segment) back to the device. */
 void ca_release(ca_allocator *a);
 

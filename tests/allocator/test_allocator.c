@@ -76,6 +76,8 @@ START_TEST(double_free_changes_nothing) {
         ck_assert_int_eq(ca_free(a, p, 0), CA_ERR_INVALID);
         ck_assert_int_eq(ca_free(a, (char *)q + 512, 0), CA_ERR_INVALID);
         ck_assert_int_eq(ca_free(a, (void *)0x1234, 0), CA_ERR_INVALID);
+        ck_assert(ca_contains(a, p) && ca_contains(a, (char *)q + 512));
+        ck_assert(!ca_contains(a, (void *)0x1234));
         ca_stats after = stats(a);
         ck_assert_mem_eq(&before, &after, sizeof before);
         ck_assert_int_eq(ca_free(a, q, 0), CA_OK);

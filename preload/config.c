@@ -1,0 +1,101 @@
+/* CUDALLOC_CONF: "key:value,key:value", the syntax of PYTORCH_CUDA_ALLOC_CONF.
+ * Every key is in this one table; an unknown key or a malformed value is an
+ * error, never a silent default. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "preload/preload.h"
+#include "util/size.h"
+
+ca_config ca_conf;
+
+enum kind { BOOL, SIZE, PATH };
+static const struct option {
+    const char *key;
+    enum kind kind;
+    size_t offset;
+    const char *help;
+} options[] = {
+    {"expandable_segments", BOOL, offsetof(ca_config, expandable), "virtual-memory segments that grow (default true)"},
+    {"sync_free", BOOL, offsetof(ca_config, sync_free), "cudaFree waits for the device, as CUDA's does (default false)"},
+    {"max_reserved", SIZE, offsetof(ca_config, max_reserved), "cap on memory held per device, e.g. 20GiB (default none)"},
+    {"report", PATH, offsetof(ca_config, report), "report path prefix; %p pid, %r rank (default none)"},
+    {"summary", BOOL, offsetof(ca_config, summary), "print the exit summary on stderr (default true)"},
+    {"oom_message", BOOL, offsetof(ca_config, oom_message), "print the OOM explanation on stderr (default true)"},
+};
+#define NOPTIONS (sizeof options / sizeof options[0])
+
+static int parse_bool(const char *v, bool *out) {
+    if (!strcasecmp(v, "true") || !strcmp(v, "1") || !strcasecmp(v, "yes")) *out = true;
+    else if (!strcasecmp(v, "false") || !strcmp(v, "0") || !strcasecmp(v, "no")) *out = false;
+    else return -1;
+    return 0;
+}
+
+static void accepted_keys(char *buf, size_t n) {
+    size_t used = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < NOPTIONS && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", options[i].key);
+}
+
+static int set_option(ca_config *c, const char *key, const char *value, char *err, size_t errlen) {
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        const struct option *o = &options[i];
+        if (strcmp(o->key, key)) continue;
+        void *field = (char *)c + o->offset;
+        switch (o->kind) {
+        case BOOL:
+            if (parse_bool(value, field) == 0) return 0;
+            snprintf(err, errlen, "CUDALLOC_CONF: bad value '%s' for %s: accepted: true, false, 1, 0", value, key);
+            return -1;
+        case SIZE:
+            if (ca_parse_size(value, field) == 0) return 0;
+            snprintf(err, errlen, "CUDALLOC_CONF: bad value '%s' for %s: accepted: a size such as 512MiB, 20GiB",
+                     value, key);
+            return -1;
+        case PATH:
+            if (*value && strlen(value) < sizeof c->report) {
+                strcpy(field, value);
+                return 0;
+            }
+            snprintf(err, errlen, "CUDALLOC_CONF: bad value '%s' for %s: accepted: a path prefix of 1 to %zu bytes",
+                     value, key, sizeof c->report - 1);
+            return -1;
+        }
+    }
+    char keys[512];
+    accepted_keys(keys, sizeof keys);
+    snprintf(err, errlen, "CUDALLOC_CONF: unknown key '%s': accepted: %s", key, keys);
+    return -1;
+}
+
+int ca_config_parse(const char *conf, ca_config *out, char *err, size_t errlen) {
+    ca_config c = {.expandable = true, .summary = true, .oom_message = true};
+    const char *report = getenv("CUDALLOC_REPORT");
+    if (report && *report && set_option(&c, "report", report, err, errlen) != 0) return -1;
+    char buf[4096];
+    if (conf && strlen(conf) >= sizeof buf) {
+        snprintf(err, errlen, "CUDALLOC_CONF: longer than %zu bytes", sizeof buf - 1);
+        return -1;
+    }
+    snprintf(buf, sizeof buf, "%s", conf ? conf : "");
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        while (*item == ' ') item++;
+        if (!*item) continue;
+        char *colon = strchr(item, ':');
+        if (!colon) {
+            snprintf(err, errlen, "CUDALLOC_CONF: '%s' is not key:value", item);
+            return -1;
+        }
+        *colon = 0;
+        char *value = colon + 1, *end = value + strlen(value);
+        while (end > value && end[-1] == ' ') *--end = 0;
+        if (set_option(&c, item, value, err, errlen) != 0) return -1;
+    }
+    *out = c;
+    return 0;
+}

@@ -1,0 +1,101 @@
+/* The runtime API, for programs linked with the shared libcudart: answered
+ * here without entering cudart, after cudart's lazy initialization has made
+ * its primary context current on the calling thread. What is not ours goes
+ * to the real cudart. */
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include "preload/preload.h"
+
+#define REAL(name)                                                                         \
+    static __typeof__(&name) real_##name;                                                  \
+    if (!real_##name) real_##name = (__typeof__(&name))ca_real_dlsym(RTLD_NEXT, #name);
+
+static cudaError_t runtime_error(CUresult r) {
+    switch (r) {
+    case CUDA_SUCCESS: return cudaSuccess;
+    case CUDA_ERROR_OUT_OF_MEMORY: return cudaErrorMemoryAllocation;
+    case CUDA_ERROR_INVALID_VALUE: return cudaErrorInvalidValue;
+    case CUDA_ERROR_NOT_INITIALIZED: return cudaErrorInitializationError;
+    case CUDA_ERROR_NO_DEVICE: return cudaErrorNoDevice;
+    case CUDA_ERROR_INVALID_CONTEXT: return cudaErrorDeviceUninitialized;
+    default: return cudaErrorUnknown;
+    }
+}
+
+/* cudart initializes lazily on the first runtime call of a thread; cudaFree(0)
+ * is its documented way to force that. Only needed while no context is current. */
+static bool runtime_ready(void) {
+    const ca_driver *drv = ca_drv();
+    if (!drv) return false;
+    CUcontext ctx = NULL;
+    if (drv->cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx) return true;
+    REAL(cudaFree);
+    return real_cudaFree && real_cudaFree(NULL) == cudaSuccess;
+}
+
+static cudaError_t do_malloc(void **devPtr, size_t size, cudaStream_t stream) {
+    if (!devPtr) return cudaErrorInvalidValue;
+    if (!size) {
+        *devPtr = NULL; /* as cudart answers a zero-byte request */
+        return cudaSuccess;
+    }
+    if (!runtime_ready()) return cudaErrorInitializationError;
+    CUdeviceptr p;
+    CUresult r = ca_do_malloc(&p, size, (CUstream)stream);
+    if (r == CUDA_SUCCESS) *devPtr = (void *)p;
+    return runtime_error(r);
+}
+
+CA_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size) {
+    if (!ca_drv()) {
+        REAL(cudaMalloc);
+        return real_cudaMalloc ? real_cudaMalloc(devPtr, size) : cudaErrorInitializationError;
+    }
+    return do_malloc(devPtr, size, NULL);
+}
+
+CA_EXPORT cudaError_t cudaFree(void *devPtr) {
+    REAL(cudaFree);
+    if (devPtr && ca_drv()) {
+        CUresult r = ca_do_free((CUdeviceptr)devPtr, NULL, true);
+        if (r != CUDA_ERROR_NOT_FOUND) return runtime_error(r);
+    }
+    return real_cudaFree ? real_cudaFree(devPtr) : cudaErrorInitializationError;
+}
+
+CA_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t stream) {
+    if (!ca_drv()) {
+        REAL(cudaMallocAsync);
+        return real_cudaMallocAsync ? real_cudaMallocAsync(devPtr, size, stream) : cudaErrorInitializationError;
+    }
+    return do_malloc(devPtr, size, stream);
+}
+
+CA_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream) {
+    REAL(cudaFreeAsync);
+    if (devPtr && ca_drv()) {
+        CUresult r = ca_do_free((CUdeviceptr)devPtr, (CUstream)stream, false);
+        if (r != CUDA_ERROR_NOT_FOUND) return runtime_error(r);
+    }
+    return real_cudaFreeAsync ? real_cudaFreeAsync(devPtr, stream) : cudaErrorInitializationError;
+}
+
+/* --default-stream per-thread: stream 0 means the calling thread's stream. */
+static cudaStream_t per_thread(cudaStream_t s) { return s ? s : (cudaStream_t)CU_STREAM_PER_THREAD; }
+
+CA_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t stream) {
+    return cudaMallocAsync(devPtr, size, per_thread(stream));
+}
+
+CA_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t stream) {
+    return cudaFreeAsync(devPtr, per_thread(stream));
+}
+
+CA_EXPORT cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+    if (!ca_drv() || !runtime_ready()) {
+        REAL(cudaMemGetInfo);
+        return real_cudaMemGetInfo ? real_cudaMemGetInfo(free_bytes, total_bytes) : cudaErrorInitializationError;
+    }
+    return runtime_error(ca_do_mem_info(free_bytes, total_bytes));
+}

@@ -1,0 +1,111 @@
+/* Shared declarations of the preload (libcudalloc.so). The only layer with
+ * symbol interposition and dlsym tricks; it owns one allocator per device. */
+#ifndef CA_PRELOAD_H
+#define CA_PRELOAD_H
+
+#include <cuda.h>
+#include <stdbool.h>
+#undef cuGetProcAddress /* we define both the old and the _v2 entry */
+#include <stddef.h>
+
+#include "allocator/allocator.h"
+#include "util/export.h"
+
+/* ---- real.c: the functions we stand in front of ---- */
+void *ca_real_dlsym(void *handle, const char *name);
+void *ca_real_dlvsym(void *handle, const char *name, const char *version);
+/* dlsym(RTLD_NEXT, name) as seen from the object containing `caller`. */
+void *ca_next_symbol(const void *caller, const char *name);
+/* hooks_driver.c: our function standing for a real driver function, or NULL. */
+void *ca_hook_for_real(void *real);
+
+/* The real driver, from libcuda.so.1, looked up by its exact entry names. */
+typedef struct ca_driver {
+    bool loaded;
+    CUresult (*cuGetProcAddress_v2)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+    CUresult (*cuGetProcAddress)(const char *, void **, int, cuuint64_t);
+    CUresult (*cuCtxGetCurrent)(CUcontext *);
+    CUresult (*cuCtxGetDevice)(CUdevice *);
+    CUresult (*cuCtxPushCurrent_v2)(CUcontext);
+    CUresult (*cuCtxPopCurrent_v2)(CUcontext *);
+    CUresult (*cuCtxSynchronize)(void);
+    CUresult (*cuMemAlloc_v2)(CUdeviceptr *, size_t);
+    CUresult (*cuMemFree_v2)(CUdeviceptr);
+    CUresult (*cuMemAllocAsync)(CUdeviceptr *, size_t, CUstream);
+    CUresult (*cuMemFreeAsync)(CUdeviceptr, CUstream);
+    CUresult (*cuMemAllocAsync_ptsz)(CUdeviceptr *, size_t, CUstream);
+    CUresult (*cuMemFreeAsync_ptsz)(CUdeviceptr, CUstream);
+    CUresult (*cuMemGetInfo_v2)(size_t *, size_t *);
+    CUresult (*cuMemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+    CUresult (*cuMemAddressFree)(CUdeviceptr, size_t);
+    CUresult (*cuMemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
+    CUresult (*cuMemRelease)(CUmemGenericAllocationHandle);
+    CUresult (*cuMemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+    CUresult (*cuMemUnmap)(CUdeviceptr, size_t);
+    CUresult (*cuMemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+    CUresult (*cuMemGetAllocationGranularity)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
+    CUresult (*cuEventCreate)(CUevent *, unsigned int);
+    CUresult (*cuEventRecord)(CUevent, CUstream);
+    CUresult (*cuEventDestroy_v2)(CUevent);
+    CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned int);
+    CUresult (*cuStreamSynchronize)(CUstream);
+} ca_driver;
+
+/* The driver, loaded on first use; NULL when libcuda.so.1 cannot be loaded. */
+const ca_driver *ca_drv(void);
+
+/* ---- config.c: CUDALLOC_CONF ---- */
+typedef struct ca_config {
+    bool expandable;      /* expandable_segments */
+    bool sync_free;       /* cudaFree synchronizes the device first, as CUDA's does */
+    size_t max_reserved;  /* per device; 0: the device's memory */
+    char report[1024];    /* report path prefix; empty: none */
+    bool summary;         /* the exit summary on stderr */
+    bool oom_message;     /* the OOM message on stderr */
+} ca_config;
+extern ca_config ca_conf;
+/* Parse CUDALLOC_CONF (and CUDALLOC_REPORT); on a bad value write one line to
+ * err and return -1. */
+int ca_config_parse(const char *conf, ca_config *out, char *err, size_t errlen);
+
+/* ---- devices.c: one allocator per device ---- */
+typedef struct ca_device {
+    int ordinal;
+    CUcontext ctx;        /* the context the allocator was made in */
+    ca_allocator *alloc;
+    CUevent barrier;      /* recorded on the legacy stream at each cudaFree */
+} ca_device;
+
+/* The allocator of the calling thread's current device. Sets *err to the
+ * driver's answer when there is no usable context (not initialized, none
+ * current) and returns NULL. */
+ca_device *ca_current_device(CUresult *err);
+ca_device *ca_device_by_ordinal(int ordinal);
+/* The device whose allocator owns ptr (a live allocation or our range). */
+ca_device *ca_owner(const void *ptr, bool *live);
+void ca_devices_foreach(void (*fn)(ca_device *d, void *ctx), void *ctx);
+
+/* ---- alloc.c: what every entry point shares ---- */
+/* stream: CUstream as given, 0 for the legacy default stream. */
+CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream);
+/* CUDA_ERROR_NOT_FOUND when ptr is not ours (the caller passes it through). */
+CUresult ca_do_free(CUdeviceptr ptr, CUstream stream, bool sync);
+CUresult ca_do_mem_info(size_t *free_bytes, size_t *total_bytes);
+
+/* ---- cuda_backend.c ---- */
+ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx);
+
+/* ---- report.c ---- */
+void ca_report_oom(ca_device *d, const ca_oom_info *oom);
+void ca_report_exit(void);
+
+/* ---- messages ---- */
+void ca_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Stream handles as pools know them: the legacy default stream is 0 whether
+ * named NULL or CU_STREAM_LEGACY. */
+static inline ca_stream ca_stream_key(CUstream s) {
+    return s == CU_STREAM_LEGACY ? 0 : (ca_stream)(uintptr_t)s;
+}
+
+#endif
