@@ -24,3 +24,9 @@ bench-replay: $(BIN)/cudalloc-replay
 	@for m in expandable classic; do $(BIN)/cudalloc-replay --runs 21 --mode $$m --min-capacity $(TRACES)/*.csv; done
 	@$(BIN)/cudalloc-replay --runs 21 --compare --threads 2 $(TRACES)/*.csv
 BENCHES += bench-replay
+
+# cudalloc: the launcher
+$(BIN)/cudalloc: $(OBJ)/tools/launcher.o $(UTIL_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ -ldl
+ALL_TARGETS += $(BIN)/cudalloc
