@@ -12,8 +12,8 @@ void cpu_adamw_update(kernels_ctx *ctx,
                       float weight_decay, float grad_scale, int step) {
     CPU_REQUIRE(step >= 1);
     /* Bias corrections once, in double, as the CUDA twin does on the host. */
-    float bc1 = (float)(1.0 - pow(beta1, step));
-    float bc2 = (float)(1.0 - pow(beta2, step));
+    float bc1 = (float)(1.0 - pow((double)beta1, (double)step));
+    float bc2 = (float)(1.0 - pow((double)beta2, (double)step));
     CPU_PARALLEL_FOR
     for (size_t i = 0; i < N; i++) {
         float g = grads[i] * grad_scale;

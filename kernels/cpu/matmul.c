@@ -3,16 +3,17 @@
  * out (B*T,OC) = inp (B*T,C) @ weight (OC,C)^T + bias. bf16 inputs are widened as
  * they are loaded and every sum is fp32; the result is rounded once when stored.
  *
- * Loop shapes, for speed without -ffast-math: a forward output is a dot product, a
- * reduction gcc may not reorder, so each one keeps MM_LANES independent partial sums
- * that it can map to SIMD lanes; both backward products are written as axpy loops over
- * C (no reduction), which vectorize as they are. Rows come in tiles of MM_ROWS so each
- * weight element loaded feeds several rows, and in blocks of MM_BLOCK (rows and output
- * channels) so the operands stay in cache. */
+ * Loop shapes, for speed without -ffast-math: every product is written as axpy loops
+ * (y[:] += a * x[:]) rather than dot products, because gcc vectorizes an axpy but may
+ * not reorder the sum of a dot product. For the forward that means reading the weight
+ * transposed: each thread copies a panel of MM_PANEL output channels into [c][o] order
+ * (widening bf16 once) and keeps it in cache while all rows go through it. Rows come in
+ * tiles of MM_ROWS so each weight element loaded feeds several rows, and the backward
+ * works in blocks of MM_BLOCK rows and channels so the operands stay in cache. */
 #include "kernels/cpu/common.h"
 
 #define MM_ROWS 4
-#define MM_LANES 8
+#define MM_PANEL 128
 #define MM_BLOCK 64
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
@@ -20,40 +21,42 @@ static inline int imin(int a, int b) { return a < b ? a : b; }
 CPU_INLINE void matmul_fwd(void *out, const void *inp, const void *weight, const void *bias,
                            int BT, int C, int OC, kernels_dtype dt) {
     CPU_PARALLEL_FOR
-    for (int rb = 0; rb < BT; rb += MM_BLOCK) {
-        int rend = imin(rb + MM_BLOCK, BT);
-        for (int ob = 0; ob < OC; ob += MM_BLOCK) {
-            int oend = imin(ob + MM_BLOCK, OC);
-            for (int r0 = rb; r0 < rend; r0 += MM_ROWS) {
-                /* A short last tile repeats its last row; those sums are not stored. */
-                size_t row[MM_ROWS];
+    for (int ob = 0; ob < OC; ob += MM_PANEL) {
+        int ow = imin(MM_PANEL, OC - ob);
+        /* panel[c][o] = weight[ob+o][c], widened to fp32. */
+        float *panel = malloc((size_t)C * MM_PANEL * sizeof(float));
+        CPU_REQUIRE(panel != NULL);
+        for (int o = 0; o < ow; o++)
+            for (int c = 0; c < C; c++)
+                panel[(size_t)c * MM_PANEL + o] = ld(weight, (size_t)(ob + o) * C + c, dt);
+        for (int r0 = 0; r0 < BT; r0 += MM_ROWS) {
+            int nr = imin(MM_ROWS, BT - r0);
+            /* A short last tile repeats its last row; those sums are not stored. */
+            size_t row[MM_ROWS];
+            for (int r = 0; r < MM_ROWS; r++)
+                row[r] = (size_t)(r0 + imin(r, nr - 1)) * C;
+            float acc[MM_ROWS][MM_PANEL];
+            for (int o = 0; o < ow; o++) {
+                float b = bias ? ld(bias, (size_t)ob + o, dt) : 0.0f;
                 for (int r = 0; r < MM_ROWS; r++)
-                    row[r] = (size_t)imin(r0 + r, rend - 1) * C;
-                for (int o = ob; o < oend; o++) {
-                    size_t wrow = (size_t)o * C;
-                    float acc[MM_ROWS][MM_LANES] = {{0}};
-                    int c = 0;
-                    for (; c + MM_LANES <= C; c += MM_LANES)
-                        for (int k = 0; k < MM_LANES; k++) {
-                            float w = ld(weight, wrow + c + k, dt);
-                            for (int r = 0; r < MM_ROWS; r++)
-                                acc[r][k] += ld(inp, row[r] + c + k, dt) * w;
-                        }
-                    for (; c < C; c++) {
-                        float w = ld(weight, wrow + c, dt);
-                        for (int r = 0; r < MM_ROWS; r++)
-                            acc[r][0] += ld(inp, row[r] + c, dt) * w;
-                    }
-                    float b = bias ? ld(bias, o, dt) : 0.0f;
-                    for (int r = 0; r < MM_ROWS && r0 + r < rend; r++) {
-                        float sum = 0.0f;
-                        for (int k = 0; k < MM_LANES; k++)
-                            sum += acc[r][k];
-                        st(out, (size_t)(r0 + r) * OC + o, sum + b, dt);
-                    }
+                    acc[r][o] = b;
+            }
+            for (int c = 0; c < C; c++) {
+                float x0 = ld(inp, row[0] + c, dt), x1 = ld(inp, row[1] + c, dt);
+                float x2 = ld(inp, row[2] + c, dt), x3 = ld(inp, row[3] + c, dt);
+                const float *restrict w = panel + (size_t)c * MM_PANEL;
+                for (int o = 0; o < ow; o++) {
+                    acc[0][o] += x0 * w[o];
+                    acc[1][o] += x1 * w[o];
+                    acc[2][o] += x2 * w[o];
+                    acc[3][o] += x3 * w[o];
                 }
             }
+            for (int r = 0; r < nr; r++)
+                for (int o = 0; o < ow; o++)
+                    st(out, (size_t)(r0 + r) * OC + ob + o, acc[r][o], dt);
         }
+        free(panel);
     }
 }
 
