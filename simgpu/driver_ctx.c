@@ -1,0 +1,236 @@
+/* Contexts as the real driver has them: one primary context per device,
+ * retained and released by count, and a per-thread stack of current contexts.
+ * A thread with no current context gets CUDA_ERROR_INVALID_CONTEXT from every
+ * call that needs one; that is what makes cudart's lazy initialization matter. */
+#include "simgpu/sim.h"
+
+static __thread struct CUctx_st *stack[CA_SIM_CTX_STACK];
+static __thread int depth;
+
+int ca_sim_valid_ctx(CUcontext ctx)
+{
+    for (int d = 0; d < ca_sim.ndev; d++)
+        if (ctx == &ca_sim.dev[d].primary)
+            return 1;
+    return 0;
+}
+
+struct CUctx_st *ca_sim_current_or_null(void)
+{
+    return depth ? stack[depth - 1] : NULL;
+}
+
+CUresult ca_sim_current(struct CUctx_st **ctx)
+{
+    CUresult r = ca_sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct CUctx_st *c = ca_sim_current_or_null();
+    if (!c || c->refcount == 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *ctx = c;
+    return CUDA_SUCCESS;
+}
+
+/* An explicit context argument, or the current one when it is NULL. */
+static CUresult given_or_current(CUcontext given, struct CUctx_st **ctx)
+{
+    if (!given)
+        return ca_sim_current(ctx);
+    CUresult r = ca_sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!ca_sim_valid_ctx(given) || given->refcount == 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *ctx = given;
+    return CUDA_SUCCESS;
+}
+
+void ca_sim_ctx_destroy_resources(struct CUctx_st *ctx)
+{
+    for (size_t i = ca_sim.mem.n; i-- > 0;) {
+        struct ca_sim_region *reg = &ca_sim.mem.v[i];
+        if (reg->kind != CA_SIM_MAPPING && reg->ctx == ctx) {
+            ca_sim_linear_unmap(reg);
+            ca_sim_regions_remove(&ca_sim.mem, reg);
+        }
+    }
+    ca_sim_streams_drop_ctx(ctx);
+    ca_sim_events_drop_ctx(ctx);
+    ctx->legacy_wait = ctx->ptds_wait = NULL;
+}
+
+CA_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+    CUresult r = ca_sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = ca_sim_current_or_null();
+    return CUDA_SUCCESS;
+}
+
+/* Replaces the top of the stack; NULL pops it. */
+CA_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    CUresult r = ca_sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!ctx) {
+        if (depth)
+            depth--;
+        return CUDA_SUCCESS;
+    }
+    if (!ca_sim_valid_ctx(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (depth == 0)
+        depth = 1;
+    stack[depth - 1] = ctx;
+    return CUDA_SUCCESS;
+}
+
+CA_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    CUresult r = ca_sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!ctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!ca_sim_valid_ctx(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (depth == CA_SIM_CTX_STACK)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    stack[depth++] = ctx;
+    return CUDA_SUCCESS;
+}
+
+CA_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    CUresult r = ca_sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (depth == 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    depth--;
+    if (pctx)
+        *pctx = stack[depth];
+    return CUDA_SUCCESS;
+}
+
+CA_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext given)
+{
+    struct CUctx_st *ctx;
+    ca_sim_lock();
+    CUresult r = given_or_current(given, &ctx);
+    ca_sim_unlock();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    *device = ctx->device;
+    return CUDA_SUCCESS;
+}
+
+CA_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
+{
+    return cuCtxGetDevice_v2(device, NULL);
+}
+
+/* Work is done when it is issued; synchronizing completes late events. */
+CA_EXPORT CUresult cuCtxSynchronize_v2(CUcontext given)
+{
+    struct CUctx_st *ctx;
+    ca_sim_lock();
+    CUresult r = given_or_current(given, &ctx);
+    if (r == CUDA_SUCCESS) {
+        ca_sim_events_complete_ctx(ctx);
+        ca_sim.n.ctx_syncs++;
+    }
+    ca_sim_unlock();
+    return r;
+}
+
+CA_EXPORT CUresult cuCtxSynchronize(void)
+{
+    return cuCtxSynchronize_v2(NULL);
+}
+
+static CUresult check_dev(CUdevice dev)
+{
+    CUresult r = ca_sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    return dev >= 0 && dev < ca_sim.ndev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+CA_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    CUresult r = check_dev(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    ca_sim_lock();
+    ca_sim.dev[dev].primary.refcount++;
+    *pctx = &ca_sim.dev[dev].primary;
+    ca_sim_unlock();
+    return CUDA_SUCCESS;
+}
+
+/* The last release resets the context: its memory, streams and events go. */
+CA_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    CUresult r = check_dev(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    ca_sim_lock();
+    struct CUctx_st *ctx = &ca_sim.dev[dev].primary;
+    if (ctx->refcount == 0) {
+        r = CUDA_ERROR_INVALID_CONTEXT;
+    } else if (--ctx->refcount == 0) {
+        ca_sim_ctx_destroy_resources(ctx);
+    }
+    ca_sim_unlock();
+    return r;
+}
+
+/* Resetting frees what the context owns but does not release it. */
+CA_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    CUresult r = check_dev(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    ca_sim_lock();
+    ca_sim_ctx_destroy_resources(&ca_sim.dev[dev].primary);
+    ca_sim_unlock();
+    return CUDA_SUCCESS;
+}
+
+CA_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    CUresult r = check_dev(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    ca_sim_lock();
+    *flags = ca_sim.dev[dev].primary.flags;
+    *active = ca_sim.dev[dev].primary.refcount > 0;
+    ca_sim_unlock();
+    return CUDA_SUCCESS;
+}
+
+CA_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+{
+    CUresult r = check_dev(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (flags & ~(unsigned)(CU_CTX_SCHED_MASK | CU_CTX_LMEM_RESIZE_TO_MAX | CU_CTX_COREDUMP_ENABLE |
+                            CU_CTX_USER_COREDUMP_ENABLE | CU_CTX_SYNC_MEMOPS))
+        return CUDA_ERROR_INVALID_VALUE;
+    ca_sim_lock();
+    ca_sim.dev[dev].primary.flags = flags;
+    ca_sim_unlock();
+    return CUDA_SUCCESS;
+}

@@ -1,0 +1,201 @@
+/* Events, with a late mode for testing code that must not reuse memory before
+ * the device is done with it: with CUDALLOC_SIM_LATE_EVENTS=N a recorded event
+ * answers CUDA_ERROR_NOT_READY to its first N queries, and completes at once on
+ * any synchronize that covers it (event, stream, context). N=0: complete at
+ * record, as work here is done when issued. */
+#include <stdlib.h>
+#include <time.h>
+
+#include "simgpu/sim.h"
+
+struct CUevent_st *ca_sim_find_event(CUevent e)
+{
+    struct CUevent_st *ev;
+    HASH_FIND_PTR(ca_sim.events, &e, ev);
+    return ev;
+}
+
+/* Whether synchronizing the stream `ref` waits for event e. The legacy stream
+ * also waits for blocking streams and the per-thread ones, as on a GPU. */
+static int covers(const struct ca_sim_stream_ref *ref, const struct CUevent_st *e)
+{
+    if (!e->recorded || e->ctx != ref->ctx)
+        return 0;
+    if (ref->handle == CU_STREAM_PER_THREAD)
+        return e->stream == CU_STREAM_PER_THREAD && pthread_equal(e->thread, pthread_self());
+    if (ref->obj)
+        return e->stream == ref->handle;
+    if (e->stream == NULL || e->stream == CU_STREAM_PER_THREAD)
+        return 1;
+    struct CUstream_st *st = ca_sim_find_stream(e->stream);
+    return st && !(st->flags & CU_STREAM_NON_BLOCKING);
+}
+
+void ca_sim_events_complete_stream(const struct ca_sim_stream_ref *ref)
+{
+    struct CUevent_st *e, *tmp;
+    HASH_ITER(hh, ca_sim.events, e, tmp) {
+        if (covers(ref, e))
+            e->late_left = 0;
+    }
+}
+
+int ca_sim_events_pending_query(const struct ca_sim_stream_ref *ref)
+{
+    int pending = 0;
+    struct CUevent_st *e, *tmp;
+    HASH_ITER(hh, ca_sim.events, e, tmp) {
+        if (covers(ref, e) && e->late_left) {
+            e->late_left--;
+            pending = 1;
+        }
+    }
+    return pending;
+}
+
+void ca_sim_events_complete_ctx(struct CUctx_st *ctx)
+{
+    struct CUevent_st *e, *tmp;
+    HASH_ITER(hh, ca_sim.events, e, tmp) {
+        if (e->ctx == ctx)
+            e->late_left = 0;
+    }
+}
+
+void ca_sim_events_drop_ctx(struct CUctx_st *ctx)
+{
+    struct CUevent_st *e, *tmp;
+    HASH_ITER(hh, ca_sim.events, e, tmp) {
+        if (e->ctx == ctx) {
+            HASH_DEL(ca_sim.events, e);
+            free(e);
+        }
+    }
+}
+
+CA_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int flags)
+{
+    const unsigned known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+    struct CUctx_st *ctx;
+    ca_sim_lock();
+    CUresult r = ca_sim_current(&ctx);
+    if (r == CUDA_SUCCESS && (!phEvent || (flags & ~known) ||
+                              ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING))))
+        r = CUDA_ERROR_INVALID_VALUE;
+    struct CUevent_st *e = NULL;
+    if (r == CUDA_SUCCESS && !(e = calloc(1, sizeof *e)))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS) {
+        e->self = e;
+        e->ctx = ctx;
+        e->flags = flags;
+        HASH_ADD_PTR(ca_sim.events, self, e);
+        *phEvent = e;
+    }
+    ca_sim_unlock();
+    return r;
+}
+
+CA_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream s)
+{
+    struct ca_sim_stream_ref ref;
+    ca_sim_lock();
+    CUresult r = ca_sim_check_init();
+    struct CUevent_st *e = r == CUDA_SUCCESS ? ca_sim_find_event(hEvent) : NULL;
+    if (r == CUDA_SUCCESS && !e)
+        r = CUDA_ERROR_INVALID_HANDLE;
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_stream_resolve(s, &ref);
+    if (r == CUDA_SUCCESS && ref.ctx != e->ctx)
+        r = CUDA_ERROR_INVALID_HANDLE;
+    if (r == CUDA_SUCCESS) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        e->recorded = 1;
+        e->late_left = ca_sim.late_events;
+        e->stream = ref.handle;
+        e->thread = pthread_self();
+        e->ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        ca_sim.n.event_records++;
+    }
+    ca_sim_unlock();
+    return r;
+}
+
+CA_EXPORT CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream s)
+{
+    return cuEventRecord(hEvent, ca_sim_ptsz(s));
+}
+
+/* An event never recorded counts as complete, as in CUDA. */
+CA_EXPORT CUresult cuEventQuery(CUevent hEvent)
+{
+    ca_sim_lock();
+    CUresult r = ca_sim_check_init();
+    struct CUevent_st *e = r == CUDA_SUCCESS ? ca_sim_find_event(hEvent) : NULL;
+    if (r == CUDA_SUCCESS && !e)
+        r = CUDA_ERROR_INVALID_HANDLE;
+    if (r == CUDA_SUCCESS && e->late_left) {
+        e->late_left--;
+        ca_sim.n.not_ready++;
+        r = CUDA_ERROR_NOT_READY;
+    }
+    ca_sim_unlock();
+    return r;
+}
+
+CA_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
+{
+    ca_sim_lock();
+    CUresult r = ca_sim_check_init();
+    struct CUevent_st *e = r == CUDA_SUCCESS ? ca_sim_find_event(hEvent) : NULL;
+    if (r == CUDA_SUCCESS && !e)
+        r = CUDA_ERROR_INVALID_HANDLE;
+    if (r == CUDA_SUCCESS) {
+        e->late_left = 0;
+        ca_sim.n.event_syncs++;
+    }
+    ca_sim_unlock();
+    return r;
+}
+
+CA_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent)
+{
+    ca_sim_lock();
+    CUresult r = ca_sim_check_init();
+    struct CUevent_st *e = r == CUDA_SUCCESS ? ca_sim_find_event(hEvent) : NULL;
+    if (r == CUDA_SUCCESS && !e)
+        r = CUDA_ERROR_INVALID_HANDLE;
+    if (r == CUDA_SUCCESS) {
+        HASH_DEL(ca_sim.events, e);
+        free(e);
+    }
+    ca_sim_unlock();
+    return r;
+}
+
+/* Host time between the two records: a measure of the CPU work in between,
+ * never of a GPU. */
+CA_EXPORT CUresult cuEventElapsedTime_v2(float *ms, CUevent hStart, CUevent hEnd)
+{
+    ca_sim_lock();
+    CUresult r = ca_sim_check_init();
+    struct CUevent_st *a = r == CUDA_SUCCESS ? ca_sim_find_event(hStart) : NULL;
+    struct CUevent_st *b = r == CUDA_SUCCESS ? ca_sim_find_event(hEnd) : NULL;
+    if (r == CUDA_SUCCESS && !ms)
+        r = CUDA_ERROR_INVALID_VALUE;
+    else if (r == CUDA_SUCCESS && (!a || !b || !a->recorded || !b->recorded ||
+                                   ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING)))
+        r = CUDA_ERROR_INVALID_HANDLE;
+    else if (r == CUDA_SUCCESS && (a->late_left || b->late_left))
+        r = CUDA_ERROR_NOT_READY;
+    if (r == CUDA_SUCCESS)
+        *ms = (float)((double)((int64_t)(b->ns - a->ns)) / 1e6);
+    ca_sim_unlock();
+    return r;
+}
+
+CA_EXPORT CUresult cuEventElapsedTime(float *ms, CUevent hStart, CUevent hEnd)
+{
+    return cuEventElapsedTime_v2(ms, hStart, hEnd);
+}

@@ -1,0 +1,250 @@
+/* Linear allocations: cuMemAlloc, the stream-ordered cuMemAllocAsync, pinned host
+ * memory. Each is its own anonymous mapping, committed only when touched; its
+ * address is an ordinary host address a CPU kernel may use directly. */
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "simgpu/sim.h"
+
+static size_t page_round(size_t n)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return (n + page - 1) / page * page;
+}
+
+void ca_sim_linear_unmap(struct ca_sim_region *reg)
+{
+    munmap((void *)reg->base, page_round(reg->size));
+    if (reg->charged)
+        ca_sim_uncharge(reg->device, reg->charged);
+}
+
+static CUresult linear_alloc(enum ca_sim_kind kind, struct CUctx_st *ctx, size_t size,
+                             uintptr_t *out)
+{
+    if (size > SIZE_MAX / 2) {
+        ca_sim.n.out_of_memory++;
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    size_t charged = kind == CA_SIM_HOST ? 0 : (size + CA_SIM_ROUND - 1) / CA_SIM_ROUND * CA_SIM_ROUND;
+    if (charged && ca_sim_charge(ctx->device, charged) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    void *p = mmap(NULL, page_round(size), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    struct ca_sim_region reg = {
+        .base = (uintptr_t)p, .size = size, .kind = kind, .device = ctx->device, .ctx = ctx,
+        .id = ca_sim.next_id++, .charged = charged, .prot = PROT_READ | PROT_WRITE,
+    };
+    if (p == MAP_FAILED || ca_sim_regions_insert(&ca_sim.mem, &reg) != 0) {
+        if (p != MAP_FAILED)
+            munmap(p, page_round(size));
+        if (charged)
+            ca_sim_uncharge(ctx->device, charged);
+        ca_sim.n.out_of_memory++;
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *out = reg.base;
+    return CUDA_SUCCESS;
+}
+
+/* The allocation that starts at p and is of one of the two device kinds. */
+static struct ca_sim_region *device_alloc_at(uintptr_t p)
+{
+    struct ca_sim_region *reg = ca_sim_regions_find(&ca_sim.mem, p);
+    if (!reg || reg->base != p || (reg->kind != CA_SIM_LINEAR && reg->kind != CA_SIM_POOL))
+        return NULL;
+    return reg;
+}
+
+static void linear_free(struct ca_sim_region *reg)
+{
+    ca_sim_linear_unmap(reg);
+    ca_sim_regions_remove(&ca_sim.mem, reg);
+}
+
+CA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    struct CUctx_st *ctx;
+    uintptr_t p;
+    ca_sim_lock();
+    CUresult r = ca_sim_current(&ctx);
+    if (r == CUDA_SUCCESS && (!dptr || bytesize == 0))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        r = linear_alloc(CA_SIM_LINEAR, ctx, bytesize, &p);
+    if (r == CUDA_SUCCESS) {
+        *dptr = p;
+        ca_sim.n.mem_alloc++;
+    }
+    ca_sim_unlock();
+    return r;
+}
+
+CA_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    struct CUctx_st *ctx;
+    ca_sim_lock();
+    CUresult r = ca_sim_current(&ctx);
+    if (r == CUDA_SUCCESS && dptr) {
+        struct ca_sim_region *reg = device_alloc_at(dptr);
+        if (reg) {
+            linear_free(reg);
+            ca_sim.n.mem_free++;
+        } else {
+            r = CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    ca_sim_unlock();
+    return r;
+}
+
+/* Stream-ordered allocation: the work is already done, so it is immediate.
+ * Pool memory belongs to no context (CU_POINTER_ATTRIBUTE_CONTEXT is NULL). */
+CA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream)
+{
+    struct ca_sim_stream_ref ref;
+    uintptr_t p;
+    ca_sim_lock();
+    CUresult r = ca_sim_stream_resolve(stream, &ref);
+    if (r == CUDA_SUCCESS && (!dptr || bytesize == 0))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        r = linear_alloc(CA_SIM_POOL, ref.ctx, bytesize, &p);
+    if (r == CUDA_SUCCESS) {
+        *dptr = p;
+        ca_sim.n.mem_alloc_async++;
+    }
+    ca_sim_unlock();
+    return r;
+}
+
+CA_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)
+{
+    struct ca_sim_stream_ref ref;
+    ca_sim_lock();
+    CUresult r = ca_sim_stream_resolve(stream, &ref);
+    if (r == CUDA_SUCCESS) {
+        struct ca_sim_region *reg = device_alloc_at(dptr);
+        if (reg) {
+            linear_free(reg);
+            ca_sim.n.mem_free_async++;
+        } else {
+            r = CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    ca_sim_unlock();
+    return r;
+}
+
+CA_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream stream)
+{
+    return cuMemAllocAsync(dptr, bytesize, ca_sim_ptsz(stream));
+}
+
+CA_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream)
+{
+    return cuMemFreeAsync(dptr, ca_sim_ptsz(stream));
+}
+
+CA_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
+{
+    struct CUctx_st *ctx;
+    ca_sim_lock();
+    CUresult r = ca_sim_current(&ctx);
+    if (r == CUDA_SUCCESS && (!free || !total))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        *total = ca_sim.capacity;
+        *free = ca_sim.capacity - ca_sim.dev[ctx->device].used;
+    }
+    ca_sim_unlock();
+    return r;
+}
+
+/* Pinned host memory is host memory here too; it does not count against the
+ * device's capacity. */
+CA_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
+{
+    struct CUctx_st *ctx;
+    uintptr_t p;
+    ca_sim_lock();
+    CUresult r = ca_sim_current(&ctx);
+    if (r == CUDA_SUCCESS &&
+        (!pp || bytesize == 0 ||
+         (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                              CU_MEMHOSTALLOC_WRITECOMBINED))))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        r = linear_alloc(CA_SIM_HOST, ctx, bytesize, &p);
+    if (r == CUDA_SUCCESS)
+        *pp = (void *)p;
+    ca_sim_unlock();
+    return r;
+}
+
+CA_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+    return cuMemHostAlloc(pp, bytesize, 0);
+}
+
+CA_EXPORT CUresult cuMemFreeHost(void *p)
+{
+    struct CUctx_st *ctx;
+    ca_sim_lock();
+    CUresult r = ca_sim_current(&ctx);
+    if (r == CUDA_SUCCESS) {
+        struct ca_sim_region *reg = ca_sim_regions_find(&ca_sim.mem, (uintptr_t)p);
+        if (reg && reg->base == (uintptr_t)p && reg->kind == CA_SIM_HOST)
+            linear_free(reg);
+        else
+            r = CUDA_ERROR_INVALID_VALUE;
+    }
+    ca_sim_unlock();
+    return r;
+}
+
+/* VMM addresses answer with their cuMemAddressReserve range. */
+CA_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    struct CUctx_st *ctx;
+    ca_sim_lock();
+    CUresult r = ca_sim_current(&ctx);
+    struct ca_sim_region *reg = ca_sim_regions_find(&ca_sim.mem, dptr);
+    if (r == CUDA_SUCCESS && reg && reg->kind == CA_SIM_MAPPING)
+        reg = ca_sim_regions_find(&ca_sim.resv, dptr);
+    if (r == CUDA_SUCCESS && (!reg || reg->kind == CA_SIM_HOST))
+        r = CUDA_ERROR_NOT_FOUND;
+    if (r == CUDA_SUCCESS) {
+        if (pbase)
+            *pbase = reg->base;
+        if (psize)
+            *psize = reg->size;
+    }
+    ca_sim_unlock();
+    return r;
+}
+
+CUresult ca_sim_check_range(uintptr_t p, size_t n, int host_ok, int prot)
+{
+    if (n == 0)
+        return CUDA_SUCCESS;
+    if (p + n < p)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct ca_sim_region *cur = ca_sim_regions_find(&ca_sim.mem, p);
+    if (!cur)
+        return host_ok && !ca_sim_regions_find(&ca_sim.resv, p) ? CUDA_SUCCESS
+                                                                 : CUDA_ERROR_INVALID_VALUE;
+    struct ca_sim_region *last = ca_sim.mem.v + ca_sim.mem.n;
+    for (;;) {
+        if ((cur->prot & prot) != prot)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (p + n <= cur->base + cur->size)
+            return CUDA_SUCCESS;
+        /* Only VMM mappings may continue into the next range. */
+        struct ca_sim_region *next = cur + 1;
+        if (cur->kind != CA_SIM_MAPPING || next == last || next->kind != CA_SIM_MAPPING ||
+            next->base != cur->base + cur->size)
+            return CUDA_ERROR_INVALID_VALUE;
+        cur = next;
+    }
+}

@@ -1,0 +1,155 @@
+/* Streams. Work runs when it is issued, so a stream is mostly a name: events
+ * remember which stream they were recorded on, and synchronizing a stream
+ * completes those events (see driver_events.c). The handles NULL and
+ * CU_STREAM_LEGACY are the legacy default stream, CU_STREAM_PER_THREAD the
+ * calling thread's own; both belong to the current context. */
+#include <stdlib.h>
+
+#include "simgpu/sim.h"
+
+struct CUstream_st *ca_sim_find_stream(CUstream s)
+{
+    struct CUstream_st *st;
+    HASH_FIND_PTR(ca_sim.streams, &s, st);
+    return st;
+}
+
+CUresult ca_sim_stream_resolve(CUstream s, struct ca_sim_stream_ref *out)
+{
+    CUresult r = ca_sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) {
+        r = ca_sim_current(&out->ctx);
+        out->handle = s == CU_STREAM_PER_THREAD ? s : NULL;
+        out->obj = NULL;
+        return r;
+    }
+    struct CUstream_st *st = ca_sim_find_stream(s);
+    if (!st)
+        return CUDA_ERROR_INVALID_HANDLE;
+    out->ctx = st->ctx;
+    out->handle = s;
+    out->obj = st;
+    return CUDA_SUCCESS;
+}
+
+void ca_sim_streams_drop_ctx(struct CUctx_st *ctx)
+{
+    struct CUstream_st *st, *tmp;
+    HASH_ITER(hh, ca_sim.streams, st, tmp) {
+        if (st->ctx == ctx) {
+            HASH_DEL(ca_sim.streams, st);
+            free(st);
+        }
+    }
+}
+
+/* Priorities run from 0 (least) to -5 (greatest), as on recent GPUs; others are clamped. */
+CA_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+{
+    struct CUctx_st *ctx;
+    ca_sim_lock();
+    CUresult r = ca_sim_current(&ctx);
+    if (r == CUDA_SUCCESS && (!phStream || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING)))
+        r = CUDA_ERROR_INVALID_VALUE;
+    struct CUstream_st *st = NULL;
+    if (r == CUDA_SUCCESS && !(st = calloc(1, sizeof *st)))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS) {
+        st->self = st;
+        st->ctx = ctx;
+        st->flags = flags;
+        st->priority = priority > 0 ? 0 : priority < -5 ? -5 : priority;
+        HASH_ADD_PTR(ca_sim.streams, self, st);
+        *phStream = st;
+    }
+    ca_sim_unlock();
+    return r;
+}
+
+CA_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int flags)
+{
+    return cuStreamCreateWithPriority(phStream, flags, 0);
+}
+
+CA_EXPORT CUresult cuStreamDestroy_v2(CUstream s)
+{
+    ca_sim_lock();
+    CUresult r = ca_sim_check_init();
+    struct CUstream_st *st = r == CUDA_SUCCESS ? ca_sim_find_stream(s) : NULL;
+    if (r == CUDA_SUCCESS && !st)
+        r = CUDA_ERROR_INVALID_HANDLE;
+    if (r == CUDA_SUCCESS) {
+        HASH_DEL(ca_sim.streams, st);
+        free(st);
+    }
+    ca_sim_unlock();
+    return r;
+}
+
+CA_EXPORT CUresult cuStreamSynchronize(CUstream s)
+{
+    struct ca_sim_stream_ref ref;
+    ca_sim_lock();
+    CUresult r = ca_sim_stream_resolve(s, &ref);
+    if (r == CUDA_SUCCESS) {
+        ca_sim_events_complete_stream(&ref);
+        ca_sim.n.stream_syncs++;
+    }
+    ca_sim_unlock();
+    return r;
+}
+
+/* Busy while an event recorded on it is late; each query counts for them all. */
+CA_EXPORT CUresult cuStreamQuery(CUstream s)
+{
+    struct ca_sim_stream_ref ref;
+    ca_sim_lock();
+    CUresult r = ca_sim_stream_resolve(s, &ref);
+    if (r == CUDA_SUCCESS && ca_sim_events_pending_query(&ref)) {
+        ca_sim.n.not_ready++;
+        r = CUDA_ERROR_NOT_READY;
+    }
+    ca_sim_unlock();
+    return r;
+}
+
+/* Nothing to wait for when work is done at once; the wait is recorded so that
+ * tests can see which event each stream was made to wait on. */
+CA_EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
+{
+    struct ca_sim_stream_ref ref;
+    ca_sim_lock();
+    CUresult r = ca_sim_stream_resolve(s, &ref);
+    if (r == CUDA_SUCCESS && !ca_sim_find_event(e))
+        r = CUDA_ERROR_INVALID_HANDLE;
+    if (r == CUDA_SUCCESS && (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        if (ref.obj)
+            ref.obj->last_wait = e;
+        else if (ref.handle == CU_STREAM_PER_THREAD)
+            ref.ctx->ptds_wait = e;
+        else
+            ref.ctx->legacy_wait = e;
+        ca_sim.n.stream_waits++;
+    }
+    ca_sim_unlock();
+    return r;
+}
+
+CA_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s)
+{
+    return cuStreamSynchronize(ca_sim_ptsz(s));
+}
+
+CA_EXPORT CUresult cuStreamQuery_ptsz(CUstream s)
+{
+    return cuStreamQuery(ca_sim_ptsz(s));
+}
+
+CA_EXPORT CUresult cuStreamWaitEvent_ptsz(CUstream s, CUevent e, unsigned int flags)
+{
+    return cuStreamWaitEvent(ca_sim_ptsz(s), e, flags);
+}

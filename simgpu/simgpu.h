@@ -1,0 +1,57 @@
+/* simgpu introspection for tests.
+ *
+ * libcuda.so.1 from simgpu exports these two functions; a test that may run on a
+ * real driver looks them up with dlsym and skips its simgpu-only checks when they
+ * are absent. This header needs no CUDA header: streams and events are void *.
+ */
+#ifndef SIMGPU_H
+#define SIMGPU_H
+
+#include <stdint.h>
+
+#define SIMGPU_MAX_DEVICES 8
+#define SIMGPU_MAX_WAITS 64
+
+typedef struct simgpu_counters {
+    /* Memory: linear allocations (sizes rounded up to 512 B) and cuMemCreate
+     * handles, summed over devices; capacity is per device times devices. */
+    uint64_t bytes_in_use;
+    uint64_t capacity;
+    int device_count;
+    uint64_t device_bytes_in_use[SIMGPU_MAX_DEVICES];
+
+    /* Successful calls. cuMemFree of a cuMemAllocAsync pointer counts as mem_free. */
+    uint64_t mem_alloc;         /* cuMemAlloc_v2 */
+    uint64_t mem_free;          /* cuMemFree_v2 */
+    uint64_t mem_alloc_async;   /* cuMemAllocAsync */
+    uint64_t mem_free_async;    /* cuMemFreeAsync */
+    uint64_t mem_create;        /* cuMemCreate */
+    uint64_t mem_release;       /* cuMemRelease */
+    uint64_t mem_map;           /* cuMemMap */
+    uint64_t mem_unmap;         /* cuMemUnmap */
+    uint64_t out_of_memory;     /* calls answered CUDA_ERROR_OUT_OF_MEMORY */
+
+    uint64_t event_records;     /* cuEventRecord */
+    uint64_t not_ready;         /* event or stream queries answered CUDA_ERROR_NOT_READY */
+    uint64_t stream_waits;      /* cuStreamWaitEvent */
+    uint64_t event_syncs;       /* cuEventSynchronize */
+    uint64_t stream_syncs;      /* cuStreamSynchronize */
+    uint64_t ctx_syncs;         /* cuCtxSynchronize (what cudaDeviceSynchronize calls) */
+    uint64_t proc_lookups;      /* cuGetProcAddress(_v2) calls */
+
+    /* The last event each stream was made to wait on, for streams that waited.
+     * The legacy default stream shows as NULL, the per-thread one as
+     * CU_STREAM_PER_THREAD ((void *)2); the first SIMGPU_MAX_WAITS streams only. */
+    int wait_count;
+    struct { void *stream; void *event; } last_wait[SIMGPU_MAX_WAITS];
+} simgpu_counters_t;
+
+/* Fills *out; 0 on success, -1 when out is NULL. Works before cuInit (zeros). */
+int simgpu_counters(simgpu_counters_t *out);
+
+/* The event `stream` last waited on (NULL if none); the legacy and per-thread
+ * handles mean those of the calling thread's current context. 0, or -1 when the
+ * stream is unknown. */
+int simgpu_stream_last_wait(void *stream, void **event);
+
+#endif
