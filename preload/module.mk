@@ -15,3 +15,19 @@ ALL_TARGETS += $(LIBCUDALLOC)
 else
 $(info cudalloc: no CUDA headers in $(CUDA_INC): libcudalloc.so is not built)
 endif
+
+# Whole-program tests: programs built against the toolkit's headers, linked
+# with the simulated libraries, run under the preload.
+ifeq ($(HAVE_CUDA_HEADERS),1)
+PRELOAD_TEST_BIN := $(BUILD)/tests/preload
+$(PRELOAD_TEST_BIN)/prog_runtime: tests/preload/prog_runtime.c $(SIM)/libcudart.so $(SIM)/libcuda.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -ldl -lpthread
+$(PRELOAD_TEST_BIN)/prog_driver: tests/preload/prog_driver.c $(SIM)/libcuda.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcuda -ldl
+.PHONY: test-preload
+test-preload: $(LIBCUDALLOC) $(BIN)/cudalloc $(PRELOAD_TEST_BIN)/prog_runtime $(PRELOAD_TEST_BIN)/prog_driver
+	@bash tests/preload/run.sh $(BUILD)
+SYSTEM_TESTS += test-preload
+endif

@@ -1,0 +1,99 @@
+/* CUDA programs that use the driver API: directly (linked with libcuda), and
+ * the way a statically linked cudart or PyTorch reaches it: dlopen, dlsym of
+ * cuGetProcAddress_v2, then every entry point through that. */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <string.h>
+
+#include "include/cudalloc.h"
+#include "simgpu/simgpu.h"
+#include "tests/preload/check.h"
+
+#undef cuGetProcAddress
+#define MIB ((size_t)1 << 20)
+
+static int64_t live_allocations(void) {
+    cudalloc_stats s;
+    return CUDALLOC_CALL(cudalloc_get_stats, 0, &s) == 0 ? s.allocation : -1;
+}
+
+static int direct(void) {
+    CUdeviceptr p = 0;
+    CHECK(cuMemAlloc(&p, MIB) == CUDA_ERROR_NOT_INITIALIZED, "before cuInit, as the driver says");
+    CHECK(cuInit(0) == CUDA_SUCCESS, "cuInit");
+    CHECK(cuMemAlloc(&p, MIB) == CUDA_ERROR_INVALID_CONTEXT, "no context yet");
+    CUdevice dev;
+    CUcontext ctx;
+    CHECK(cuDeviceGet(&dev, 0) == CUDA_SUCCESS && cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS, "ctx");
+    CHECK(cuCtxSetCurrent(ctx) == CUDA_SUCCESS, "set current");
+    CHECK(cuMemAlloc(&p, MIB) == CUDA_SUCCESS && p, "cuMemAlloc");
+    CHECK(live_allocations() == 1, "ours: %lld", (long long)live_allocations());
+    CHECK(cuMemsetD8(p, 7, MIB) == CUDA_SUCCESS, "usable");
+    CHECK(cuMemAlloc(&p, 0) == CUDA_ERROR_INVALID_VALUE, "zero bytes, as the driver says");
+    CUstream s;
+    cuStreamCreate(&s, 0);
+    CUdeviceptr q = 0;
+    CHECK(cuMemAllocAsync(&q, 5 * MIB, s) == CUDA_SUCCESS && live_allocations() == 2, "cuMemAllocAsync");
+    CHECK(cuMemFreeAsync(q, s) == CUDA_SUCCESS && live_allocations() == 1, "cuMemFreeAsync");
+    size_t f = 0, t = 0;
+    CHECK(cuMemGetInfo(&f, &t) == CUDA_SUCCESS && f && t >= f, "cuMemGetInfo");
+    CHECK(cuMemFree(p) == CUDA_SUCCESS && live_allocations() == 0, "cuMemFree");
+    CHECK(cuMemFree(p) == CUDA_ERROR_INVALID_VALUE, "double free");
+    CHECK_DONE("driver-direct");
+}
+
+typedef CUresult (*getproc_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+
+static int static_route(void) {
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    CHECK(h != NULL, "dlopen libcuda.so.1: %s", dlerror());
+    getproc_fn getproc = (getproc_fn)dlsym(h, "cuGetProcAddress_v2");
+    CHECK(getproc != NULL, "cuGetProcAddress_v2");
+    if (!getproc) CHECK_DONE("static-route");
+    CUresult (*init)(unsigned) = NULL;
+    CUresult (*devget)(CUdevice *, int) = NULL;
+    CUresult (*retain)(CUcontext *, CUdevice) = NULL;
+    CUresult (*setcur)(CUcontext) = NULL;
+    CUresult (*alloc)(CUdeviceptr *, size_t) = NULL;
+    CUresult (*mfree)(CUdeviceptr) = NULL;
+    getproc_fn again = NULL;
+    CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    CHECK(getproc("cuInit", (void **)&init, 12000, 0, &st) == CUDA_SUCCESS && st == CU_GET_PROC_ADDRESS_SUCCESS,
+          "cuInit");
+    CHECK(getproc("cuDeviceGet", (void **)&devget, 12000, 0, NULL) == CUDA_SUCCESS, "NULL symbolStatus");
+    getproc("cuDevicePrimaryCtxRetain", (void **)&retain, 12000, 0, NULL);
+    getproc("cuCtxSetCurrent", (void **)&setcur, 12000, 0, NULL);
+    CHECK(getproc("cuMemAlloc", (void **)&alloc, 12000, 0, NULL) == CUDA_SUCCESS && alloc, "cuMemAlloc");
+    CHECK(getproc("cuMemFree", (void **)&mfree, 12000, 0, NULL) == CUDA_SUCCESS && mfree, "cuMemFree");
+    CHECK(getproc("cuGetProcAddress", (void **)&again, 12000, 0, NULL) == CUDA_SUCCESS && again == getproc,
+          "asking for cuGetProcAddress gives the same wrapper");
+    CHECK(getproc("cuNoSuchThing", (void **)&again, 12000, 0, &st) != CUDA_SUCCESS &&
+              st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND,
+          "unknown symbol");
+    if (!init || !devget || !retain || !setcur || !alloc || !mfree) CHECK_DONE("static-route");
+    CUdevice dev;
+    CUcontext ctx;
+    init(0);
+    devget(&dev, 0);
+    retain(&ctx, dev);
+    setcur(ctx);
+    CUdeviceptr p = 0;
+    CHECK(alloc(&p, 3 * MIB) == CUDA_SUCCESS && p, "allocate through the table");
+    CHECK(live_allocations() == 1, "answered by cudalloc: %lld", (long long)live_allocations());
+    int (*counters)(simgpu_counters_t *) = (int (*)(simgpu_counters_t *))dlsym(h, "simgpu_counters");
+    if (counters) {
+        simgpu_counters_t c;
+        counters(&c);
+        CHECK(c.mem_alloc == 0, "the driver's cuMemAlloc was not called: %llu", (unsigned long long)c.mem_alloc);
+    }
+    CHECK(mfree(p) == CUDA_SUCCESS && live_allocations() == 0, "free through the table");
+    CHECK_DONE("static-route");
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (!strcmp(mode, "direct")) return direct();
+    if (!strcmp(mode, "static-route")) return static_route();
+    fprintf(stderr, "usage: %s direct|static-route\n", argv[0]);
+    return 2;
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Whole-program tests of libcudalloc.so on the simulated device: real
+# programs, built against the toolkit's headers, run under the preload.
+set -u
+build=${1:?usage: run.sh BUILD_DIR}
+lib=$build/lib/libcudalloc.so
+bin=$build/tests/preload
+pass=0 fail=0
+run() { # name, expected status, env assignments..., -- program args
+    local name=$1 want=$2; shift 2
+    local envs=()
+    while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
+    out=$(env LD_LIBRARY_PATH="$build/sim" LD_PRELOAD="$lib" "${envs[@]}" "$@" 2>&1); rc=$?
+    if [ $rc -eq "$want" ]; then pass=$((pass + 1)); else
+        fail=$((fail + 1)); echo "FAIL $name: exit $rc, wanted $want"; echo "$out" | sed 's/^/    /'; fi
+}
+expect() { # name, text that the last output must contain
+    if grep -q -- "$2" <<<"$out"; then pass=$((pass + 1)); else
+        fail=$((fail + 1)); echo "FAIL $1: output lacks '$2'"; echo "$out" | sed 's/^/    /'; fi
+}
+
+run basic 0 -- "$bin/prog_runtime" basic
+expect double-free-warning "double free of device pointer 0x"
+expect exit-summary "cudalloc: device 0: peak allocated"
+run meminfo 0 -- "$bin/prog_runtime" meminfo
+run oom 0 CUDALLOC_SIM_MEMORY=64MiB -- "$bin/prog_runtime" oom
+expect oom-message "out of memory on device 0: requested 8.00 MiB"
+expect oom-verdict "verdict: a real shortage"
+run threads 0 -- "$bin/prog_runtime" threads
+run late-events 0 CUDALLOC_SIM_LATE_EVENTS=4 -- "$bin/prog_runtime" late-events
+run fork 0 -- "$bin/prog_runtime" fork
+run classic 0 CUDALLOC_CONF=expandable_segments:false -- "$bin/prog_runtime" threads
+run driver-direct 0 -- "$bin/prog_driver" direct
+run static-route 0 -- "$bin/prog_driver" static-route
+
+# A typo in the configuration stops the program at start, naming the key.
+run bad-key 2 CUDALLOC_CONF=expandable_segment:true -- "$bin/prog_runtime" basic
+expect bad-key-message "unknown key 'expandable_segment': accepted: expandable_segments"
+run bad-value 2 CUDALLOC_CONF=max_reserved:lots -- "$bin/prog_runtime" basic
+expect bad-value-message "bad value 'lots' for max_reserved"
+
+# The launcher: preloads, picks the simulated device, passes the exit status.
+out=$("$build/bin/cudalloc" run --sim 1GiB -- "$bin/prog_runtime" basic 2>&1); rc=$?
+[ $rc -eq 0 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL launcher: $rc"; echo "$out"; }
+expect launcher-sim "running on the simulated device (1GiB)"
+out=$("$build/bin/cudalloc" run -- sh -c 'exit 7' 2>&1); rc=$?
+[ $rc -eq 7 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL launcher exit status: $rc"; }
+
+echo "preload: $pass passed, $fail failed"
+[ $fail -eq 0 ]
