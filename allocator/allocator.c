@@ -12,8 +12,8 @@
 /* Each thread remembers its last pool: the next request is usually the same.
  * Allocators are told apart by a serial number, not their address, which a
  * new allocator may reuse. */
-static __thread ca_pool *tl_pool;
-static __thread uint64_t tl_serial;
+static __thread __attribute__((tls_model("initial-exec"))) ca_pool *tl_pool;
+static __thread __attribute__((tls_model("initial-exec"))) uint64_t tl_serial;
 static _Atomic uint64_t serials;
 
 void ca_options_default(ca_options *opt) {
@@ -118,6 +118,7 @@ static ca_pool *get_pool(ca_allocator *a, ca_stream stream) {
             p->heap[k].pool = p;
             p->heap[k].small = k == 1;
         }
+        HASH_ADD(hh, p->live, addr, sizeof(uintptr_t), &p->sentinel);
         a->pools[n] = p;
         atomic_store_explicit(&a->npools, n + 1, memory_order_release);
     }
@@ -291,6 +292,7 @@ static bool in_range(const ca_heap *h, uintptr_t addr) {
 
 /* The pool that owns addr, with its lock held, and the block; NULL if none. */
 static ca_block *find_live(ca_allocator *a, uintptr_t addr, ca_pool **pool) {
+    if (!addr) return NULL; /* the sentinel's address */
     size_t n = pool_count(a);
     for (size_t i = 0; i < n; i++) {
         ca_pool *p = a->pools[i];

@@ -80,6 +80,9 @@ struct ca_pool {
     ca_stream stream;
     ca_heap heap[2];        /* [0] large, [1] small */
     ca_block *live;         /* uthash table of allocated blocks, keyed by addr */
+    ca_block sentinel;      /* address 0, always in `live`: uthash frees its table
+                             * whenever it empties, which would cost a malloc and a
+                             * free on every alloc/free of a lone block */
     ca_stats st;            /* this pool's figures */
     ca_block *spare;        /* recycled block structs */
     void **chunks;          /* block slabs, freed with the pool */

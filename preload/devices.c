@@ -2,6 +2,7 @@
  * context allocates. The device is the one the driver reports for the
  * calling thread's current context. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -10,14 +11,16 @@
 
 #define MAX_DEVICES 64
 
-static ca_device *devices[MAX_DEVICES];
+static ca_device *devices[MAX_DEVICES]; /* by ordinal */
+static ca_device *made[MAX_DEVICES];    /* in the order they were made, for walks */
+static _Atomic int nmade;
 static ca_lock devices_lock = CA_LOCK_INIT;
 /* Bumped in a forked child, so thread caches made before the fork go stale. */
 static unsigned generation = 1;
 
-static __thread CUcontext tl_ctx;
-static __thread ca_device *tl_dev;
-static __thread unsigned tl_generation;
+static __thread __attribute__((tls_model("initial-exec"))) CUcontext tl_ctx;
+static __thread __attribute__((tls_model("initial-exec"))) ca_device *tl_dev;
+static __thread __attribute__((tls_model("initial-exec"))) unsigned tl_generation;
 
 static ca_device *create(int ordinal, CUcontext ctx) {
     ca_backend *be = ca_backend_cuda_new(ordinal, ctx);
@@ -45,7 +48,11 @@ static ca_device *get(int ordinal, CUcontext ctx) {
     ca_device *d = __atomic_load_n(&devices[ordinal], __ATOMIC_ACQUIRE);
     if (d || !ctx) return d;
     ca_lock_acquire(&devices_lock);
-    if (!(d = devices[ordinal]) && (d = create(ordinal, ctx))) __atomic_store_n(&devices[ordinal], d, __ATOMIC_RELEASE);
+    if (!(d = devices[ordinal]) && (d = create(ordinal, ctx))) {
+        made[nmade] = d;
+        atomic_store_explicit(&nmade, nmade + 1, memory_order_release);
+        __atomic_store_n(&devices[ordinal], d, __ATOMIC_RELEASE);
+    }
     ca_lock_release(&devices_lock);
     return d;
 }
@@ -82,10 +89,8 @@ ca_device *ca_current_device(CUresult *err) {
 ca_device *ca_device_by_ordinal(int ordinal) { return get(ordinal, NULL); }
 
 void ca_devices_foreach(void (*fn)(ca_device *d, void *ctx), void *ctx) {
-    for (int i = 0; i < MAX_DEVICES; i++) {
-        ca_device *d = __atomic_load_n(&devices[i], __ATOMIC_ACQUIRE);
-        if (d) fn(d, ctx);
-    }
+    int n = atomic_load_explicit(&nmade, memory_order_acquire);
+    for (int i = 0; i < n; i++) fn(made[i], ctx);
 }
 
 /* The child of a fork starts with no allocator: its parent's device memory is
@@ -93,7 +98,8 @@ void ca_devices_foreach(void (*fn)(ca_device *d, void *ctx), void *ctx) {
  * parent's structures are left alone (another thread may have held a lock at
  * the fork), never touched again. */
 static void after_fork_in_child(void) {
-    for (int i = 0; i < MAX_DEVICES; i++) devices[i] = NULL;
+    for (int i = 0; i < MAX_DEVICES; i++) devices[i] = made[i] = NULL;
+    nmade = 0;
     ca_lock_init(&devices_lock);
     generation++;
 }

@@ -23,13 +23,12 @@ static cudaError_t runtime_error(CUresult r) {
     }
 }
 
-/* cudart initializes lazily on the first runtime call of a thread; cudaFree(0)
- * is its documented way to force that. Only needed while no context is current. */
-static bool runtime_ready(void) {
-    const ca_driver *drv = ca_drv();
-    if (!drv) return false;
-    CUcontext ctx = NULL;
-    if (drv->cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx) return true;
+/* cudart initializes lazily on the first runtime call of a thread, making its
+ * primary context current; cudaFree(0) is its documented way to force that.
+ * Only needed when the driver says no context is current. */
+static bool needs_runtime_init(CUresult r) { return r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_NOT_INITIALIZED; }
+
+static bool init_runtime(void) {
     REAL(cudaFree);
     return real_cudaFree && real_cudaFree(NULL) == cudaSuccess;
 }
@@ -40,9 +39,9 @@ static cudaError_t do_malloc(void **devPtr, size_t size, cudaStream_t stream) {
         *devPtr = NULL; /* as cudart answers a zero-byte request */
         return cudaSuccess;
     }
-    if (!runtime_ready()) return cudaErrorInitializationError;
     CUdeviceptr p;
     CUresult r = ca_do_malloc(&p, size, (CUstream)stream);
+    if (needs_runtime_init(r) && init_runtime()) r = ca_do_malloc(&p, size, (CUstream)stream);
     if (r == CUDA_SUCCESS) *devPtr = (void *)p;
     return runtime_error(r);
 }
@@ -93,9 +92,11 @@ CA_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t stream) {
 }
 
 CA_EXPORT cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
-    if (!ca_drv() || !runtime_ready()) {
+    if (!ca_drv()) {
         REAL(cudaMemGetInfo);
         return real_cudaMemGetInfo ? real_cudaMemGetInfo(free_bytes, total_bytes) : cudaErrorInitializationError;
     }
-    return runtime_error(ca_do_mem_info(free_bytes, total_bytes));
+    CUresult r = ca_do_mem_info(free_bytes, total_bytes);
+    if (needs_runtime_init(r) && init_runtime()) r = ca_do_mem_info(free_bytes, total_bytes);
+    return runtime_error(r);
 }

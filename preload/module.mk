@@ -31,3 +31,13 @@ test-preload: $(LIBCUDALLOC) $(BIN)/cudalloc $(PRELOAD_TEST_BIN)/prog_runtime $(
 	@bash tests/preload/run.sh $(BUILD)
 SYSTEM_TESTS += test-preload
 endif
+
+ifeq ($(HAVE_CUDA_HEADERS),1)
+$(PRELOAD_TEST_BIN)/bench_preload: tests/preload/bench_preload.c $(LIBCA) $(SIM)/libcudart.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -I$(CUDA_INC) -o $@ $< $(LIBCA) -L$(SIM) -lcudart -lpthread
+.PHONY: bench-preload
+bench-preload: $(LIBCUDALLOC) $(PRELOAD_TEST_BIN)/bench_preload
+	@LD_LIBRARY_PATH=$(SIM) LD_PRELOAD=$(LIBCUDALLOC) CUDALLOC_CONF=summary:false $(PRELOAD_TEST_BIN)/bench_preload
+BENCHES += bench-preload
+endif

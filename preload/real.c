@@ -126,7 +126,7 @@ static ca_driver drv;
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 /* Set while this thread loads the driver: libcuda's own start-up may call
  * dlsym, which asks ca_drv() again; that must not wait on itself. */
-static __thread bool loading;
+static __thread __attribute__((tls_model("initial-exec"))) bool loading;
 
 #define LOAD(h, fn) (drv.fn = (__typeof__(drv.fn))ca_real_dlsym((h), #fn))
 
@@ -168,8 +168,13 @@ static void load_driver(void) {
                  drv.cuMemGetAllocationGranularity;
 }
 
+static bool drv_done; /* set once load_driver has run: the fast path skips pthread_once */
+
 const ca_driver *ca_drv(void) {
-    if (loading) return NULL;
-    pthread_once(&drv_once, load_driver);
+    if (!__atomic_load_n(&drv_done, __ATOMIC_ACQUIRE)) {
+        if (loading) return NULL;
+        pthread_once(&drv_once, load_driver);
+        __atomic_store_n(&drv_done, true, __ATOMIC_RELEASE);
+    }
     return drv.loaded ? &drv : NULL;
 }
