@@ -45,6 +45,8 @@ int cudalloc_empty_cache(void) CUDALLOC_WEAK;
 int cudalloc_reset_peak_stats(void) CUDALLOC_WEAK;
 /* An iteration of the training loop ends here (the most trusted marker). 0. */
 int cudalloc_step(void) CUDALLOC_WEAK;
+/* Iterations seen so far (by cudalloc_step, NVTX "step" ranges, or detection). */
+long cudalloc_iteration(void) CUDALLOC_WEAK;
 /* Write the reports now (when a report prefix is configured). 0 on success. */
 int cudalloc_report(void) CUDALLOC_WEAK;
 

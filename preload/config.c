@@ -11,7 +11,7 @@
 
 ca_config ca_conf;
 
-enum kind { BOOL, SIZE, PATH };
+enum kind { BOOL, SIZE, PATH, NAME };
 static const struct option {
     const char *key;
     enum kind kind;
@@ -22,6 +22,7 @@ static const struct option {
     {"sync_free", BOOL, offsetof(ca_config, sync_free), "cudaFree waits for the device, as CUDA's does (default false)"},
     {"max_reserved", SIZE, offsetof(ca_config, max_reserved), "cap on memory held per device, e.g. 20GiB (default none)"},
     {"report", PATH, offsetof(ca_config, report), "report path prefix; %p pid, %r rank (default none)"},
+    {"nvtx_range", NAME, offsetof(ca_config, nvtx_range), "the NVTX range that is one iteration (default step)"},
     {"summary", BOOL, offsetof(ca_config, summary), "print the exit summary on stderr (default true)"},
     {"oom_message", BOOL, offsetof(ca_config, oom_message), "print the OOM explanation on stderr (default true)"},
 };
@@ -57,13 +58,16 @@ static int set_option(ca_config *c, const char *key, const char *value, char *er
                      value, key);
             return -1;
         case PATH:
-            if (*value && strlen(value) < sizeof c->report) {
+        case NAME: {
+            size_t cap = o->kind == PATH ? sizeof c->report : sizeof c->nvtx_range;
+            if (*value && strlen(value) < cap) {
                 strcpy(field, value);
                 return 0;
             }
-            snprintf(err, errlen, "CUDALLOC_CONF: bad value '%s' for %s: accepted: a path prefix of 1 to %zu bytes",
-                     value, key, sizeof c->report - 1);
+            snprintf(err, errlen, "CUDALLOC_CONF: bad value '%s' for %s: accepted: %s of 1 to %zu bytes", value, key,
+                     o->kind == PATH ? "a path prefix" : "a name", cap - 1);
             return -1;
+        }
         }
     }
     char keys[512];
@@ -73,7 +77,7 @@ static int set_option(ca_config *c, const char *key, const char *value, char *er
 }
 
 int ca_config_parse(const char *conf, ca_config *out, char *err, size_t errlen) {
-    ca_config c = {.expandable = true, .summary = true, .oom_message = true};
+    ca_config c = {.expandable = true, .summary = true, .oom_message = true, .nvtx_range = "step"};
     const char *report = getenv("CUDALLOC_REPORT");
     if (report && *report && set_option(&c, "report", report, err, errlen) != 0) return -1;
     char buf[4096];

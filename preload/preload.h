@@ -61,6 +61,7 @@ typedef struct ca_config {
     size_t max_reserved;  /* per device; 0: the device's memory */
     char report[1024];    /* report path prefix; empty: none */
     bool summary;         /* the exit summary on stderr */
+    char nvtx_range[128]; /* the NVTX range that is one iteration */
     bool oom_message;     /* the OOM message on stderr */
 } ca_config;
 extern ca_config ca_conf;
@@ -91,6 +92,11 @@ CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream);
 /* CUDA_ERROR_NOT_FOUND when ptr is not ours (the caller passes it through). */
 CUresult ca_do_free(CUdeviceptr ptr, CUstream stream, bool sync);
 CUresult ca_do_mem_info(size_t *free_bytes, size_t *total_bytes);
+
+/* ---- steps.c: iteration boundaries, in order of trust ---- */
+typedef enum { CA_ITER_NONE, CA_ITER_DETECTED, CA_ITER_NVTX, CA_ITER_EXPLICIT } ca_iter_source;
+void ca_iteration_mark(ca_iter_source source);
+long ca_iterations(ca_iter_source *source);
 
 /* ---- cuda_backend.c ---- */
 ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx);

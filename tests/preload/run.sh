@@ -33,6 +33,9 @@ run classic 0 CUDALLOC_CONF=expandable_segments:false -- "$bin/prog_runtime" thr
 run driver-direct 0 -- "$bin/prog_driver" direct
 run static-route 0 -- "$bin/prog_driver" static-route
 
+run nvtx 0 NVTX_INJECTION64_PATH="$lib" -- "$bin/prog_nvtx"
+run nvtx-other-name 1 NVTX_INJECTION64_PATH="$lib" CUDALLOC_CONF=nvtx_range:iteration -- "$bin/prog_nvtx"
+
 # A typo in the configuration stops the program at start, naming the key.
 run bad-key 2 CUDALLOC_CONF=expandable_segment:true -- "$bin/prog_runtime" basic
 expect bad-key-message "unknown key 'expandable_segment': accepted: expandable_segments"
