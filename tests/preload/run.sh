@@ -20,6 +20,7 @@ expect() { # name, text that the last output must contain
 }
 
 run basic 0 -- "$bin/prog_runtime" basic
+expect basic-on-sim "simulated device checks on"
 expect double-free-warning "double free of device pointer 0x"
 expect exit-summary "cudalloc: device 0: peak allocated"
 run meminfo 0 -- "$bin/prog_runtime" meminfo
