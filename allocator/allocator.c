@@ -206,10 +206,17 @@ static void fill_oom(ca_allocator *a, size_t size, ca_stream stream, ca_oom_info
     size_t free_bytes = 0, total = 0;
     a->be->mem_info(a->be->self, &free_bytes, &total);
     oom->requested = size;
-    oom->device_total = total;
-    oom->device_free = free_bytes;
     oom->allocated = (size_t)sum_current(a, offsetof(ca_stats, allocated_bytes), CA_POOL_ALL);
     oom->reserved = ca_reserved_total(a);
+    /* Under a cap, the device is as large as the cap lets us have. */
+    size_t cap = a->opt.max_reserved;
+    if (cap) {
+        size_t room = cap > oom->reserved ? cap - oom->reserved : 0;
+        if (room < free_bytes) free_bytes = room;
+        if (cap < total) total = cap;
+    }
+    oom->device_total = total;
+    oom->device_free = free_bytes;
     oom->free_cached = oom->reserved - oom->allocated;
     oom->largest_free = ca_largest_free(a);
     oom->stream = stream;

@@ -40,6 +40,11 @@ ifeq ($(HAVE_CUDA_HEADERS),1)
 $(PRELOAD_TEST_BIN)/bench_preload: tests/preload/bench_preload.c $(LIBCA) $(SIM)/libcudart.so
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -I$(CUDA_INC) -o $@ $< $(LIBCA) -L$(SIM) -lcudart -lpthread
+$(PRELOAD_TEST_BIN)/bench_latency: tests/preload/bench_latency.c $(SIM)/libcudart.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart
+ALL_TARGETS += $(PRELOAD_TEST_BIN)/bench_latency $(PRELOAD_TEST_BIN)/prog_runtime $(PRELOAD_TEST_BIN)/prog_driver \
+               $(PRELOAD_TEST_BIN)/prog_nvtx
 .PHONY: bench-preload
 bench-preload: $(LIBCUDALLOC) $(PRELOAD_TEST_BIN)/bench_preload
 	@LD_LIBRARY_PATH=$(SIM) LD_PRELOAD=$(LIBCUDALLOC) CUDALLOC_CONF=summary:false $(PRELOAD_TEST_BIN)/bench_preload

@@ -219,7 +219,10 @@ START_TEST(max_reserved_caps) {
     ca_allocator *a;
     ck_assert_int_eq(ca_allocator_new(be, &opt, &a), CA_OK);
     void *p = must_alloc(a, 6 * MIB, 0), *q;
-    ck_assert_int_eq(ca_malloc(a, 3 * MIB, 0, &q, NULL), CA_ERR_OOM);
+    ca_oom_info oom;
+    ck_assert_int_eq(ca_malloc(a, 3 * MIB, 0, &q, &oom), CA_ERR_OOM);
+    ck_assert_uint_eq(oom.device_total, 8 * MIB); /* the cap is the device */
+    ck_assert_uint_eq(oom.device_free, 2 * MIB);
     q = must_alloc(a, 2 * MIB, 0);
     ck_assert_int_le(stats(a).reserved_bytes[CA_POOL_ALL].peak, (int64_t)(8 * MIB));
     ca_free(a, p, 0);

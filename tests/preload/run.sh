@@ -2,7 +2,10 @@
 # Whole-program tests of libcudalloc.so on the simulated device: real
 # programs, built against the toolkit's headers, run under the preload.
 set -u
-build=${1:?usage: run.sh BUILD_DIR}
+build=${1:?usage: run.sh BUILD_DIR [gpu]}
+# "gpu": the same programs against the real driver and cudart (scripts/gpu-check.sh)
+on_gpu=$([ "${2:-}" = gpu ] && echo 1 || echo 0)
+libpath=$([ $on_gpu = 1 ] && echo "${CUDA_HOME:-/usr/local/cuda}/lib64" || echo "$build/sim")
 lib=$build/lib/libcudalloc.so
 bin=$build/tests/preload
 pass=0 fail=0
@@ -10,7 +13,7 @@ run() { # name, expected status, env assignments..., -- program args
     local name=$1 want=$2; shift 2
     local envs=()
     while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
-    out=$(env LD_LIBRARY_PATH="$build/sim" LD_PRELOAD="$lib" "${envs[@]}" "$@" 2>&1); rc=$?
+    out=$(env LD_LIBRARY_PATH="$libpath" LD_PRELOAD="$lib" "${envs[@]}" "$@" 2>&1); rc=$?
     if [ $rc -eq "$want" ]; then pass=$((pass + 1)); else
         fail=$((fail + 1)); echo "FAIL $name: exit $rc, wanted $want"; echo "$out" | sed 's/^/    /'; fi
 }
@@ -24,9 +27,13 @@ expect basic-on-sim "simulated device checks on"
 expect double-free-warning "double free of device pointer 0x"
 expect exit-summary "cudalloc: device 0: peak allocated"
 run meminfo 0 -- "$bin/prog_runtime" meminfo
-run oom 0 CUDALLOC_SIM_MEMORY=64MiB -- "$bin/prog_runtime" oom
+run oom 0 CUDALLOC_CONF=max_reserved:64MiB -- "$bin/prog_runtime" oom
 expect oom-message "out of memory on device 0: requested 8.00 MiB"
 expect oom-verdict "verdict: a real shortage"
+if [ $on_gpu = 0 ]; then # a full simulated device, without a cap
+    run oom-device 0 CUDALLOC_SIM_MEMORY=64MiB -- "$bin/prog_runtime" oom
+    expect oom-device-total "device total 64.00 MiB"
+fi
 run threads 0 -- "$bin/prog_runtime" threads
 run late-events 0 CUDALLOC_SIM_LATE_EVENTS=4 -- "$bin/prog_runtime" late-events
 run fork 0 -- "$bin/prog_runtime" fork
@@ -44,9 +51,11 @@ run bad-value 2 CUDALLOC_CONF=max_reserved:lots -- "$bin/prog_runtime" basic
 expect bad-value-message "bad value 'lots' for max_reserved"
 
 # The launcher: preloads, picks the simulated device, passes the exit status.
-out=$("$build/bin/cudalloc" run --sim 1GiB -- "$bin/prog_runtime" basic 2>&1); rc=$?
-[ $rc -eq 0 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL launcher: $rc"; echo "$out"; }
-expect launcher-sim "running on the simulated device (1GiB)"
+if [ $on_gpu = 0 ]; then
+    out=$("$build/bin/cudalloc" run --sim 1GiB -- "$bin/prog_runtime" basic 2>&1); rc=$?
+    [ $rc -eq 0 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL launcher: $rc"; echo "$out"; }
+    expect launcher-sim "running on the simulated device (1GiB)"
+fi
 out=$("$build/bin/cudalloc" run -- sh -c 'exit 7' 2>&1); rc=$?
 [ $rc -eq 7 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL launcher exit status: $rc"; }
 

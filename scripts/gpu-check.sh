@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# On a machine with a GPU (an H200, sm_90): build, then check cudalloc against
+# the real driver, and print one table of what it measured. Under 8 minutes;
+# the first minute proves the build works there.
+#   bash scripts/gpu-check.sh [OUT_DIR]
+set -u
+cd "$(dirname "$0")/.." || exit 1
+out=${1:-build/gpu-check}
+mkdir -p "$out"
+cuda=${CUDA_HOME:-/usr/local/cuda}
+export LD_LIBRARY_PATH="$cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+t0=$(date +%s)
+table=()
+row() { table+=("$(printf '%-58s %s' "$1" "$2")"); echo "$1: $2"; }
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+if ! make -j"$(nproc)" all > "$out/build.log" 2>&1; then
+    tail -30 "$out/build.log"; echo "gpu-check: build failed"; exit 1
+fi
+row "build (sm_90)" "ok in $(( $(date +%s) - t0 )) s"
+
+# 1. The whole-program tests, against the real driver and cudart.
+bash tests/preload/run.sh build gpu > "$out/preload.log" 2>&1
+row "whole-program tests on the real driver" "$(tail -1 "$out/preload.log")"
+
+# 2. A program built by plain nvcc: statically linked cudart (nvcc's default).
+nvcc_prog="$out/nvcc_static"
+cat > "$out/nvcc_static.cu" <<'CU'
+#include <cstdio>
+__global__ void fill(float *p, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) p[i] = i; }
+int main() {
+    float *p = nullptr, h = 0;
+    if (cudaMalloc(&p, 1 << 24) != cudaSuccess) return 1;
+    fill<<<(1 << 22) / 256, 256>>>(p, 1 << 22);
+    if (cudaMemcpy(&h, p + 12345, sizeof h, cudaMemcpyDeviceToHost) != cudaSuccess || h != 12345.f) return 2;
+    return cudaFree(p) == cudaSuccess ? 0 : 3;
+}
+CU
+"$cuda/bin/nvcc" -arch=sm_90 -o "$nvcc_prog" "$out/nvcc_static.cu" &&
+    LD_PRELOAD=build/lib/libcudalloc.so "$nvcc_prog" 2> "$out/nvcc_static.log"
+rc=$?
+grep -q "peak allocated 16.00 MiB" "$out/nvcc_static.log" && seen=yes || seen=no
+row "nvcc static-cudart program under the preload" "exit $rc, allocation seen by cudalloc: $seen"
+
+# 3. Latency per alloc+free pair: native, then under the preload.
+build/tests/preload/bench_latency native > "$out/latency.txt" 2>&1
+LD_PRELOAD=build/lib/libcudalloc.so CUDALLOC_CONF=summary:false build/tests/preload/bench_latency cudalloc >> "$out/latency.txt" 2>&1
+while read -r label api size ns; do
+    [ "$label" = cudalloc ] || continue
+    native=$(awk -v a="$api" -v s="$size" '$1=="native" && $2==a && $3==s {print $4}' "$out/latency.txt")
+    row "$api $size B: native / cudalloc (ns per pair)" \
+        "$native / $ns ($(awk -v n="$native" -v c="$ns" 'BEGIN{printf "%.1fx", n/c}'))"
+done < "$out/latency.txt"
+# cudalloc's cached pair against cudaMallocAsync+cudaFreeAsync, same size
+awk '$1=="native" && $2 ~ /Async/ {a[$3]=$4} $1=="cudalloc" && $2 ~ /^cudaMalloc\+/ {c[$3]=$4}
+     END {for (s in c) printf "cached cudaMalloc+cudaFree %s B vs native async: %.1f vs %.1f ns\n", s, c[s], a[s]}' \
+     "$out/latency.txt" | while read -r line; do row "${line%%:*}" "${line#*: }"; done
+
+# 4. PyTorch: a small training loop under the preload, then as pluggable allocator.
+if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 LD_PRELOAD=build/lib/libcudalloc.so \
+        python3 tests/preload/torch_loop.py preload > "$out/torch_preload.log" 2>&1
+    row "PyTorch under the preload" "exit $?, $(grep -h '^torch\|peak allocated' "$out/torch_preload.log" | tr '\n' ' ')"
+    python3 tests/preload/torch_loop.py native > "$out/torch_native.log" 2>&1
+    row "PyTorch native caching allocator" "exit $?, $(grep -h '^torch' "$out/torch_native.log")"
+    python3 tests/preload/torch_loop.py pluggable "$PWD/build/lib/libcudalloc.so" > "$out/torch_pluggable.log" 2>&1
+    row "PyTorch with CUDAPluggableAllocator" "exit $?, $(grep -h '^torch\|peak allocated' "$out/torch_pluggable.log" | tr '\n' ' ')"
+else
+    row "PyTorch" "not installed here: skipped"
+fi
+
+# 5. What later parts add (kernels, trainer) when their scripts are present.
+for extra in scripts/gpu-check-*.sh; do
+    [ -f "$extra" ] && bash "$extra" "$out" | while read -r line; do row "${line%%: *}" "${line#*: }"; done
+done
+
+echo
+echo "gpu-check $(date -u +%Y-%m-%d) on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(( $(date +%s) - t0 )) s"
+printf '%s\n' "${table[@]}" | tee "$out/table.txt"

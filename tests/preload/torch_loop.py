@@ -1,0 +1,29 @@
+"""A small PyTorch training loop for scripts/gpu-check.sh: under the preload
+(PYTORCH_NO_CUDA_MEMORY_CACHING=1 LD_PRELOAD=libcudalloc.so), or with cudalloc
+as PyTorch's pluggable allocator. Prints the final loss and the step time."""
+import sys
+import time
+
+import torch
+
+mode = sys.argv[1]
+if mode == "pluggable":
+    alloc = torch.cuda.memory.CUDAPluggableAllocator(sys.argv[2], "cudalloc_torch_malloc", "cudalloc_torch_free")
+    torch.cuda.memory.change_current_allocator(alloc)
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).cuda()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+target = torch.randn(64, 1024, device="cuda")
+times = []
+for step in range(60):
+    t0 = time.perf_counter()
+    x = torch.randn(64, 1024, device="cuda")
+    loss = (model(x) - target).square().mean()
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    torch.cuda.synchronize()
+    times.append(time.perf_counter() - t0)
+times.sort()
+print(f"torch {mode}: final loss {loss.item():.4f}, median step {1e3 * times[len(times) // 2]:.2f} ms")
