@@ -258,9 +258,7 @@ int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom
     b->requested = size;
     HASH_ADD(hh, p->live, addr, sizeof(uintptr_t), b);
     CA_STAT(a, h, allocation, 1);
-    CA_STAT(a, h, active, 1);
     CA_STAT(a, h, allocated_bytes, (int64_t)b->size);
-    CA_STAT(a, h, active_bytes, (int64_t)b->size);
     CA_STAT(a, h, requested_bytes, (int64_t)size);
     ca_emit(a, CA_EV_ALLOC, b->addr, b->size, size, stream);
     ca_lock_release(&p->lock);
@@ -324,9 +322,7 @@ int ca_free(ca_allocator *a, void *ptr, ca_stream stream) {
     HASH_DELETE(hh, p->live, b);
     ca_heap *h = b->seg->heap;
     CA_STAT(a, h, allocation, -1);
-    CA_STAT(a, h, active, -1);
     CA_STAT(a, h, allocated_bytes, -(int64_t)b->size);
-    CA_STAT(a, h, active_bytes, -(int64_t)b->size);
     CA_STAT(a, h, requested_bytes, -(int64_t)b->requested);
     ca_emit(a, CA_EV_FREE, b->addr, b->size, b->requested, stream);
     /* Freed in another stream's order: the pool's stream, the only one that
@@ -380,8 +376,7 @@ static void add_stat(ca_stat *dst, const ca_stat *src) {
     }
 }
 
-#define STAT_FIELDS(X) X(allocation) X(segment) X(active) X(allocated_bytes) X(reserved_bytes) \
-    X(active_bytes) X(requested_bytes)
+#define STAT_FIELDS(X) X(allocation) X(segment) X(allocated_bytes) X(reserved_bytes) X(requested_bytes)
 
 void ca_get_stats(ca_allocator *a, ca_stats *out) {
     memset(out, 0, sizeof *out);
@@ -404,6 +399,10 @@ void ca_get_stats(ca_allocator *a, ca_stats *out) {
 #undef PEAK
     }
     ca_lock_release(&a->lock);
+    /* A freed block is reusable at once (the next stream waits on the
+     * device instead), so nothing is ever active without being allocated. */
+    memcpy(out->active, out->allocation, sizeof out->active);
+    memcpy(out->active_bytes, out->allocated_bytes, sizeof out->active_bytes);
 }
 
 void ca_reset_peaks(ca_allocator *a) {

@@ -14,7 +14,8 @@ enum { CA_POOL_ALL, CA_POOL_SMALL, CA_POOL_LARGE, CA_POOL_KINDS };
 typedef struct ca_stats {
     ca_stat allocation[CA_POOL_KINDS];      /* live allocations (count) */
     ca_stat segment[CA_POOL_KINDS];         /* segments (count) */
-    ca_stat active[CA_POOL_KINDS];          /* allocated or awaiting reuse (count) */
+    ca_stat active[CA_POOL_KINDS];          /* allocated or awaiting reuse (count): equal to
+                                               allocation here, as no block awaits reuse */
     ca_stat allocated_bytes[CA_POOL_KINDS]; /* rounded sizes of live allocations */
     ca_stat reserved_bytes[CA_POOL_KINDS];  /* physical memory held from the device */
     ca_stat active_bytes[CA_POOL_KINDS];

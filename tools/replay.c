@@ -34,12 +34,13 @@ static int bad(const char *what, const char *value, const char *accepted) {
 
 int main(int argc, char **argv) {
     replay_config cfg = {1, 0, 0};
-    int min_capacity = 0, runs = 9, compare = 0, threads = 0;
+    int min_capacity = 0, runs = 9, compare = 0, threads = 0, time_malloc = 0;
     static const struct option longopts[] = {
         {"mode", required_argument, 0, 'm'},     {"backend", required_argument, 0, 'b'},
         {"capacity", required_argument, 0, 'c'}, {"min-capacity", no_argument, 0, 'n'},
         {"runs", required_argument, 0, 'r'},     {"compare", no_argument, 0, 'x'},
         {"threads", required_argument, 0, 't'},  {"help", no_argument, 0, 'h'},
+        {"time-malloc", no_argument, 0, 'M'}, /* internal: --compare's jemalloc child */
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -68,6 +69,7 @@ int main(int argc, char **argv) {
             threads = atoi(optarg);
             if (threads < 1 || threads > 16) return bad("--threads", optarg, "1 to 16");
             break;
+        case 'M': time_malloc = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -87,6 +89,11 @@ int main(int argc, char **argv) {
         if (ca_trace_parse_file(argv[i], &t, err, sizeof err) != 0) {
             fprintf(stderr, "%s\n", err);
             return 2;
+        }
+        if (time_malloc) { /* only the malloc this process has, as a number */
+            printf("%.1f\n", replay_foreign(&t, argv[i], "preloaded", runs));
+            ca_trace_free(&t);
+            continue;
         }
         replay_config run_cfg = cfg;
         if (run_cfg.host && !run_cfg.capacity) run_cfg.capacity = 2 * t.peak_live_bytes + ((size_t)64 << 20);
@@ -115,7 +122,7 @@ int main(int argc, char **argv) {
             const char *libs[] = {"glibc", "mimalloc", "jemalloc"};
             printf("  compare: cudalloc %.1f ns/op", r.ns_per_op);
             for (int k = 0; k < 3; k++) {
-                double ns = replay_foreign(&t, libs[k], runs);
+                double ns = replay_foreign(&t, argv[i], libs[k], runs);
                 if (ns < 0) printf(", %s unavailable", libs[k]);
                 else printf(", %s %.1f ns/op (%.2fx cudalloc's time)", libs[k], ns, ns / r.ns_per_op);
             }

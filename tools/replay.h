@@ -29,9 +29,10 @@ size_t replay_min_capacity(const ca_trace *t, const replay_config *cfg, size_t h
  * its own stream of one shared allocator. */
 double replay_throughput(const ca_trace *t, const replay_config *cfg, int threads);
 
-/* Median ns per call replaying the same sizes through malloc-style functions
- * from a library ("glibc", "mimalloc", "jemalloc"); <0 when not available. */
-double replay_foreign(const ca_trace *t, const char *which, int runs);
+/* Median ns per call replaying the same sizes (of the trace read from path)
+ * through "glibc", "mimalloc", "jemalloc", or "preloaded" (whatever malloc
+ * this process has); <0 when not available. */
+double replay_foreign(const ca_trace *t, const char *path, const char *which, int runs);
 
 double replay_now_ns(void);
 double replay_median(double *v, int n);
