@@ -45,7 +45,7 @@ void ca_sim_streams_drop_ctx(struct CUctx_st *ctx)
     }
 }
 
-/* Priorities run from 0 (least) to -5 (greatest), as on recent GPUs; others are clamped. */
+/* Priorities change nothing when work runs as it is issued. */
 CA_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
 {
     struct CUctx_st *ctx;
@@ -60,7 +60,6 @@ CA_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int f
         st->self = st;
         st->ctx = ctx;
         st->flags = flags;
-        st->priority = priority > 0 ? 0 : priority < -5 ? -5 : priority;
         HASH_ADD_PTR(ca_sim.streams, self, st);
         *phStream = st;
     }

@@ -41,7 +41,6 @@ struct ca_rt_driver {
     PFN_cuGetProcAddress_v12000 GetProcAddress;
     PFN_cuInit_v2000 Init;
     PFN_cuDriverGetVersion_v2020 DriverGetVersion;
-    PFN_cuDeviceGet_v2000 DeviceGet;
     PFN_cuDeviceGetCount_v2000 DeviceGetCount;
     PFN_cuDeviceGetName_v2000 DeviceGetName;
     PFN_cuDeviceTotalMem_v3020 DeviceTotalMem;

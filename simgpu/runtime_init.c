@@ -35,7 +35,6 @@ struct wanted {
 static const struct wanted wanted[] = {
     W(Init, "cuInit"),
     W(DriverGetVersion, "cuDriverGetVersion"),
-    W(DeviceGet, "cuDeviceGet"),
     W(DeviceGetCount, "cuDeviceGetCount"),
     W(DeviceGetName, "cuDeviceGetName"),
     W(DeviceTotalMem, "cuDeviceTotalMem"),

@@ -35,7 +35,6 @@ struct CUstream_st {
     void *self;                 /* hash key: the handle */
     struct CUctx_st *ctx;
     unsigned flags;
-    int priority;
     CUevent last_wait;
     UT_hash_handle hh;
 };
