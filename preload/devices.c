@@ -49,6 +49,7 @@ static ca_device *get(int ordinal, CUcontext ctx) {
     if (d || !ctx) return d;
     ca_lock_acquire(&devices_lock);
     if (!(d = devices[ordinal]) && (d = create(ordinal, ctx))) {
+        ca_cupti_start();
         made[nmade] = d;
         atomic_store_explicit(&nmade, nmade + 1, memory_order_release);
         __atomic_store_n(&devices[ordinal], d, __ATOMIC_RELEASE);

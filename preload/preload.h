@@ -53,6 +53,8 @@ typedef struct ca_driver {
 
 /* The driver, loaded on first use; NULL when libcuda.so.1 cannot be loaded. */
 const ca_driver *ca_drv(void);
+/* Is the driver simgpu's simulated one? */
+bool ca_on_simulated_device(void);
 
 /* ---- config.c: CUDALLOC_CONF ---- */
 typedef struct ca_config {
@@ -97,6 +99,12 @@ CUresult ca_do_mem_info(size_t *free_bytes, size_t *total_bytes);
 typedef enum { CA_ITER_NONE, CA_ITER_DETECTED, CA_ITER_NVTX, CA_ITER_EXPLICIT } ca_iter_source;
 void ca_iteration_mark(ca_iter_source source);
 long ca_iterations(ca_iter_source *source);
+
+/* ---- cupti.c: device memory allocated past us ---- */
+void ca_cupti_start(void);
+/* Bytes in allocations that are not ours, and held by memory pools, on a
+ * device; false when CUPTI is not watching. */
+bool ca_cupti_external(int device, uint64_t *allocations, uint64_t *pools);
 
 /* ---- cuda_backend.c ---- */
 ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx);

@@ -123,6 +123,7 @@ void *ca_real_dlvsym(void *handle, const char *name, const char *version) {
 /* ---- the driver ---- */
 
 static ca_driver drv;
+static bool simulated;
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 /* Set while this thread loads the driver: libcuda's own start-up may call
  * dlsym, which asks ca_drv() again; that must not wait on itself. */
@@ -135,6 +136,7 @@ static void load_driver(void) {
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
     loading = false;
     if (!h) return;
+    simulated = ca_real_dlsym(h, "simgpu_counters") != NULL;
     LOAD(h, cuGetProcAddress_v2);
     LOAD(h, cuGetProcAddress);
     LOAD(h, cuCtxGetCurrent);
@@ -178,3 +180,5 @@ const ca_driver *ca_drv(void) {
     }
     return drv.loaded ? &drv : NULL;
 }
+
+bool ca_on_simulated_device(void) { return ca_drv() && simulated; }

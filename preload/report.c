@@ -7,6 +7,14 @@
 
 #define SZ(x) ca_format_size((x), (char[CA_SIZE_BUF]){0}, CA_SIZE_BUF)
 
+/* The device memory CUPTI saw allocated past us, when it is watching. */
+static void report_external(int ordinal) {
+    uint64_t allocations, pools;
+    if (ca_cupti_external(ordinal, &allocations, &pools) && (allocations || pools))
+        fprintf(stderr, "cudalloc:   outside cudalloc on device %d: %s in allocations, %s held by memory pools (CUPTI)\n",
+                ordinal, SZ(allocations), SZ(pools));
+}
+
 void ca_report_oom(ca_device *d, const ca_oom_info *o) {
     if (!ca_conf.oom_message) return;
     /* In pieces: enough is free (cached by us or on the device) but no piece
@@ -22,6 +30,7 @@ void ca_report_oom(ca_device *d, const ca_oom_info *o) {
             pieces ? "fragmentation: the memory is free but in pieces; try expandable_segments:true"
                    : "a real shortage: the memory is not there (smaller batch, gradient accumulation, bf16, "
                      "activation checkpointing)");
+    report_external(d->ordinal);
 }
 
 static void summarize(ca_device *d, void *ctx) {
@@ -36,6 +45,7 @@ static void summarize(ca_device *d, void *ctx) {
             d->ordinal, SZ((size_t)peak_alloc), SZ((size_t)peak_res),
             peak_res ? (double)peak_req / (double)peak_res : 0.0, (long long)s.allocation[CA_POOL_ALL].allocated,
             (long long)s.num_ooms);
+    report_external(d->ordinal);
 }
 
 void ca_report_exit(void) {

@@ -23,6 +23,10 @@ row "build (sm_90)" "ok in $(( $(date +%s) - t0 )) s"
 bash tests/preload/run.sh build gpu > "$out/preload.log" 2>&1
 row "whole-program tests on the real driver" "$(tail -1 "$out/preload.log")"
 
+# Memory allocated past cudalloc (a pool used directly), seen through CUPTI.
+LD_PRELOAD=build/lib/libcudalloc.so build/tests/preload/prog_runtime external > "$out/external.log" 2>&1
+row "memory past cudalloc (CUPTI)" "$(grep -h 'outside cudalloc\|CUPTI' "$out/external.log" | head -1)"
+
 # 2. A program built by plain nvcc: statically linked cudart (nvcc's default).
 nvcc_prog="$out/nvcc_static"
 cat > "$out/nvcc_static.cu" <<'CU'

@@ -192,6 +192,30 @@ static int forked(void) {
     CHECK_DONE("fork");
 }
 
+/* Memory past cudalloc (GPU only): a pool of the program's own, used directly.
+ * The exit summary should show it, seen through CUPTI. */
+static int external(void) {
+    if (sim_counters) {
+        printf("external: skipped (needs a GPU and CUPTI)\n");
+        return 0;
+    }
+    void *ours, *theirs = NULL;
+    CHECK(cudaMalloc(&ours, MIB) == cudaSuccess, "cudaMalloc");
+    cudaMemPool_t pool;
+    cudaMemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = 0;
+    cudaStream_t s;
+    cudaStreamCreate(&s);
+    CHECK(cudaMemPoolCreate(&pool, &props) == cudaSuccess, "pool");
+    CHECK(cudaMallocFromPoolAsync(&theirs, 64 * MIB, pool, s) == cudaSuccess, "from pool");
+    cudaStreamSynchronize(s);
+    CHECK(stats().allocation == 1, "the pool's allocation is not ours");
+    CHECK_DONE("external"); /* theirs stays allocated: the summary at exit shows it */
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     void *driver = dlopen("libcuda.so.1", RTLD_NOW); /* the simulated one, or a real one */
@@ -202,6 +226,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "threads")) return threads();
     if (!strcmp(mode, "late-events")) return late_events();
     if (!strcmp(mode, "fork")) return forked();
+    if (!strcmp(mode, "external")) return external();
     fprintf(stderr, "usage: %s basic|meminfo|oom|threads|late-events|fork\n", argv[0]);
     return 2;
 }
