@@ -201,16 +201,23 @@ static int external(void) {
     }
     void *ours, *theirs = NULL;
     CHECK(cudaMalloc(&ours, MIB) == cudaSuccess, "cudaMalloc");
+    /* looked up, not linked: the simulated cudart has no memory pools */
+    cudaError_t (*pool_create)(cudaMemPool_t *, const struct cudaMemPoolProps *) =
+        (cudaError_t(*)(cudaMemPool_t *, const struct cudaMemPoolProps *))dlsym(RTLD_DEFAULT, "cudaMemPoolCreate");
+    cudaError_t (*from_pool)(void **, size_t, cudaMemPool_t, cudaStream_t) =
+        (cudaError_t(*)(void **, size_t, cudaMemPool_t, cudaStream_t))dlsym(RTLD_DEFAULT, "cudaMallocFromPoolAsync");
+    CHECK(pool_create && from_pool, "the pool API");
+    if (!pool_create || !from_pool) CHECK_DONE("external");
     cudaMemPool_t pool;
-    cudaMemPoolProps props;
+    struct cudaMemPoolProps props;
     memset(&props, 0, sizeof props);
     props.allocType = cudaMemAllocationTypePinned;
     props.location.type = cudaMemLocationTypeDevice;
     props.location.id = 0;
     cudaStream_t s;
     cudaStreamCreate(&s);
-    CHECK(cudaMemPoolCreate(&pool, &props) == cudaSuccess, "pool");
-    CHECK(cudaMallocFromPoolAsync(&theirs, 64 * MIB, pool, s) == cudaSuccess, "from pool");
+    CHECK(pool_create(&pool, &props) == cudaSuccess, "pool");
+    CHECK(from_pool(&theirs, 64 * MIB, pool, s) == cudaSuccess, "from pool");
     cudaStreamSynchronize(s);
     CHECK(stats().allocation == 1, "the pool's allocation is not ours");
     CHECK_DONE("external"); /* theirs stays allocated: the summary at exit shows it */
