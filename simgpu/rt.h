@@ -65,7 +65,7 @@ struct ca_rt_driver {
     PFN_cuEventSynchronize_v2000 EventSynchronize;
     PFN_cuEventDestroy_v4000 EventDestroy;
     PFN_cuEventElapsedTime_v12080 EventElapsedTime;
-    struct ca_rt_streamfns legacy;     /* fetched with CU_GET_PROC_ADDRESS_LEGACY_STREAM */
+    struct ca_rt_streamfns legacy;     /* fetched with flags 0 (CU_GET_PROC_ADDRESS_DEFAULT) */
     struct ca_rt_streamfns ptsz;       /* ... with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM */
 };
 

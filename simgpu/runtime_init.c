@@ -1,10 +1,14 @@
 /* How the runtime reaches the driver, and its lazy initialization.
  *
- * Once per process: dlopen("libcuda.so.1"), dlsym "cuGetProcAddress_v2", fetch
- * every entry point through it, cuInit. Once per thread, on the first call that
- * needs a device: if the thread has no current context, retain the primary
- * context of its device (once per process) and make it current, as cudart does.
- * A context the thread already has (set through the driver API) is used as is. */
+ * Once per process, as the real libcudart 13.0 does: dlopen("libcuda.so.1"),
+ * dlsym "cuGetProcAddress_v2", ask it for "cuGetProcAddress" itself and fetch
+ * every entry point through the answer, each by base name at the version of the
+ * variant wanted (cudaTypedefs.h: PFN_cuMemAlloc_v3020 is "cuMemAlloc" at 3020),
+ * with flags 0, and once more with the per-thread flag for the stream-taking
+ * ones; then cuInit. Once per thread, on the first call that needs a device: if
+ * the thread has no current context, retain the primary context of its device
+ * (once per process) and make it current. A context the thread already has
+ * (set through the driver API) is used as is. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -23,58 +27,60 @@ static __thread int thread_device;
 
 struct wanted {
     const char *name;
-    size_t offset;
+    int version;
     cuuint64_t flags;
+    size_t offset;
 };
 
-#define W(field, name) {name, offsetof(struct ca_rt_driver, field), CU_GET_PROC_ADDRESS_DEFAULT}
-#define S(field, name)                                                                            \
-    {name, offsetof(struct ca_rt_driver, legacy.field), CU_GET_PROC_ADDRESS_LEGACY_STREAM},       \
-    {name, offsetof(struct ca_rt_driver, ptsz.field), CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM}
+#define W(field, name, version) {name, version, 0, offsetof(struct ca_rt_driver, field)}
+#define S(field, name, version, pt_version)                                        \
+    {name, version, 0, offsetof(struct ca_rt_driver, legacy.field)},                \
+    {name, pt_version, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,               \
+     offsetof(struct ca_rt_driver, ptsz.field)}
 
 static const struct wanted wanted[] = {
-    W(Init, "cuInit"),
-    W(DriverGetVersion, "cuDriverGetVersion"),
-    W(DeviceGetCount, "cuDeviceGetCount"),
-    W(DeviceGetName, "cuDeviceGetName"),
-    W(DeviceTotalMem, "cuDeviceTotalMem"),
-    W(DeviceGetAttribute, "cuDeviceGetAttribute"),
-    W(DeviceGetUuid, "cuDeviceGetUuid"),
-    W(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
-    W(DevicePrimaryCtxReset, "cuDevicePrimaryCtxReset"),
-    W(CtxGetCurrent, "cuCtxGetCurrent"),
-    W(CtxSetCurrent, "cuCtxSetCurrent"),
-    W(CtxGetDevice, "cuCtxGetDevice"),
-    W(CtxSynchronize, "cuCtxSynchronize"),
-    W(MemAlloc, "cuMemAlloc"),
-    W(MemFree, "cuMemFree"),
-    W(MemGetInfo, "cuMemGetInfo"),
-    W(MemHostAlloc, "cuMemHostAlloc"),
-    W(MemFreeHost, "cuMemFreeHost"),
-    W(PointerGetAttributes, "cuPointerGetAttributes"),
-    W(StreamCreateWithPriority, "cuStreamCreateWithPriority"),
-    W(StreamDestroy, "cuStreamDestroy"),
-    W(EventCreate, "cuEventCreate"),
-    W(EventQuery, "cuEventQuery"),
-    W(EventSynchronize, "cuEventSynchronize"),
-    W(EventDestroy, "cuEventDestroy"),
-    W(EventElapsedTime, "cuEventElapsedTime"),
-    S(Memcpy, "cuMemcpy"),
-    S(MemcpyAsync, "cuMemcpyAsync"),
-    S(MemcpyHtoD, "cuMemcpyHtoD"),
-    S(MemcpyDtoH, "cuMemcpyDtoH"),
-    S(MemcpyDtoD, "cuMemcpyDtoD"),
-    S(MemcpyHtoDAsync, "cuMemcpyHtoDAsync"),
-    S(MemcpyDtoHAsync, "cuMemcpyDtoHAsync"),
-    S(MemcpyDtoDAsync, "cuMemcpyDtoDAsync"),
-    S(MemsetD8, "cuMemsetD8"),
-    S(MemsetD8Async, "cuMemsetD8Async"),
-    S(MemAllocAsync, "cuMemAllocAsync"),
-    S(MemFreeAsync, "cuMemFreeAsync"),
-    S(StreamSynchronize, "cuStreamSynchronize"),
-    S(StreamQuery, "cuStreamQuery"),
-    S(StreamWaitEvent, "cuStreamWaitEvent"),
-    S(EventRecord, "cuEventRecord"),
+    W(Init, "cuInit", 2000),
+    W(DriverGetVersion, "cuDriverGetVersion", 2020),
+    W(DeviceGetCount, "cuDeviceGetCount", 2000),
+    W(DeviceGetName, "cuDeviceGetName", 2000),
+    W(DeviceTotalMem, "cuDeviceTotalMem", 3020),
+    W(DeviceGetAttribute, "cuDeviceGetAttribute", 2000),
+    W(DeviceGetUuid, "cuDeviceGetUuid", 11040),
+    W(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000),
+    W(DevicePrimaryCtxReset, "cuDevicePrimaryCtxReset", 11000),
+    W(CtxGetCurrent, "cuCtxGetCurrent", 4000),
+    W(CtxSetCurrent, "cuCtxSetCurrent", 4000),
+    W(CtxGetDevice, "cuCtxGetDevice", 13000),
+    W(CtxSynchronize, "cuCtxSynchronize", 13000),
+    W(MemAlloc, "cuMemAlloc", 3020),
+    W(MemFree, "cuMemFree", 3020),
+    W(MemGetInfo, "cuMemGetInfo", 3020),
+    W(MemHostAlloc, "cuMemHostAlloc", 2020),
+    W(MemFreeHost, "cuMemFreeHost", 2000),
+    W(PointerGetAttributes, "cuPointerGetAttributes", 7000),
+    W(StreamCreateWithPriority, "cuStreamCreateWithPriority", 5050),
+    W(StreamDestroy, "cuStreamDestroy", 4000),
+    W(EventCreate, "cuEventCreate", 2000),
+    W(EventQuery, "cuEventQuery", 2000),
+    W(EventSynchronize, "cuEventSynchronize", 2000),
+    W(EventDestroy, "cuEventDestroy", 4000),
+    W(EventElapsedTime, "cuEventElapsedTime", 12080),
+    S(Memcpy, "cuMemcpy", 4000, 7000),
+    S(MemcpyAsync, "cuMemcpyAsync", 4000, 7000),
+    S(MemcpyHtoD, "cuMemcpyHtoD", 3020, 7000),
+    S(MemcpyDtoH, "cuMemcpyDtoH", 3020, 7000),
+    S(MemcpyDtoD, "cuMemcpyDtoD", 3020, 7000),
+    S(MemcpyHtoDAsync, "cuMemcpyHtoDAsync", 3020, 7000),
+    S(MemcpyDtoHAsync, "cuMemcpyDtoHAsync", 3020, 7000),
+    S(MemcpyDtoDAsync, "cuMemcpyDtoDAsync", 3020, 7000),
+    S(MemsetD8, "cuMemsetD8", 3020, 7000),
+    S(MemsetD8Async, "cuMemsetD8Async", 3020, 7000),
+    S(MemAllocAsync, "cuMemAllocAsync", 11020, 11020),
+    S(MemFreeAsync, "cuMemFreeAsync", 11020, 11020),
+    S(StreamSynchronize, "cuStreamSynchronize", 2000, 7000),
+    S(StreamQuery, "cuStreamQuery", 2000, 7000),
+    S(StreamWaitEvent, "cuStreamWaitEvent", 3020, 7000),
+    S(EventRecord, "cuEventRecord", 2000, 7000),
 };
 
 /* A symbol the driver does not give stays NULL: calls needing it answer
@@ -82,16 +88,18 @@ static const struct wanted wanted[] = {
 static void load(void)
 {
     void *h = dlopen("libcuda.so.1", RTLD_NOW);
-    if (h)
-        ca_rt.GetProcAddress = (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2");
-    if (!ca_rt.GetProcAddress) {
+    PFN_cuGetProcAddress_v12000 first = h ? (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2") : NULL;
+    if (!first) {
         load_error = cudaErrorInsufficientDriver;
         return;
     }
+    CUdriverProcAddressQueryResult status;
+    void *again = NULL;
+    first("cuGetProcAddress", &again, 12000, 0, &status);
+    ca_rt.GetProcAddress = again ? (PFN_cuGetProcAddress_v12000)again : first;
     for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++) {
         void **slot = (void **)((char *)&ca_rt + wanted[i].offset);
-        CUdriverProcAddressQueryResult status;
-        if (ca_rt.GetProcAddress(wanted[i].name, slot, CUDART_VERSION, wanted[i].flags, &status) !=
+        if (ca_rt.GetProcAddress(wanted[i].name, slot, wanted[i].version, wanted[i].flags, &status) !=
             CUDA_SUCCESS)
             *slot = NULL;
     }

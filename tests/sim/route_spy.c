@@ -1,8 +1,9 @@
 /* A stand-in libcuda.so.1 that exports only cuGetProcAddress_v2: it logs every
  * lookup, forwards it to the simulated driver (opened by path), and counts the
- * calls made through a few of the pointers it hands out. A runtime that reached
- * the driver any other way than dlopen + dlsym + cuGetProcAddress would find
- * nothing here. */
+ * calls made through a few of the pointers it hands out. Asked for
+ * cuGetProcAddress itself, it answers with itself, as an interposer does. A
+ * runtime that reached the driver any other way than dlopen + dlsym +
+ * cuGetProcAddress would find nothing here. */
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
 #include <string.h>
@@ -64,6 +65,8 @@ CA_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
         l->flags = flags;
     }
     CUresult r = real_lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
+    if (r == CUDA_SUCCESS && strcmp(symbol, "cuGetProcAddress") == 0 && cudaVersion >= 12000)
+        *pfn = (void *)cuGetProcAddress_v2;
     if (r == CUDA_SUCCESS) {
         WRAP("cuMemAlloc", real_alloc, spy_alloc)
         WRAP("cuMemFree", real_free, spy_free)

@@ -1,19 +1,23 @@
 /* The runtime reaches the driver only as the real libcudart does: dlopen
- * "libcuda.so.1", dlsym "cuGetProcAddress_v2", every entry point through it.
- * Here libcuda.so.1 is the route spy, which exports nothing else; the calls
- * still land in the simulated driver, through the pointers the spy handed out. */
+ * "libcuda.so.1", dlsym "cuGetProcAddress_v2", ask it for "cuGetProcAddress",
+ * every other entry point through that, by base name at the version of the
+ * variant wanted, flags 0 (and the per-thread flag for stream-taking ones) --
+ * what libcudart 13.0 was seen to ask of a driver. Here libcuda.so.1 is the
+ * route spy, which exports nothing else; the calls still land in the simulated
+ * driver, through the pointers the spy handed out. */
 #include <cuda_runtime_api.h>
 
 #include "tests/sim/route_spy.h"
 #include "tests/sim/sim_test.h"
 
-static const struct spy_lookup *find(const char *symbol, cuuint64_t flags)
+static int asked(const char *symbol, int version, cuuint64_t flags)
 {
     const struct spy_log *log = spy_log();
     for (int i = 0; i < log->n; i++)
-        if (strcmp(log->lookups[i].symbol, symbol) == 0 && log->lookups[i].flags == flags)
-            return &log->lookups[i];
-    return NULL;
+        if (strcmp(log->lookups[i].symbol, symbol) == 0 && log->lookups[i].version == version &&
+            log->lookups[i].flags == flags)
+            return 1;
+    return 0;
 }
 
 START_TEST(runtime_goes_through_cuGetProcAddress)
@@ -22,18 +26,24 @@ START_TEST(runtime_goes_through_cuGetProcAddress)
     size_t free, total;
     ck_assert_int_eq(spy_log()->n, 0); /* nothing before the first runtime call */
     ck_assert_int_eq(cudaMalloc(&p, MiB), cudaSuccess);
-    /* Names without the _v2 suffix, with the runtime's CUDA version. */
-    const char *wanted[] = {"cuInit", "cuMemAlloc", "cuMemFree", "cuMemGetInfo",
-                            "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuCtxGetCurrent"};
-    for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++) {
-        const struct spy_lookup *l = find(wanted[i], CU_GET_PROC_ADDRESS_DEFAULT);
-        ck_assert_msg(l != NULL, "runtime never asked for %s", wanted[i]);
-        ck_assert_int_eq(l->version, 13000);
-    }
-    /* Stream-taking entry points in both flavours. */
-    ck_assert_ptr_nonnull(find("cuMemAllocAsync", CU_GET_PROC_ADDRESS_LEGACY_STREAM));
-    ck_assert_ptr_nonnull(find("cuMemAllocAsync", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM));
-    ck_assert_ptr_null(find("cuMemAlloc_v2", CU_GET_PROC_ADDRESS_DEFAULT));
+    ck_assert_str_eq(spy_log()->lookups[0].symbol, "cuGetProcAddress");
+    ck_assert_int_eq(spy_log()->lookups[0].version, 12000);
+    /* Names without the _v2 suffix, at the version of the variant wanted. */
+    static const struct {
+        const char *symbol;
+        int version;
+    } wanted[] = {
+        {"cuInit", 2000}, {"cuMemAlloc", 3020}, {"cuMemFree", 3020}, {"cuMemGetInfo", 3020},
+        {"cuDevicePrimaryCtxRetain", 7000}, {"cuCtxSetCurrent", 4000}, {"cuCtxGetCurrent", 4000},
+        {"cuCtxGetDevice", 13000}, {"cuMemAllocAsync", 11020},
+    };
+    for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++)
+        ck_assert_msg(asked(wanted[i].symbol, wanted[i].version, 0), "runtime never asked for %s at %d",
+                      wanted[i].symbol, wanted[i].version);
+    /* Stream-taking entry points once more for the per-thread default stream. */
+    ck_assert(asked("cuMemAllocAsync", 11020, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM));
+    ck_assert(asked("cuStreamSynchronize", 7000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM));
+    ck_assert(!asked("cuMemAlloc_v2", 3020, 0));
 
     ck_assert_int_eq(spy_log()->mem_alloc, 1);
     ck_assert_int_eq(cudaFree(p), cudaSuccess);
