@@ -7,7 +7,7 @@
 static __thread struct CUctx_st *stack[CA_SIM_CTX_STACK];
 static __thread int depth;
 
-int ca_sim_valid_ctx(CUcontext ctx)
+static int valid_ctx(CUcontext ctx)
 {
     for (int d = 0; d < ca_sim.ndev; d++)
         if (ctx == &ca_sim.dev[d].primary)
@@ -40,13 +40,14 @@ static CUresult given_or_current(CUcontext given, struct CUctx_st **ctx)
     CUresult r = ca_sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    if (!ca_sim_valid_ctx(given) || given->refcount == 0)
+    if (!valid_ctx(given) || given->refcount == 0)
         return CUDA_ERROR_INVALID_CONTEXT;
     *ctx = given;
     return CUDA_SUCCESS;
 }
 
-void ca_sim_ctx_destroy_resources(struct CUctx_st *ctx)
+/* Frees everything a context owns (reset, or release of the last reference). */
+static void destroy_resources(struct CUctx_st *ctx)
 {
     for (size_t i = ca_sim.mem.n; i-- > 0;) {
         struct ca_sim_region *reg = &ca_sim.mem.v[i];
@@ -82,7 +83,7 @@ CA_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
             depth--;
         return CUDA_SUCCESS;
     }
-    if (!ca_sim_valid_ctx(ctx))
+    if (!valid_ctx(ctx))
         return CUDA_ERROR_INVALID_CONTEXT;
     if (depth == 0)
         depth = 1;
@@ -97,7 +98,7 @@ CA_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
         return r;
     if (!ctx)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!ca_sim_valid_ctx(ctx))
+    if (!valid_ctx(ctx))
         return CUDA_ERROR_INVALID_CONTEXT;
     if (depth == CA_SIM_CTX_STACK)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -189,7 +190,7 @@ CA_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     if (ctx->refcount == 0) {
         r = CUDA_ERROR_INVALID_CONTEXT;
     } else if (--ctx->refcount == 0) {
-        ca_sim_ctx_destroy_resources(ctx);
+        destroy_resources(ctx);
     }
     ca_sim_unlock();
     return r;
@@ -202,7 +203,7 @@ CA_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
     if (r != CUDA_SUCCESS)
         return r;
     ca_sim_lock();
-    ca_sim_ctx_destroy_resources(&ca_sim.dev[dev].primary);
+    destroy_resources(&ca_sim.dev[dev].primary);
     ca_sim_unlock();
     return CUDA_SUCCESS;
 }

@@ -115,9 +115,6 @@ CUresult ca_sim_check_init(void);
 /* The calling thread's current context, or CUDA_ERROR_INVALID_CONTEXT. */
 CUresult ca_sim_current(struct CUctx_st **ctx);
 struct CUctx_st *ca_sim_current_or_null(void);
-int ca_sim_valid_ctx(CUcontext ctx);
-/* Frees everything a context owns (reset, or release of the last reference). */
-void ca_sim_ctx_destroy_resources(struct CUctx_st *ctx);
 
 /* Environment, read once by cuInit: 0, or -1 after printing what is wrong. */
 int ca_sim_read_env(void);
