@@ -7,35 +7,9 @@
 #include <strings.h>
 
 #include "simgpu/sim.h"
+#include "util/size.h"
 
 #define DEFAULT_MEMORY ((uint64_t)16 << 30)
-
-/* "8GiB", "512MiB", "1073741824": binary units KiB/MiB/GiB, decimal KB/MB/GB,
- * case-insensitive; at least one byte. */
-static int parse_size(const char *s, uint64_t *out)
-{
-    static const struct { const char *unit; uint64_t mult; } units[] = {
-        {"", 1},
-        {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30},
-        {"KB", 1000ull}, {"MB", 1000ull * 1000}, {"GB", 1000ull * 1000 * 1000},
-    };
-    if (!isdigit((unsigned char)s[0]))
-        return -1;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || v == 0)
-        return -1;
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (strcasecmp(end, units[i].unit) != 0)
-            continue;
-        if (v > UINT64_MAX / units[i].mult)
-            return -1;
-        *out = v * units[i].mult;
-        return 0;
-    }
-    return -1;
-}
 
 static int parse_uint(const char *s, unsigned max, unsigned *out)
 {
@@ -57,12 +31,14 @@ int ca_sim_read_env(void)
     const char *devs = getenv("CUDALLOC_SIM_DEVICES");
     unsigned ndev = 1;
 
-    ca_sim.capacity = DEFAULT_MEMORY;
-    if (mem && *mem && parse_size(mem, &ca_sim.capacity) != 0) {
+    /* one size syntax across cudalloc: util/size.h (KB, MB, GB are powers of 1024 too) */
+    size_t capacity = DEFAULT_MEMORY;
+    if (mem && *mem && (ca_parse_size(mem, &capacity) != 0 || capacity == 0)) {
         fprintf(stderr, "simgpu: CUDALLOC_SIM_MEMORY='%s' is not a size; use bytes or a "
-                        "number with KiB, MiB, GiB, KB, MB or GB (e.g. 8GiB)\n", mem);
+                        "number with KiB, MiB, GiB (or KB, MB, GB, the same), e.g. 8GiB\n", mem);
         return -1;
     }
+    ca_sim.capacity = capacity;
     ca_sim.late_events = 0;
     if (late && *late && parse_uint(late, 1000000000u, &ca_sim.late_events) != 0) {
         fprintf(stderr, "simgpu: CUDALLOC_SIM_LATE_EVENTS='%s' is not a count; use a whole "

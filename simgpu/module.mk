@@ -12,7 +12,7 @@ SIMGPU_RUNTIME_SRC := $(addprefix simgpu/,runtime_init.c runtime_device.c runtim
 
 $(OBJ)/simgpu/%.o: ALL_CFLAGS += -I$(CUDA_INC)
 
-$(SIM)/libcuda.so.1: $(SIMGPU_DRIVER_SRC:%.c=$(OBJ)/%.o)
+$(SIM)/libcuda.so.1: $(SIMGPU_DRIVER_SRC:%.c=$(OBJ)/%.o) $(UTIL_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(SANFLAGS) -shared -Wl,-soname,libcuda.so.1 -Wl,-z,defs -o $@ $^ -lpthread
 

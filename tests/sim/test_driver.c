@@ -201,8 +201,9 @@ static const struct {
     size_t bytes;
 } sizes[] = {
     {"8GiB", (size_t)8 << 30}, {"512MiB", 512 * MiB},   {"1073741824", (size_t)1 << 30},
-    {"3KiB", 3072},            {"2KB", 2000},           {"5MB", 5000000},
-    {"1GB", 1000000000},       {"4gib", (size_t)4 << 30}, {"", (size_t)16 << 30},
+    {"3KiB", 3072},            {"2KB", 2048},           {"5MB", 5 * MiB},
+    {"1GB", (size_t)1 << 30},  {"4gib", (size_t)4 << 30}, {"", (size_t)16 << 30},
+    {"1.5GiB", (size_t)3 << 29},
 };
 
 START_TEST(memory_env_spellings)
@@ -227,7 +228,7 @@ static const struct {
     const char *var, *value;
 } bad_env[] = {
     {"CUDALLOC_SIM_MEMORY", "12XB"}, {"CUDALLOC_SIM_MEMORY", "0"},
-    {"CUDALLOC_SIM_MEMORY", "-1GiB"}, {"CUDALLOC_SIM_MEMORY", "1.5GiB"},
+    {"CUDALLOC_SIM_MEMORY", "-1GiB"}, {"CUDALLOC_SIM_MEMORY", "1.5"},
     {"CUDALLOC_SIM_MEMORY", "99999999999999GiB"}, {"CUDALLOC_SIM_LATE_EVENTS", "two"},
     {"CUDALLOC_SIM_DEVICES", "9"},
 };
