@@ -25,3 +25,6 @@ $(REPORTS_TESTS): $(BUILD)/tests/reports/%: $(OBJ)/tests/reports/%.o $(LIB)/libc
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(LIB)/libcareports.a $(LDLIBS_CHECK) -lm -lpthread
 
 UNIT_TESTS += $(REPORTS_TESTS)
+
+# Tracking, leak diagnosis and report content (a separate file, its own owner).
+include reports/tracking.mk

@@ -1,0 +1,292 @@
+/* Everything a report says, computed once (snapshot, statistics,
+ * fragmentation, leaks, symbols, verdict); writing the files; the exit
+ * summary. The formats themselves are in report_*.c. */
+#define _GNU_SOURCE
+#include "reports/report.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "reports/fileout.h"
+#include "reports/fmt.h"
+#include "reports/oom.h"
+#include "reports/report_internal.h"
+
+void ca_report_options_default(ca_report_options *o) {
+    memset(o, 0, sizeof *o);
+    o->formats = CA_REPORT_ALL;
+    o->csv_iterations = 1;
+    o->symbolize = 1;
+    o->symbolize_timeout_ms = 10000;
+    o->expandable = -1;
+}
+
+const char *ca_report_bytes(double bytes, char *buf, size_t n) {
+    ca_fmt_bytes(buf, n, bytes < 0 ? 0 : bytes);
+    return buf;
+}
+
+double ca_report_time(const ca_report_ctx *c, uint64_t ticks) {
+    if (c->snap.time_is_index) return (double)ticks;
+    return (double)ca_clock_since_start_ns(&c->snap.clock, ticks) / 1e9;
+}
+
+size_t ca_report_frames(const ca_report_ctx *c, uint32_t site, const ca_frame **out, size_t max) {
+    if (c->snap.site_mode == CA_SITES_SIZE || !c->sym) return 0;
+    const uintptr_t *ips;
+    unsigned n = ca_stacks_get(c->snap.stacks, site, &ips);
+    size_t k = 0;
+    int leading = 1;
+    for (unsigned i = 0; i < n && k < max; i++) {
+        const ca_frame *f = ca_symtab_get(c->sym, ips[i]);
+        if (!f) continue;
+        if (leading && ca_frame_is_own(f)) continue;
+        leading = 0;
+        out[k++] = f;
+    }
+    return k;
+}
+
+void ca_report_site_label(const ca_report_ctx *c, uint32_t site, char *buf, size_t n) {
+    if (c->snap.site_mode == CA_SITES_SIZE) {
+        const uintptr_t *ips;
+        char b[32];
+        if (ca_stacks_get(c->snap.stacks, site, &ips) == 1)
+            snprintf(buf, n, "allocations of %s (%llu B)", ca_report_bytes((double)ips[0], b, sizeof b),
+                     (unsigned long long)ips[0]);
+        else
+            snprintf(buf, n, "unknown call site");
+        return;
+    }
+    const ca_frame *f[1];
+    if (!ca_report_frames(c, site, f, 1)) {
+        snprintf(buf, n, "unknown call site");
+        return;
+    }
+    if (f[0]->line)
+        snprintf(buf, n, "%s (%s:%u)", f[0]->function, f[0]->file, f[0]->line);
+    else
+        snprintf(buf, n, "%s (%s)", f[0]->function, f[0]->module);
+}
+
+/* Adds the frames of a site to the symbol table. */
+static void want_site(ca_report_ctx *c, uint32_t site) {
+    const uintptr_t *ips;
+    unsigned n = ca_stacks_get(c->snap.stacks, site, &ips);
+    for (unsigned i = 0; i < n; i++) ca_symtab_add(c->sym, ips[i]);
+}
+
+static void decide_verdict(ca_report_ctx *c) {
+    const ca_track_snap *s = &c->snap;
+    char b1[32], b2[32], b3[32];
+    if (s->n_ooms) {
+        const ca_oom_record *r = &s->ooms[s->n_ooms - 1];
+        c->verdict = CA_VERDICT_OOM;
+        snprintf(c->verdict_line, sizeof c->verdict_line,
+                 "OUT OF MEMORY (%llu failed allocation%s), the last at iteration %u asking %s: %s.",
+                 (unsigned long long)s->n_ooms_total, s->n_ooms_total == 1 ? "" : "s", r->iteration,
+                 ca_report_bytes((double)r->requested, b1, sizeof b1),
+                 r->have_info ? ca_oom_verdict_text(r->verdict) : "no allocator figures were given");
+    } else if (c->n_leaks) {
+        c->verdict = CA_VERDICT_LEAK;
+        char when[96] = "";
+        if (c->leak_oom_iteration >= 0)
+            snprintf(when, sizeof when, "; at this rate the device runs out at iteration %lld",
+                     (long long)c->leak_oom_iteration);
+        snprintf(c->verdict_line, sizeof c->verdict_line,
+                 "LEAK: %zu call site%s keep%s %s more every iteration (live now: %s)%s.", c->n_leaks,
+                 c->n_leaks == 1 ? "" : "s", c->n_leaks == 1 ? "s" : "",
+                 ca_report_bytes(c->leak_rate, b1, sizeof b1), ca_report_bytes((double)s->allocated, b2, sizeof b2),
+                 when);
+    } else if (!s->iteration) {
+        c->verdict = CA_VERDICT_NO_ITERATIONS;
+        snprintf(c->verdict_line, sizeof c->verdict_line,
+                 "NO ITERATIONS: no boundary was marked (cudalloc_step(), NVTX) or detected in %llu "
+                 "allocations, so leaks cannot be told from a healthy loop's memory.",
+                 (unsigned long long)s->n_allocs);
+    } else if (s->iteration < s->warmup + CA_LEAK_MIN_GROWTHS) {
+        c->verdict = CA_VERDICT_FEW_ITERATIONS;
+        snprintf(c->verdict_line, sizeof c->verdict_line,
+                 "TOO FEW ITERATIONS: %u (%s); a leak shows after warm-up (%u) plus %d iterations. "
+                 "No leak so far.",
+                 s->iteration, ca_iter_source_name(s->source), s->warmup, CA_LEAK_MIN_GROWTHS);
+    } else {
+        c->verdict = CA_VERDICT_HEALTHY;
+        snprintf(c->verdict_line, sizeof c->verdict_line,
+                 "HEALTHY: no leak over %u iterations (%s); peak allocated %s, peak reserved %s, "
+                 "fragmentation %.0f%% of %s cached.",
+                 s->iteration, ca_iter_source_name(s->source),
+                 ca_report_bytes((double)s->peak_allocated, b1, sizeof b1),
+                 ca_report_bytes((double)s->peak_reserved, b2, sizeof b2), c->frag.fragmentation * 100,
+                 ca_report_bytes((double)c->frag.cached_free, b3, sizeof b3));
+    }
+}
+
+int ca_report_ctx_init(ca_report_ctx *c, ca_tracker *t, ca_allocator *a, const ca_report_options *o,
+                       int full) {
+    memset(c, 0, sizeof *c);
+    if (o) c->opt = *o;
+    else ca_report_options_default(&c->opt);
+    /* The allocator's views first: they take its locks, which must never be
+     * taken while the tracker's is held. */
+    if (a) {
+        ca_get_stats(a, &c->stats);
+        c->have_stats = 1;
+    }
+    if (ca_tracker_snapshot(t, &c->snap) != 0) return -1;
+    if (ca_frag_compute(&c->snap, a, &c->frag) != 0) goto fail;
+    if (c->opt.device_unknown) c->frag.have_device = 0;
+    if (c->frag.have_device) {
+        c->have_headroom = 1;
+        c->headroom = c->frag.device_free + c->frag.cached_free;
+    }
+    c->n_leaks = ca_leaks_find(&c->snap, c->have_headroom, c->headroom, &c->leaks);
+    for (size_t i = 0; i < c->n_leaks; i++) c->leak_rate += c->leaks[i].bytes_per_iteration;
+    c->leak_oom_iteration = c->have_headroom && c->snap.iteration
+                                ? ca_leak_projection(c->snap.iteration - 1, c->headroom, c->leak_rate)
+                                : -1;
+    if (c->snap.site_mode == CA_SITES_STACK) {
+        if (!(c->sym = ca_symtab_new())) goto fail;
+        if (full) {
+            for (size_t i = 0; i < c->snap.n_sites; i++) want_site(c, c->snap.sites[i].site);
+        } else {
+            for (size_t i = 0; i < c->n_leaks; i++) want_site(c, c->leaks[i].site);
+            for (size_t i = 0; i < c->snap.n_ooms; i++) {
+                want_site(c, c->snap.ooms[i].site);
+                for (uint32_t k = 0; k < c->snap.ooms[i].n_top; k++) want_site(c, c->snap.ooms[i].top_site[k]);
+            }
+        }
+        ca_symtab_resolve(c->sym, c->opt.symbolize, c->opt.symbolize_timeout_ms);
+    }
+    decide_verdict(c);
+    return 0;
+fail:
+    ca_report_ctx_free(c);
+    return -1;
+}
+
+void ca_report_ctx_free(ca_report_ctx *c) {
+    ca_track_snap_free(&c->snap);
+    ca_frag_free(&c->frag);
+    free(c->leaks);
+    ca_symtab_free(c->sym);
+    memset(c, 0, sizeof *c);
+}
+
+typedef int (*writer_fn)(const ca_report_ctx *, FILE *);
+static const struct {
+    unsigned bit;
+    const char *ext;
+    writer_fn fn;
+} writers[] = {
+    {CA_REPORT_TXT, ".txt", ca_report_txt},       {CA_REPORT_JSON, ".json", ca_report_json},
+    {CA_REPORT_PICKLE, ".pickle", ca_report_pickle}, {CA_REPORT_HTML, ".html", ca_report_html},
+    {CA_REPORT_CSV, ".csv", ca_report_csv},
+};
+#define N_WRITERS (sizeof writers / sizeof writers[0])
+
+/* One file through ca_out: temporary name, then rename. */
+static int write_one(const ca_report_ctx *c, writer_fn fn, const char *path, char *err, size_t errlen) {
+    if (!strcmp(path, "-")) {
+        int rc = fn(c, stdout);
+        if (fflush(stdout) != 0 || rc != 0) {
+            snprintf(err, errlen, "cannot write the report to stdout");
+            return -1;
+        }
+        return 0;
+    }
+    ca_out *o = ca_out_open(path, err, errlen);
+    if (!o) return -1;
+    if (fn(c, ca_out_file(o)) != 0) {
+        snprintf(err, errlen, "%s: writing failed", path);
+        ca_out_abort(o);
+        return -1;
+    }
+    return ca_out_commit(o, err, errlen);
+}
+
+int ca_report_write(ca_tracker *t, ca_allocator *a, const char *prefix, const ca_report_options *o) {
+    ca_report_options opt;
+    if (o) opt = *o;
+    else ca_report_options_default(&opt);
+    char err[CA_OUT_ERRLEN] = "";
+    int failed = 0;
+    char *base = ca_path_expand(prefix ? prefix : "", err, sizeof err);
+    ca_report_ctx c;
+    if (!base) {
+        failed = 1;
+    } else if (ca_report_ctx_init(&c, t, a, &opt, (opt.formats & (CA_REPORT_PICKLE | CA_REPORT_HTML)) != 0) != 0) {
+        snprintf(err, sizeof err, "out of memory preparing the report");
+        failed = 1;
+    } else {
+        size_t len = strlen(base);
+        char *path = malloc(len + 16);
+        for (size_t i = 0; path && i < N_WRITERS; i++) {
+            if (!(opt.formats & writers[i].bit)) continue;
+            memcpy(path, base, len);
+            strcpy(path + len, writers[i].ext);
+            char e[CA_OUT_ERRLEN];
+            if (write_one(&c, writers[i].fn, path, e, sizeof e) != 0 && !failed++) memcpy(err, e, sizeof err);
+        }
+        if (!path) failed = 1, snprintf(err, sizeof err, "out of memory");
+        free(path);
+        ca_report_ctx_free(&c);
+    }
+    if (failed && ca_tracker_warn_once(t))
+        fprintf(stderr, "cudalloc: warning: report %s not written (%s); going on\n", base ? base : prefix, err);
+    free(base);
+    return failed ? -1 : 0;
+}
+
+int ca_report_write_file(ca_tracker *t, ca_allocator *a, unsigned format, const char *path,
+                         const ca_report_options *o, char *err, size_t errlen) {
+    for (size_t i = 0; i < N_WRITERS; i++) {
+        if (writers[i].bit != format) continue;
+        ca_report_ctx c;
+        if (ca_report_ctx_init(&c, t, a, o, format & (CA_REPORT_PICKLE | CA_REPORT_HTML)) != 0) {
+            snprintf(err, errlen, "out of memory preparing the report");
+            return -1;
+        }
+        int rc = write_one(&c, writers[i].fn, path, err, errlen);
+        ca_report_ctx_free(&c);
+        return rc;
+    }
+    snprintf(err, errlen, "unknown report format %u", format);
+    return -1;
+}
+
+void ca_report_summary(ca_tracker *t, ca_allocator *a, FILE *f) {
+    ca_report_options o;
+    ca_report_options_default(&o);
+    o.symbolize_timeout_ms = 2000;
+    ca_report_ctx c;
+    if (ca_report_ctx_init(&c, t, a, &o, 0) != 0) {
+        fprintf(f, "cudalloc: (no summary: out of memory)\n");
+        return;
+    }
+    const ca_track_snap *s = &c.snap;
+    char b1[32], b2[32], b3[32], label[512];
+    fprintf(f, "cudalloc: %s\n", c.verdict_line);
+    fprintf(f, "cudalloc: %u iterations (%s); peak allocated %s, peak reserved %s; %llu allocations\n",
+            s->iteration, ca_iter_source_name(s->source), ca_report_bytes((double)s->peak_allocated, b1, sizeof b1),
+            ca_report_bytes((double)s->peak_reserved, b2, sizeof b2), (unsigned long long)s->n_allocs);
+    for (size_t i = 0; i < c.n_leaks && i < 3; i++) {
+        const ca_leak *l = &c.leaks[i];
+        ca_report_site_label(&c, l->site, label, sizeof label);
+        fprintf(f, "cudalloc:   leak %zu: +%s/iteration (%.1f allocations) since iteration %u: %s\n", i + 1,
+                ca_report_bytes(l->bytes_per_iteration, b1, sizeof b1), l->count_per_iteration, l->growth_since,
+                label);
+    }
+    if (c.n_leaks > 3) fprintf(f, "cudalloc:   ... and %zu more leaking call sites\n", c.n_leaks - 3);
+    for (size_t i = 0; i < s->n_ooms && i < 3; i++) {
+        const ca_oom_record *r = &s->ooms[s->n_ooms - 1 - i];
+        fprintf(f, "cudalloc:   OOM at iteration %u asking %s: %s\n", r->iteration,
+                ca_report_bytes((double)r->requested, b1, sizeof b1),
+                r->have_info ? ca_oom_verdict_name(r->verdict) : "unjudged");
+    }
+    fprintf(f, "cudalloc: reserved %s, allocated %s, cached free %s (largest piece %s, fragmentation %.0f%%)\n",
+            ca_report_bytes((double)c.frag.reserved, b1, sizeof b1), ca_report_bytes((double)c.frag.allocated, b2, sizeof b2),
+            ca_report_bytes((double)c.frag.cached_free, b3, sizeof b3),
+            ca_report_bytes((double)c.frag.largest_free, label, sizeof label), c.frag.fragmentation * 100);
+    ca_report_ctx_free(&c);
+}

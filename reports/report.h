@@ -1,0 +1,54 @@
+/* The reports people and programs read, from a tracker (and, when there is
+ * one, its allocator). See REPORT.md for what each file holds.
+ *
+ *   ca_report_write(t, a, "run1", NULL) writes run1.txt, run1.json,
+ *   run1.pickle, run1.html and run1.csv. The prefix is a template: %p is the
+ *   pid, %r the rank (RANK, else LOCAL_RANK), %% a '%'. Each file is written
+ *   to a temporary name (mode 0600, O_NOFOLLOW) and renamed into place;
+ *   when a file cannot be written, one warning goes to stderr (once per
+ *   tracker) and the others are still attempted.
+ *
+ * Not for signal handlers: it allocates, takes locks and may start addr2line.
+ * Call it from normal context (the preload's SIGUSR1 handler only sets a flag). */
+#ifndef CA_REPORT_H
+#define CA_REPORT_H
+#include <stdio.h>
+
+#include "allocator/allocator.h"
+#include "reports/tracker.h"
+
+enum {
+    CA_REPORT_TXT = 1,
+    CA_REPORT_JSON = 2,
+    CA_REPORT_PICKLE = 4,
+    CA_REPORT_HTML = 8,
+    CA_REPORT_CSV = 16,
+    CA_REPORT_ALL = 31,
+};
+
+typedef struct ca_report_options {
+    unsigned formats;         /* CA_REPORT_* bits (default CA_REPORT_ALL) */
+    int csv_iterations;       /* 1: `iteration` rows in the CSV (default); 0: plain RMM */
+    int symbolize;            /* 1: addr2line for file and line (default); 0: dladdr only */
+    int symbolize_timeout_ms; /* all addr2line runs of one report (default 10000) */
+    const char *alloc_conf;   /* CUDALLOC_CONF in effect, for the snapshot's settings */
+    int expandable;           /* 1 expandable, 0 classic, -1 unknown (default) */
+    const char *title;        /* e.g. the program's name; NULL: "cudalloc report" */
+    const char *source_name;  /* offline: the trace file the report comes from */
+    int device_unknown;       /* offline without a capacity: no device figures, no projection */
+} ca_report_options;
+
+void ca_report_options_default(ca_report_options *o);
+
+/* Writes the files; a may be NULL. 0 when every file was written, else -1. */
+int ca_report_write(ca_tracker *t, ca_allocator *a, const char *prefix, const ca_report_options *o);
+
+/* Writes one format (a single CA_REPORT_* bit) to exactly `path` ("-": stdout).
+ * 0, or -1 with a one-line message in err. */
+int ca_report_write_file(ca_tracker *t, ca_allocator *a, unsigned format, const char *path,
+                         const ca_report_options *o, char *err, size_t errlen);
+
+/* The exit summary: at most 15 lines, each starting with "cudalloc: ". */
+void ca_report_summary(ca_tracker *t, ca_allocator *a, FILE *f);
+
+#endif

@@ -1,0 +1,51 @@
+# reports/ tracking, leak diagnosis, fragmentation/OOM reports and the
+# writers' content; cudalloc-report. Included from reports/module.mk.
+# (Kept apart from the writers' rules there; objects join libcareports.a.)
+
+TRACKING_SRCS := reports/clock.c reports/stacks.c reports/period.c reports/leaks.c reports/oom.c \
+                 reports/tracker.c reports/fragmentation.c reports/symbolize.c reports/report.c \
+                 reports/report_txt.c reports/report_json.c reports/report_csv.c \
+                 reports/report_pickle.c reports/report_html.c
+TRACKING_OBJS := $(TRACKING_SRCS:%.c=$(OBJ)/%.o)
+
+# The archive's rule (module.mk) links $^: these join it.
+$(LIB)/libcareports.a: $(TRACKING_OBJS)
+
+# What a program linking libcareports.a (with $(LIBCA)) needs besides: the
+# preload's link line takes this too.
+REPORTS_LDLIBS := -lunwind -ldl -lpthread -lm
+
+# Check tests: tests/reports/tracking/test_<name>.c
+TRACKING_TESTS := $(patsubst tests/reports/tracking/%.c,$(BUILD)/tests/reports/tracking/%,\
+                    $(wildcard tests/reports/tracking/test_*.c))
+TRACKING_TEST_LIBS := $(LIB)/libcareports.a $(LIBCA) $(TRACE_OBJS) $(UTIL_OBJS)
+
+$(TRACKING_TESTS): $(BUILD)/tests/reports/tracking/%: $(OBJ)/tests/reports/tracking/%.o $(TRACKING_TEST_LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(TRACKING_TEST_LIBS) $(LDLIBS_CHECK) $(REPORTS_LDLIBS)
+UNIT_TESTS += $(TRACKING_TESTS)
+# The report tests replay through it.
+$(TRACKING_TESTS): | $(BIN)/cudalloc-replay $(BIN)/cudalloc-report
+
+# cudalloc-report
+$(BIN)/cudalloc-report: $(OBJ)/tools/report.o $(TRACE_OBJS) $(UTIL_OBJS) $(LIB)/libcareports.a $(LIBCA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(REPORTS_LDLIBS)
+ALL_TARGETS += $(BIN)/cudalloc-report
+
+.PHONY: test-report
+test-report: $(BIN)/cudalloc-report $(BIN)/cudalloc-replay
+	@bash tests/reports/tracking/report_system.sh $(BIN) $(TRACES)
+SYSTEM_TESTS += test-report
+
+# Tracking cost per alloc+free pair, deep call chains, count backend.
+$(BUILD)/bench/bench_tracking: $(OBJ)/tests/reports/tracking/bench_tracking.o $(LIB)/libcareports.a $(LIBCA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(REPORTS_LDLIBS)
+.PHONY: bench-tracking
+bench-tracking: $(BUILD)/bench/bench_tracking
+	@$(BUILD)/bench/bench_tracking
+BENCHES += bench-tracking
+
+# Tests find the tools of their own build tree (build/ or build/san/).
+$(OBJ)/tests/reports/tracking/%.o: ALL_CFLAGS += -DCA_BIN_DIR='"$(BIN)"'

@@ -1,0 +1,176 @@
+/* Stack capture and the stack table: the same call site gives the same id
+ * (also through the per-thread cache), different call sites or depths give
+ * different ids, explicit stacks are de-duplicated, and frames symbolize to
+ * this file's functions. */
+#include "tests/reports/helpers.h" /* first: it defines _GNU_SOURCE */
+#include <check.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "reports/stacks.h"
+#include "reports/symbolize.h"
+
+static ca_stacks *S;
+
+static __attribute__((noinline)) uint32_t site_a(void) {
+    uint32_t r = ca_stacks_capture(S);
+    __asm__ volatile("" ::: "memory"); /* keep the call a call, not a tail jump */
+    return r;
+}
+static __attribute__((noinline)) uint32_t site_b(void) {
+    uint32_t r = ca_stacks_capture(S) + 0 * __LINE__;
+    __asm__ volatile("nop"); /* unlike site_a: identical functions get folded into one */
+    __asm__ volatile("" ::: "memory");
+    return r;
+}
+static __attribute__((noinline)) uint32_t deep(int d, int which) {
+    uint32_t r = d ? deep(d - 1, which) : which ? site_b() : site_a();
+    __asm__ volatile("" ::: "memory");
+    return r;
+}
+
+START_TEST(same_site_same_id) {
+    S = ca_stacks_new(32);
+    uint32_t a[2];
+    for (volatile int i = 0; i < 2; i++) /* volatile: not unrolled into two calls */ a[i] = deep(10, 0); /* one call site, twice */
+    uint32_t a1 = a[0], a2 = a[1], b = deep(10, 1);
+    ck_assert_uint_ne(a1, CA_SITE_NONE);
+    ck_assert_uint_eq(a1, a2);
+    ck_assert_uint_ne(a1, b);
+    /* Another depth is another stack. */
+    uint32_t a3[2];
+    for (volatile int i = 0; i < 2; i++) /* volatile: not unrolled into two calls */ a3[i] = deep(11, 0);
+    ck_assert_uint_ne(a3[0], a1);
+    ck_assert_uint_eq(a3[1], a3[0]);
+    ck_assert_uint_eq(ca_stacks_count(S), 3);
+    ca_stacks_free(S);
+}
+END_TEST
+
+START_TEST(cache_hits_and_agrees) {
+    S = ca_stacks_new(32);
+    uint64_t h0, w0, h1, w1;
+    ca_stacks_thread_counts(&h0, &w0);
+    uint32_t ids[4];
+    for (int rep = 0; rep < 101; rep++) {
+        if (rep == 1) ca_stacks_thread_counts(&h1, &w1);
+        for (volatile int d = 0; d < 4; d++) {
+            uint32_t id = deep(5 + d, d & 1);
+            if (!rep) ids[d] = id;
+            else ck_assert_uint_eq(id, ids[d]);
+        }
+    }
+    ck_assert_uint_eq(w1 - w0, 4);
+    ca_stacks_thread_counts(&h0, &w0);
+#if defined(__x86_64__)
+    ck_assert_uint_eq(h0 - h1, 400); /* every repeat answered from the cache */
+    ck_assert_uint_eq(w0, w1);
+#endif
+    ca_stacks_free(S);
+}
+END_TEST
+
+/* The same call site for the main thread and the other one. */
+static __attribute__((noinline)) uint32_t thread_capture_one(void) {
+    uint32_t r = deep(6, 0);
+    __asm__ volatile("" ::: "memory");
+    return r;
+}
+
+static void *thread_capture(void *arg) {
+    uint32_t *out = arg;
+    for (volatile int i = 0; i < 2; i++) /* volatile: not unrolled into two calls */ out[i] = thread_capture_one();
+    return NULL;
+}
+
+START_TEST(threads_share_the_table) {
+    /* The same code path on another thread: another stack bottom (the
+     * thread's start), so another id, but stable on that thread. */
+    S = ca_stacks_new(32);
+    uint32_t main_id = thread_capture_one(), ids[2];
+    pthread_t th;
+    pthread_create(&th, NULL, thread_capture, ids);
+    pthread_join(th, NULL);
+    ck_assert_uint_eq(ids[0], ids[1]);
+    ck_assert_uint_ne(ids[0], main_id);
+    ca_stacks_free(S);
+}
+END_TEST
+
+START_TEST(intern_dedups) {
+    S = ca_stacks_new(4);
+    uintptr_t a[] = {1, 2, 3}, b[] = {1, 2, 4}, c[] = {1, 2, 3, 9, 9, 9};
+    uint32_t ia = ca_stacks_intern(S, a, 3), ib = ca_stacks_intern(S, b, 3);
+    ck_assert_uint_ne(ia, ib);
+    ck_assert_uint_eq(ca_stacks_intern(S, a, 3), ia);
+    ck_assert_uint_ne(ca_stacks_intern(S, a, 2), ia);
+    ck_assert_uint_ne(ca_stacks_intern(S, NULL, 0), CA_SITE_NONE);
+    /* Truncated to max_frames (4). */
+    uint32_t ic = ca_stacks_intern(S, c, 6);
+    const uintptr_t *ips;
+    ck_assert_uint_eq(ca_stacks_get(S, ic, &ips), 4);
+    ck_assert_uint_eq(ips[3], 9);
+    ck_assert_uint_eq(ca_stacks_get(S, 0, &ips), 0);
+    ck_assert_uint_eq(ca_stacks_get(S, 999, &ips), 0);
+    /* Many stacks: the index grows and every one is found again. */
+    for (uintptr_t i = 0; i < 5000; i++) {
+        uintptr_t st[2] = {i, i * 7};
+        uint32_t id = ca_stacks_intern(S, st, 2);
+        ck_assert_uint_eq(ca_stacks_intern(S, st, 2), id);
+    }
+    for (uintptr_t i = 0; i < 5000; i += 97) {
+        uintptr_t st[2] = {i, i * 7};
+        uint32_t id = ca_stacks_intern(S, st, 2);
+        ck_assert_uint_eq(ca_stacks_get(S, id, &ips), 2);
+        ck_assert_uint_eq(ips[0], i);
+    }
+    ca_stacks_free(S);
+}
+END_TEST
+
+START_TEST(symbolized) {
+    S = ca_stacks_new(32);
+    uint32_t id = deep(3, 1);
+    const uintptr_t *ips;
+    unsigned n = ca_stacks_get(S, id, &ips);
+    ck_assert_uint_ge(n, 5);
+    ca_symtab *sym = ca_symtab_new();
+    for (unsigned i = 0; i < n; i++) ca_symtab_add(sym, ips[i]);
+    ck_assert_int_ge(ca_symtab_resolve(sym, 1, 10000), 1);
+    /* Frame 0 is the caller of ca_stacks_capture: site_b, in this file. */
+    const ca_frame *f = ca_symtab_get(sym, ips[0]);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_str_eq(f->function, "site_b");
+    ck_assert_ptr_nonnull(strstr(f->file, "test_stacks.c"));
+    ck_assert_uint_gt(f->line, 0);
+    ck_assert_str_eq(ca_symtab_get(sym, ips[1])->function, "deep");
+    int seen_main = 0;
+    for (unsigned i = 0; i < n; i++) seen_main |= !strcmp(ca_symtab_get(sym, ips[i])->function, "symbolized_fn");
+    ck_assert_int_eq(seen_main, 1);
+    /* Without addr2line: module and dladdr only, never NULL strings. */
+    ca_symtab *bare = ca_symtab_new();
+    ca_symtab_add(bare, ips[0]);
+    ca_symtab_resolve(bare, 0, 0);
+    ck_assert_ptr_nonnull(ca_symtab_get(bare, ips[0])->function);
+    ck_assert_ptr_nonnull(strstr(ca_symtab_get(bare, ips[0])->module, "test_stacks"));
+    ck_assert_ptr_null(ca_symtab_get(bare, 12345));
+    ca_symtab_free(bare);
+    ca_symtab_free(sym);
+    ca_stacks_free(S);
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("stacks");
+    TCase *tc = tcase_create("stacks");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, same_site_same_id);
+    tcase_add_test(tc, cache_hits_and_agrees);
+    tcase_add_test(tc, threads_share_the_table);
+    tcase_add_test(tc, intern_dedups);
+    tcase_add_test(tc, symbolized);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+RUN_SUITE(suite)
