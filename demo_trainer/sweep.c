@@ -164,13 +164,12 @@ int sweep_run(const dt_args *a) {
         return 2;
     }
     int steps = a->steps_given ? a->steps : 3;
-    row rows[6] = {
+    row rows[10] = {
         {.config = "baseline", .accum = 1, .capped = 1},
         {.config = "accum", .accum = N, .capped = 1},
         {.config = "bf16", .accum = 1, .bf16 = 1, .capped = 1},
         {.config = "checkpoint", .accum = 1, .ckpt = 1, .capped = 1},
         {.config = "all", .accum = N, .bf16 = 1, .ckpt = 1, .capped = 1},
-        {.config = "baseline-uncapped", .accum = 1, .capped = 0},
     };
     char tmpl[] = "/tmp/demo_trainer_sweep.XXXXXX";
     const char *tmpdir = getenv("TMPDIR");
@@ -190,40 +189,54 @@ int sweep_run(const dt_args *a) {
     printf("%-18s %6s %6s %13s %13s %13s %9s %10s %8s  %s\n", "config", "micro", "accum", "peak alloc",
            "peak reserved", "activations", "step ms", "tok/s", "loss", "fits");
     fflush(stdout);
-    int nrows = 5;
     for (int i = 0; i < 5; i++) {
         run_child(a, &rows[i], dir, steps);
         print_row(&rows[i]);
         fflush(stdout);
     }
-    /* The ratios need a baseline that ran: when it did not fit, measure it uncapped. */
-    row *base = &rows[0];
-    if (!fits(base) && a->capacity) {
-        run_child(a, &rows[5], dir, steps);
-        print_row(&rows[5]);
-        nrows = 6;
-        base = &rows[5];
+    /* The ratios need every configuration measured: one that did not fit runs again
+     * without the cap ("-uncapped"), and the ratios use those figures. */
+    int nrows = 5;
+    const row *measured[5];
+    char names[5][40];
+    for (int i = 0; i < 5; i++) {
+        measured[i] = &rows[i];
+        if (fits(&rows[i]) || !a->capacity) continue;
+        row *u = &rows[nrows++];
+        *u = rows[i];
+        snprintf(names[i], sizeof names[i], "%s-uncapped", rows[i].config);
+        u->config = names[i];
+        u->capped = 0;
+        u->ok = 0;
+        u->fits[0] = 0;
+        run_child(a, u, dir, steps);
+        print_row(u);
+        fflush(stdout);
+        measured[i] = u;
     }
     rmdir(dir);
 
-    printf("measured, against %s (activations = the trainer's peak of activations, their gradients and batches):\n",
-           base->config);
+    const row *base = measured[0];
+    printf("measured (activations: the trainer's peak of activations, their gradients and batches; a config "
+           "that did not fit is measured uncapped):\n");
     if (fits(base)) {
-        if (fits(&rows[1]))
-            printf("  accum %d: micro-batch %d -> %d (x%.2f smaller): activations %.2f -> %.2f MiB (x%.2f smaller)\n",
-                   N, a->B, a->B / N, (double)N, base->act / 1048576, rows[1].act / 1048576, base->act / rows[1].act);
-        if (fits(&rows[2]))
+        const row *r;
+        if (fits(r = measured[1]))
+            printf("  accum %d: micro-batch %d -> %d (x%d smaller): activations %.2f -> %.2f MiB (x%.2f smaller)\n",
+                   N, a->B, a->B / N, N, base->act / 1048576, r->act / 1048576, base->act / r->act);
+        if (fits(r = measured[2]))
             printf("  bf16: activations %.2f -> %.2f MiB (x%.2f smaller; 2 expected: mean/rstd and losses stay fp32)\n",
-                   base->act / 1048576, rows[2].act / 1048576, base->act / rows[2].act);
-        if (fits(&rows[3]))
-            printf("  checkpoint: activations %.2f -> %.2f MiB (x%.2f smaller with %d layers: the L saved block "
-                   "inputs and one block recomputed remain)\n",
-                   base->act / 1048576, rows[3].act / 1048576, base->act / rows[3].act, a->L);
-        if (fits(&rows[4]))
-            printf("  all three: activations %.2f -> %.2f MiB (x%.2f smaller)\n", base->act / 1048576,
-                   rows[4].act / 1048576, base->act / rows[4].act);
+                   base->act / 1048576, r->act / 1048576, base->act / r->act);
+        if (fits(r = measured[3]))
+            printf("  checkpoint: activations %.2f -> %.2f MiB (x%.2f smaller with %d layers: one block recomputed "
+                   "and the %d block inputs remain)\n",
+                   base->act / 1048576, r->act / 1048576, base->act / r->act, a->L, a->L);
+        if (fits(r = measured[4]))
+            printf("  all three: activations %.2f -> %.2f MiB (x%.2f smaller); peak allocated %.2f -> %.2f MiB\n",
+                   base->act / 1048576, r->act / 1048576, base->act / r->act, base->peak_alloc / 1048576,
+                   r->peak_alloc / 1048576);
     } else {
-        printf("  no baseline ran to completion: no ratios\n");
+        printf("  the baseline did not run: no ratios\n");
     }
     if (a->capacity) {
         if (!fits(&rows[0])) {

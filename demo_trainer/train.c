@@ -156,7 +156,13 @@ static void print_leak(const dt_args *a, const dt_result *r) {
 }
 
 void train_run(const dt_args *a, const dt_data *d, gpt *m, dt_result *r, dt_leaks *leaks) {
+    float *loss_trace = r->loss_trace;
+    size_t *held_trace = r->held_trace;
+    long *nodes_trace = r->nodes_trace;
     memset(r, 0, sizeof *r);
+    r->loss_trace = loss_trace;
+    r->held_trace = held_trace;
+    r->nodes_trace = nodes_trace;
     memset(leaks, 0, sizeof *leaks);
     r->val_loss = NAN;
     r->mfu = -1;
@@ -224,6 +230,9 @@ void train_run(const dt_args *a, const dt_data *d, gpt *m, dt_result *r, dt_leak
         }
         double mfu = on_gpu && peak_tflops > 0 ? train_flops_per_token(m, T) * tokens / (ms * 1e-3) / (peak_tflops * 1e12)
                                                : -1;
+        if (loss_trace) loss_trace[step - 1] = loss;
+        if (held_trace) held_trace[step - 1] = dev.total;
+        if (nodes_trace) nodes_trace[step - 1] = ag_live_nodes;
         if (step == 1) {
             r->held_first = dev.total;
             r->nodes_first = ag_live_nodes;

@@ -20,6 +20,11 @@ typedef struct dt_result {
     size_t held_first, held_last;   /* device bytes held between steps: after step 1, at the end */
     long nodes_first, nodes_last;   /* graph nodes alive (host) at the same points */
     double mfu;                 /* model FLOPs utilization, 0..1; < 0 when not on a GPU */
+    /* Optional, set by the caller before train_run (kept): per step s (from 1), the
+     * loss, the device bytes held after the step, and the graph nodes alive. */
+    float *loss_trace;
+    size_t *held_trace;
+    long *nodes_trace;
 } dt_result;
 
 /* What the planted bugs keep alive, released by trainer_free_leaks (the program
