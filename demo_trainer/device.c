@@ -104,12 +104,14 @@ void *dev_account(void *p, size_t bytes, dt_mem_kind kind, const char *site, cud
         if (dev.transient > dev.transient_peak) dev.transient_peak = dev.transient;
     }
     dev.n_alloc++;
-    if (!dev.preloaded && !dev.host_only) {
-        size_t free_b = 0, total_b = 0;
-        if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && total_b - free_b > dev.device_used_peak)
-            dev.device_used_peak = total_b - free_b;
-    }
     return p;
+}
+
+void dev_sample_usage(void) {
+    if (dev.preloaded || dev.host_only) return;
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && total_b - free_b > dev.device_used_peak)
+        dev.device_used_peak = total_b - free_b;
 }
 
 void dev_release(void *p, size_t bytes, dt_mem_kind kind) {

@@ -11,7 +11,9 @@
  * column), whether or not cudalloc is preloaded. Peak allocated and reserved, as
  * printed each step, come from cudalloc when it is preloaded (cudalloc_get_stats) and
  * otherwise from this count (allocated) and the device (reserved: total - free from
- * cudaMemGetInfo, sampled after each allocation).
+ * cudaMemGetInfo, sampled where the peak is, at the end of each forward pass, and at
+ * the end of each step; not after every allocation, which would slow down the
+ * native cudaMalloc run that cudalloc is compared with).
  *
  * A capacity (dev.cap) makes allocations past it fail as an OOM would: the sweep uses
  * it only where neither cudalloc (max_reserved) nor the simulated device
@@ -47,7 +49,7 @@ typedef struct dt_device {
     size_t bytes[MEM_KINDS], bytes_peak[MEM_KINDS];
     size_t total, total_peak;   /* all kinds */
     size_t transient, transient_peak; /* ACT + ACTGRAD + DATA: what a step allocates */
-    size_t device_used_peak;    /* total - free, sampled (not preloaded) */
+    size_t device_used_peak;    /* total - free, sampled (dev_sample_usage) */
     uint64_t n_alloc, n_free;
 
     /* Where the program is, for the OOM line. */
@@ -86,6 +88,10 @@ static inline __attribute__((always_inline)) void *dev_alloc_here(size_t bytes, 
         err = cudaMalloc(&p, bytes);
     return dev_account(p, bytes, kind, site, err);
 }
+
+/* Device memory in use (total - free) into device_used_peak, when cudalloc is not
+ * there to say what it reserved. */
+void dev_sample_usage(void);
 
 void dev_memset0(void *p, size_t bytes);
 void dev_upload(void *dst, const void *src, size_t bytes);

@@ -35,6 +35,11 @@ int main(int argc, char **argv) {
         data_synthetic(&data);
     }
     if (dev_open(a.device, a.dt, kernels_cuda()) != 0) return 2;
+    if (!strcmp(dev.k->name, "cuda") && a.C / a.NH > 128) {
+        fprintf(stderr, "demo_trainer: bad --heads '%d' on the GPU: accepted: heads of at most 128 channels "
+                        "(--heads >= %d for --channels %d)\n", a.NH, (a.C + 127) / 128, a.C);
+        return 2;
+    }
     if (a.mem_cap && !dev.preloaded && !dev.sim) dev.cap = a.mem_cap;
     g_args = &a;
     dev.on_oom = oom_row;

@@ -52,6 +52,12 @@ test-demo-trainer: $(BIN)/demo_trainer $(BIN)/cudalloc $(LIB)/libcudalloc.so $(S
 	@bash tests/demo_trainer/run.sh $(BUILD)
 SYSTEM_TESTS += test-demo-trainer
 
+# Step time without the preload and under cudalloc (simulated device, CPU kernels).
+.PHONY: bench-demo-trainer
+bench-demo-trainer: $(BIN)/demo_trainer $(BIN)/cudalloc $(LIB)/libcudalloc.so $(SIM)/libcudart.so $(SIM)/libcuda.so
+	@bash demo_trainer/bench.sh $(BUILD)
+BENCHES += bench-demo-trainer
+
 # make demo: clean and leaking, under cudalloc, with the reports' paths.
 demo: $(BIN)/demo_trainer $(BIN)/cudalloc $(LIB)/libcudalloc.so $(SIM)/libcudart.so $(SIM)/libcuda.so
 	@bash demo_trainer/demo.sh $(BUILD)

@@ -29,6 +29,7 @@ static dt_tensor *micro_step(gpt *m, const int *inputs, const int *targets, int 
     tensor_release(logits);
     storage_release(tok);
     storage_release(tgt);
+    dev_sample_usage(); /* the peak of a step is about here */
     dev.phase = "backward";
     if (scale != 1.0f) {
         dt_tensor *scaled = op_scale(loss, scale);          // loss / accum
@@ -101,6 +102,7 @@ static float evaluate(const dt_args *a, const dt_data *d, gpt *m, dt_rng *rng, d
     storage_release(tok);
     storage_release(tg);
     float v = val_loss->item;
+    dev_sample_usage();
     if (bug) {
         if (!leaks->val_total) leaks->val_total = op_scalar(0.0f);
         dt_tensor *sum = op_add(leaks->val_total, val_loss); /* val_total = val_total + val_loss */
@@ -209,6 +211,7 @@ void train_run(const dt_args *a, const dt_data *d, gpt *m, dt_result *r, dt_leak
         dev.phase = "optimizer";
         adamw_step(&opt, m);
         dev_sync();
+        dev_sample_usage();
         double ms = 1e3 * (dt_now() - t0);
         float loss = (float)(loss_sum / a->accum);
         if (step == 1) r->first_loss = loss;
