@@ -67,16 +67,17 @@ void ag_node_save(ag_node *n, int slot, dt_storage *s); /* holds a reference to 
 ag_node *ag_node_retain(ag_node *n);
 void ag_node_release(ag_node *n);
 
-/* The gradient buffer of node n's output, made (in the caller's frame) and zeroed on
- * first use; backward ops add into it. */
-static inline __attribute__((always_inline)) void *ag_grad_here(ag_node *n, const char *site) {
-    if (!n->grad) {
-        n->grad = storage_new_here(n->grad_bytes, MEM_ACTGRAD, site);
-        dev_memset0(n->grad->ptr, n->grad_bytes);
-    }
-    return n->grad->ptr;
-}
-#define AG_GRAD(n) ag_grad_here((n), __func__)
+/* The gradient buffer of node n's output, made (where this is written, see DEV_ALLOC)
+ * and zeroed on first use; backward ops add into it. */
+#define AG_GRAD(n)                                                                         \
+    ({                                                                                     \
+        ag_node *gr_n_ = (n);                                                              \
+        if (!gr_n_->grad) {                                                                \
+            gr_n_->grad = STORAGE_NEW(gr_n_->grad_bytes, MEM_ACTGRAD);                     \
+            dev_memset0(gr_n_->grad->ptr, gr_n_->grad_bytes);                              \
+        }                                                                                  \
+        gr_n_->grad->ptr;                                                                  \
+    })
 
 /* Backward from root. A scalar root gets gradient 1 (grad NULL); any other root the
  * gradient in grad, which the caller keeps. */

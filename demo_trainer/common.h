@@ -21,6 +21,10 @@ void dt_cuda_check(cudaError_t err, const char *file, int line);
 #define DT_FATAL(...) dt_fatal(__FILE__, __LINE__, __VA_ARGS__)
 __attribute__((noreturn, format(printf, 3, 4))) void dt_fatal(const char *file, int line, const char *fmt, ...);
 
+/* Keeps a function's frame in the stacks cudalloc records (a static function called
+ * once would be inlined into its caller, and the call site would lose its name). */
+#define DT_NOINLINE __attribute__((noinline))
+
 /* "12.50 MiB" in a compound literal: printf("%s", SZ(bytes)). */
 #define SZ(x) ca_format_size((size_t)(x), (char[CA_SIZE_BUF]){0}, CA_SIZE_BUF)
 

@@ -73,21 +73,25 @@ void dev_close(void);
 void *dev_account(void *p, size_t bytes, dt_mem_kind kind, const char *site, cudaError_t err);
 void dev_release(void *p, size_t bytes, dt_mem_kind kind);
 
-/* Allocate in the caller's frame (always inlined) so that cudalloc's stack of this
- * allocation starts in the function that asked for it (op_matmul, adamw_state, ...):
- * that is the call site a leak report names. */
-static inline __attribute__((always_inline)) void *dev_alloc_here(size_t bytes, dt_mem_kind kind,
-                                                                 const char *site) {
-    void *p = NULL;
-    cudaError_t err;
-    if (dev.cap && dev.total + bytes > dev.cap)
-        err = cudaErrorMemoryAllocation;
-    else if (dev.host_only)
-        err = (p = malloc(bytes ? bytes : 1)) ? cudaSuccess : cudaErrorMemoryAllocation;
-    else
-        err = cudaMalloc(&p, bytes);
-    return dev_account(p, bytes, kind, site, err);
-}
+/* Allocate `bytes` of device memory right where this is written: a macro, not a
+ * function, so that the cudaMalloc call sits in the function that asked for the memory
+ * (op_matmul, adamw_state, ...) at the line that asked, and cudalloc's stack of the
+ * allocation starts there: that is the call site a leak report names. Returns the
+ * pointer (an OOM exits, see dev_account). */
+#define DEV_ALLOC(bytes, kind)                                                             \
+    ({                                                                                     \
+        size_t da_bytes_ = (bytes);                                                        \
+        void *da_p_ = NULL;                                                                \
+        cudaError_t da_err_;                                                               \
+        if (dev.cap && dev.total + da_bytes_ > dev.cap)                                    \
+            da_err_ = cudaErrorMemoryAllocation;                                           \
+        else if (dev.host_only)                                                            \
+            da_err_ = (da_p_ = malloc(da_bytes_ ? da_bytes_ : 1)) ? cudaSuccess            \
+                                                                  : cudaErrorMemoryAllocation; \
+        else                                                                               \
+            da_err_ = cudaMalloc(&da_p_, da_bytes_);                                       \
+        dev_account(da_p_, da_bytes_, (kind), __func__, da_err_);                          \
+    })
 
 /* Device memory in use (total - free) into device_used_peak, when cudalloc is not
  * there to say what it reserved. */

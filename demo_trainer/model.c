@@ -5,17 +5,17 @@
 #include <string.h>
 
 /* Persistent memory: weights, gradients and bf16 copies, allocated once here. */
-static void param_alloc(dt_param *p, const char *name, int rows, int cols, int lowp) {
+DT_NOINLINE static void param_alloc(dt_param *p, const char *name, int rows, int cols, int lowp) {
     memset(p, 0, sizeof *p);
     p->name = name;
     p->rows = rows;
     p->cols = cols;
     p->numel = (size_t)rows * cols;
-    p->w = dev_alloc_here(p->numel * sizeof(float), MEM_PARAM, "param_alloc");
-    p->grad = dev_alloc_here(p->numel * sizeof(float), MEM_GRAD, "param_alloc");
+    p->w = DEV_ALLOC(p->numel * sizeof(float), MEM_PARAM);
+    p->grad = DEV_ALLOC(p->numel * sizeof(float), MEM_GRAD);
     dev_memset0(p->grad, p->numel * sizeof(float));
     if (lowp && dev.dt == KERNELS_BF16)
-        p->lp = dev_alloc_here(p->numel * sizeof(kernels_bf16), MEM_WCOPY, "param_alloc");
+        p->lp = DEV_ALLOC(p->numel * sizeof(kernels_bf16), MEM_WCOPY);
 }
 
 static void param_fill(dt_param *p, dt_rng *rng, float std, float constant, float *host) {

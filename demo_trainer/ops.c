@@ -179,13 +179,15 @@ dt_tensor *op_residual(dt_tensor *a, dt_tensor *b) {
 
 /* ---- cross-entropy, mean over positions ---- */
 
-/* A device scalar allocated in the caller's frame, its value also on the host. */
-static inline __attribute__((always_inline)) dt_tensor *scalar_here(float v, const char *site) {
-    dt_tensor *t = tensor_wrap(storage_new_here(sizeof(float), MEM_DATA, site), KERNELS_F32, 1, 1, 1);
-    t->item = v;
-    dev_upload(t->st->ptr, &v, sizeof v);
-    return t;
-}
+/* A device scalar allocated where this is written, its value also on the host. */
+#define SCALAR_NEW(v)                                                                      \
+    ({                                                                                     \
+        float sc_v_ = (v);                                                                 \
+        dt_tensor *sc_t_ = tensor_wrap(STORAGE_NEW(sizeof(float), MEM_DATA), KERNELS_F32, 1, 1, 1); \
+        sc_t_->item = sc_v_;                                                               \
+        dev_upload(sc_t_->st->ptr, &sc_v_, sizeof sc_v_);                                  \
+        sc_t_;                                                                             \
+    })
 
 static void cross_entropy_backward(ag_node *n) {
     ag_node *prev = n->next[0];
@@ -218,7 +220,7 @@ dt_tensor *op_cross_entropy(dt_tensor *logits, dt_storage *targets) {
     double sum = 0;
     for (size_t i = 0; i < BT; i++) sum += h[i];
     free(h);
-    dt_tensor *out = scalar_here((float)(sum / (double)BT), __func__);
+    dt_tensor *out = SCALAR_NEW((float)(sum / (double)BT));
     if (ag_grad_enabled() && logits->grad_fn) {
         ag_node *n = attach(out, "CrossEntropyBackward", cross_entropy_backward, logits, NULL);
         n->scalar = 1;
@@ -234,7 +236,7 @@ dt_tensor *op_cross_entropy(dt_tensor *logits, dt_storage *targets) {
 
 /* ---- scalars ---- */
 
-dt_tensor *op_scalar(float v) { return scalar_here(v, __func__); }
+dt_tensor *op_scalar(float v) { return SCALAR_NEW(v); }
 
 static void add_backward(ag_node *n) {
     for (int i = 0; i < 2; i++)
@@ -246,7 +248,7 @@ static void add_backward(ag_node *n) {
 
 dt_tensor *op_add(dt_tensor *a, dt_tensor *b) {
     if (a->numel != 1 || b->numel != 1) DT_FATAL("op_add takes scalars");
-    dt_tensor *out = scalar_here(a->item + b->item, __func__);
+    dt_tensor *out = SCALAR_NEW(a->item + b->item);
     if (ag_grad_enabled() && (a->grad_fn || b->grad_fn)) attach(out, "AddBackward0", add_backward, a, b)->scalar = 1;
     return out;
 }
@@ -258,7 +260,7 @@ static void scale_backward(ag_node *n) {
 
 dt_tensor *op_scale(dt_tensor *a, float s) {
     if (a->numel != 1) DT_FATAL("op_scale takes a scalar");
-    dt_tensor *out = scalar_here(a->item * s, __func__);
+    dt_tensor *out = SCALAR_NEW(a->item * s);
     if (ag_grad_enabled() && a->grad_fn) {
         ag_node *n = attach(out, "MulBackward0", scale_backward, a, NULL);
         n->scalar = 1;

@@ -10,10 +10,10 @@ void adamw_zero_grad(gpt *m) {
 }
 
 /* m and v of one parameter, made at the first step and zeroed. */
-static void adamw_state(dt_param *p) {
+DT_NOINLINE static void adamw_state(dt_param *p) {
     size_t bytes = p->numel * sizeof(float);
-    p->m = dev_alloc_here(bytes, MEM_OPTIM, __func__);
-    p->v = dev_alloc_here(bytes, MEM_OPTIM, __func__);
+    p->m = DEV_ALLOC(bytes, MEM_OPTIM);
+    p->v = DEV_ALLOC(bytes, MEM_OPTIM);
     dev_memset0(p->m, bytes);
     dev_memset0(p->v, bytes);
 }

@@ -52,22 +52,23 @@ dt_storage *storage_wrap(void *ptr, size_t bytes, dt_mem_kind kind);
 dt_storage *storage_retain(dt_storage *s);
 void storage_release(dt_storage *s);
 
-/* A storage allocated in the caller's frame (see dev_alloc_here). */
-static inline __attribute__((always_inline)) dt_storage *storage_new_here(size_t bytes, dt_mem_kind kind,
-                                                                          const char *site) {
-    return storage_wrap(dev_alloc_here(bytes, kind, site), bytes, kind);
-}
-#define STORAGE_NEW(bytes, kind) storage_new_here((bytes), (kind), __func__)
+/* A storage allocated where this is written (see DEV_ALLOC). */
+#define STORAGE_NEW(bytes, kind)                                                           \
+    ({                                                                                     \
+        size_t sn_bytes_ = (bytes);                                                        \
+        storage_wrap(DEV_ALLOC(sn_bytes_, (kind)), sn_bytes_, (kind));                     \
+    })
 
 /* A tensor on a storage (taking the caller's reference to st). */
 dt_tensor *tensor_wrap(dt_storage *st, kernels_dtype dt, int B, int T, int C);
-static inline __attribute__((always_inline)) dt_tensor *tensor_new_here(kernels_dtype dt, int B, int T, int C,
-                                                                        dt_mem_kind kind, const char *site) {
-    size_t bytes = (size_t)B * T * C * kernels_dtype_size(dt);
-    return tensor_wrap(storage_new_here(bytes, kind, site), dt, B, T, C);
-}
 /* A new (B,T,C) tensor of dtype dt, uninitialized, allocated where this is written. */
-#define TENSOR_NEW(dt, B, T, C, kind) tensor_new_here((dt), (B), (T), (C), (kind), __func__)
+#define TENSOR_NEW(dt, B, T, C, kind)                                                      \
+    ({                                                                                     \
+        kernels_dtype tn_dt_ = (dt);                                                       \
+        int tn_B_ = (B), tn_T_ = (T), tn_C_ = (C);                                         \
+        tensor_wrap(STORAGE_NEW((size_t)tn_B_ * tn_T_ * tn_C_ * kernels_dtype_size(tn_dt_), (kind)), tn_dt_, \
+                    tn_B_, tn_T_, tn_C_);                                                  \
+    })
 
 dt_tensor *tensor_retain(dt_tensor *t);
 void tensor_release(dt_tensor *t);

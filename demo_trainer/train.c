@@ -9,7 +9,7 @@
 #include "include/cudalloc.h"
 
 /* A batch on the device: tokens and targets (B,T) int. */
-static dt_storage *load_batch(const int *host, int B, int T) {
+DT_NOINLINE static dt_storage *load_batch(const int *host, int B, int T) {
     size_t bytes = (size_t)B * T * sizeof(int);
     dt_storage *s = STORAGE_NEW(bytes, MEM_DATA);
     dev_upload(s->ptr, host, bytes);
@@ -18,7 +18,7 @@ static dt_storage *load_batch(const int *host, int B, int T) {
 
 /* One micro-batch: forward, the mean loss, backward of loss * scale. Returns the
  * loss (the caller's); *keep, when given, gets a reference to the logits. */
-static dt_tensor *micro_step(gpt *m, const int *inputs, const int *targets, int B, int T, float scale,
+DT_NOINLINE static dt_tensor *micro_step(gpt *m, const int *inputs, const int *targets, int B, int T, float scale,
                              dt_tensor **keep) {
     dt_storage *tok = load_batch(inputs, B, T);
     dt_storage *tgt = load_batch(targets, B, T);
@@ -87,7 +87,7 @@ void trainer_free_leaks(dt_leaks *l) {
 /* The validation pass, with another shape than training: batch 2*mb, sequence T/2.
  * Correct: under no_grad, the loss read as a number. eval-grad: recording stays on
  * and val_total = val_total + val_loss holds each pass's graph. */
-static float evaluate(const dt_args *a, const dt_data *d, gpt *m, dt_rng *rng, dt_leaks *leaks) {
+DT_NOINLINE static float evaluate(const dt_args *a, const dt_data *d, gpt *m, dt_rng *rng, dt_leaks *leaks) {
     int B = 2 * (a->B / a->accum), T = a->T / 2 > 1 ? a->T / 2 : 2;
     int *inp = malloc((size_t)B * T * sizeof *inp), *tgt = malloc((size_t)B * T * sizeof *tgt);
     if (!inp || !tgt) DT_FATAL("out of host memory");
