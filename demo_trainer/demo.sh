@@ -35,6 +35,12 @@ echo "=== demo: summaries"
 for name in clean eval-grad; do
     echo "--- $name"
     grep -E '^(summary:|leak |cudalloc:)' "$out/$name.log" | grep -v 'running on the simulated device'
+    if [ -f "$out/$name.txt" ]; then
+        echo "--- $name: cudalloc's diagnosis ($out/$name.txt)"
+        grep -m1 '^VERDICT' "$out/$name.txt"
+        # the leak section, up to the next section
+        awk '/^== / { p = ($0 ~ /^== Leaks/) } p' "$out/$name.txt" | head -60
+    fi
 done
 echo
 echo "=== demo: reports"

@@ -61,14 +61,14 @@ run data-too-short 2 "$bin" --data /dev/null
 run techniques 0 sim -- "$bin" "${small[@]}" --steps 3 --accum 2 --precision bf16 --checkpoint --vary-seq --eval-every 1
 
 # The leak modes, as the trainer measures them.
-run eval-grad 0 sim --report "$tmp/eval-grad" -- "$bin" "${small[@]}" --steps 8 --leak eval-grad --print-every 8
+run eval-grad 0 sim --report "$tmp/eval-grad" -- "$bin" "${small[@]}" --steps 12 --leak eval-grad --print-every 12
 grow=$(grep -o '(+[0-9]* B per step)' <<<"$out" | grep -o '[0-9]*')
 check "eval-grad grows (${grow:-?} B/step)" "${grow:-0} > 1000000"
-run keep-outputs 0 sim --report "$tmp/keep-outputs" -- "$bin" "${small[@]}" --steps 8 --leak keep-outputs --print-every 8
+run keep-outputs 0 sim --report "$tmp/keep-outputs" -- "$bin" "${small[@]}" --steps 12 --leak keep-outputs --print-every 12
 grow=$(grep -o '(+[0-9]* B per step)' <<<"$out" | grep -o '[0-9]*')
 check "keep-outputs grows by the logits (${grow:-?} B/step)" "${grow:-0} == 8 * 64 * 256 * 4"
-run loss-tensor 0 sim --report "$tmp/loss-tensor" -- "$bin" "${small[@]}" --steps 8 --leak loss-tensor --print-every 8
-expect loss-tensor-flat "(+0 B per step); graph nodes alive 25 -> 200"
+run loss-tensor 0 sim --report "$tmp/loss-tensor" -- "$bin" "${small[@]}" --steps 12 --leak loss-tensor --print-every 12
+expect loss-tensor-flat "(+0 B per step); graph nodes alive 25 -> 300"
 
 # cudalloc's diagnosis of the same runs, when this libcudalloc.so writes reports.
 if [ -e "$tmp/eval-grad.txt" ]; then
