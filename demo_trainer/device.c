@@ -171,8 +171,9 @@ void dev_stats(dev_mem_stats *s) {
     } else {
         s->reserved = dev.total;
     }
+    /* sampled, so it may miss the moment of the peak: never below what was allocated */
     s->reserved_peak = dev.device_used_peak > s->reserved ? dev.device_used_peak : s->reserved;
-    if (dev.host_only) s->reserved_peak = dev.total_peak;
+    if (s->reserved_peak < dev.total_peak) s->reserved_peak = dev.total_peak;
 }
 
 void dev_empty_cache(void) { CUDALLOC_CALL(cudalloc_empty_cache); }
