@@ -70,9 +70,19 @@ int ca_site_leak(const ca_site_stat *st, uint32_t last, ca_leak *out) {
 
 int64_t ca_leak_projection(uint32_t last, uint64_t headroom, double rate) {
     if (!(rate > 0)) return -1;
-    double its = ceil((double)headroom / rate);
+    double its = floor((double)headroom / rate);
     if (its > 1e15) return -1;
-    return (int64_t)last + (int64_t)(its < 1 ? 1 : its);
+    return (int64_t)last + 2 + (int64_t)its;
+}
+
+uint64_t ca_leak_headroom(const ca_track_snap *s, uint64_t free_and_cached) {
+    uint64_t work = 0;
+    size_t from = s->n_bounds > 9 ? s->n_bounds - 9 : 0;
+    for (size_t i = from + 1; i < s->n_bounds; i++) {
+        uint64_t start = s->bounds[i - 1].allocated, peak = s->bounds[i].peak_allocated;
+        if (peak > start && peak - start > work) work = peak - start;
+    }
+    return free_and_cached > work ? free_and_cached - work : 0;
 }
 
 static int by_rate(const void *a, const void *b) {

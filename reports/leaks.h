@@ -21,8 +21,11 @@
  * odds below 1 in 40000 (for iid sizes, 1/9!).
  *
  * Rates are measured from the boundary before the first growth to the last
- * boundary; the projected out-of-memory iteration divides the headroom (the
- * device's free memory plus what the allocator caches) by the rate. */
+ * boundary. The projected out-of-memory iteration is the first iteration
+ * whose working set no longer fits: the room left for growth is the device's
+ * free memory plus what the allocator caches, less what an iteration
+ * allocates above its starting level at its peak (the largest of the last
+ * iterations'); the leak eats it at its rate. */
 #ifndef CA_LEAKS_H
 #define CA_LEAKS_H
 #include <stddef.h>
@@ -48,9 +51,15 @@ int ca_site_leak(const ca_site_stat *st, uint32_t last, ca_leak *out);
  * *out is malloc'd (NULL when there is none); returns the count. */
 size_t ca_leaks_find(const ca_track_snap *s, int have_headroom, uint64_t headroom, ca_leak **out);
 
-/* The iteration at which headroom runs out for `rate` bytes per iteration
- * after iteration `last` (-1 when the rate is not positive). */
+/* The first iteration after `last` that will not fit: with `headroom` bytes
+ * of room left once an iteration's working set is accounted for, growing by
+ * `rate` bytes an iteration: last + 2 + floor(headroom / rate). -1 when the
+ * rate is not positive. */
 int64_t ca_leak_projection(uint32_t last, uint64_t headroom, double rate);
+
+/* Room for growth: free + cached bytes less the largest working set (peak
+ * allocated minus the level at the start) of the last eight iterations. */
+uint64_t ca_leak_headroom(const ca_track_snap *s, uint64_t free_and_cached);
 
 /* What to do about the leaks found, matched to what was measured: small
  * allocations kept one by one (a metric or loss kept as a tensor), many sites

@@ -194,7 +194,18 @@ void ca_period_matcher_init(ca_period_matcher *m, const ca_period *p) {
     m->p = *p;
 }
 
+void ca_period_matcher_init_counting(ca_period_matcher *m, const ca_period *p, uint32_t since) {
+    ca_period_matcher_init(m, p);
+    m->counting = 1;
+    m->since = since;
+}
+
 int ca_period_matcher_push(ca_period_matcher *m, uint32_t sym) {
+    if (m->counting) {
+        if (m->since++ < m->p.period) return 0;
+        m->since = 1; /* this allocation is the first of a new iteration */
+        return CA_PERIOD_STARTED;
+    }
     unsigned k = m->p.k;
     m->last[m->pos] = sym;
     m->pos = (m->pos + 1) % k;

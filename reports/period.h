@@ -52,9 +52,14 @@ typedef struct ca_period_matcher {
     ca_period p;
     uint32_t last[CA_PERIOD_MAX_ANCHOR]; /* ring of the latest symbols */
     unsigned pos, filled;
+    int counting;    /* no anchor: an iteration every p.period allocations */
+    uint32_t since;  /* allocations since the last start (counting) */
 } ca_period_matcher;
 
 void ca_period_matcher_init(ca_period_matcher *m, const ca_period *p);
+/* Counting instead of matching, for symbols only known afterwards (how long
+ * each allocation lived): `since` allocations of the current iteration so far. */
+void ca_period_matcher_init_counting(ca_period_matcher *m, const ca_period *p, uint32_t since);
 int ca_period_matcher_push(ca_period_matcher *m, uint32_t sym);
 
 #endif

@@ -138,7 +138,7 @@ int ca_report_ctx_init(ca_report_ctx *c, ca_tracker *t, ca_allocator *a, const c
     if (c->opt.device_unknown) c->frag.have_device = 0;
     if (c->frag.have_device) {
         c->have_headroom = 1;
-        c->headroom = c->frag.device_free + c->frag.cached_free;
+        c->headroom = ca_leak_headroom(&c->snap, c->frag.device_free + c->frag.cached_free);
     }
     c->n_leaks = ca_leaks_find(&c->snap, c->have_headroom, c->headroom, &c->leaks);
     for (size_t i = 0; i < c->n_leaks; i++) c->leak_rate += c->leaks[i].bytes_per_iteration;
@@ -147,14 +147,14 @@ int ca_report_ctx_init(ca_report_ctx *c, ca_tracker *t, ca_allocator *a, const c
                                 : -1;
     if (c->snap.site_mode == CA_SITES_STACK) {
         if (!(c->sym = ca_symtab_new())) goto fail;
-        if (full) {
+        /* Every site with allocations for the snapshot; the failing calls of
+         * OOMs (sites with no allocation of their own) always. */
+        if (full)
             for (size_t i = 0; i < c->snap.n_sites; i++) want_site(c, c->snap.sites[i].site);
-        } else {
-            for (size_t i = 0; i < c->n_leaks; i++) want_site(c, c->leaks[i].site);
-            for (size_t i = 0; i < c->snap.n_ooms; i++) {
-                want_site(c, c->snap.ooms[i].site);
-                for (uint32_t k = 0; k < c->snap.ooms[i].n_top; k++) want_site(c, c->snap.ooms[i].top_site[k]);
-            }
+        for (size_t i = 0; i < c->n_leaks; i++) want_site(c, c->leaks[i].site);
+        for (size_t i = 0; i < c->snap.n_ooms; i++) {
+            want_site(c, c->snap.ooms[i].site);
+            for (uint32_t k = 0; k < c->snap.ooms[i].n_top; k++) want_site(c, c->snap.ooms[i].top_site[k]);
         }
         ca_symtab_resolve(c->sym, c->opt.symbolize, c->opt.symbolize_timeout_ms);
     }

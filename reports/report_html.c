@@ -80,17 +80,19 @@ static void plot_time(const ca_report_ctx *c, FILE *f) {
         case CA_EVK_UNMAP: r -= (int64_t)ca_ev_bytes(e); break;
         default: break;
         }
-        x[i] = ca_report_time(c, e->ticks);
+        x[i] = (double)(s->first_seq + i);
         ya[i] = (double)a;
         yr[i] = (double)r;
     }
     size_t nm = 0;
     for (size_t i = 0; i < s->n_bounds; i++)
-        if (s->bounds[i].seq >= s->first_seq) marks[nm++] = ca_report_time(c, s->bounds[i].ticks);
+        if (s->bounds[i].seq >= s->first_seq) marks[nm++] = (double)s->bounds[i].seq;
     ca_svg_series ser[2] = {{"allocated", "#1f77b4", x, ya, n}, {"reserved", "#ff7f0e", x, yr, n}};
     ca_svg_plot_opts o = {0};
-    o.title = "Allocated and reserved over time";
-    o.x_label = s->time_is_index ? "event" : "time (s)";
+    /* Event numbers, not seconds: every allocation gets the same width, as
+     * in PyTorch's memory viewer, whatever the program computed between. */
+    o.title = "Allocated and reserved, event by event";
+    o.x_label = "event (allocations, frees, maps, unmaps)";
     o.y_bytes = 1;
     o.marks = marks;
     o.n_marks = nm;
@@ -179,7 +181,7 @@ static void segment_map(const ca_report_ctx *c, FILE *f) {
 
 int ca_report_html(const ca_report_ctx *c, FILE *f) {
     const ca_track_snap *s = &c->snap;
-    char b1[32], b2[32];
+    char b1[32];
     const char *title = c->opt.title ? c->opt.title : "cudalloc report";
     ca_html_begin(f, title);
     fputs("<h1>", f);
@@ -283,9 +285,9 @@ int ca_report_html(const ca_report_ctx *c, FILE *f) {
             }
             fputs("</ul>\n", f);
         }
-        fputs("<p>Failed call: ", f);
+        fputs("<div>Failed call: ", f);
         frames_pre(c, f, r->site);
-        fputs("</p>\n", f);
+        fputs("</div>\n", f);
         if (r->n_top) fputs("<table>\n<tr><th>live at the failure</th><th>allocations</th><th>call site</th></tr>\n", f);
         for (uint32_t k = 0; k < r->n_top; k++) {
             fputs("<tr>", f);
@@ -296,7 +298,6 @@ int ca_report_html(const ca_report_ctx *c, FILE *f) {
         }
         if (r->n_top) fputs("</table>\n", f);
     }
-    (void)b2;
     ca_html_end(f);
     return ferror(f) ? -1 : 0;
 }

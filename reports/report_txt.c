@@ -116,7 +116,7 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f) {
     if (fr->have_device)
         fprintf(f, "device free memory: %s of %s\n", ca_report_bytes((double)fr->device_free, b1, sizeof b1),
                 ca_report_bytes((double)fr->device_total, b2, sizeof b2));
-    fprintf(f, "free blocks by size:\n");
+    fprintf(f, "free blocks by size:%s\n", fr->cached_free ? "" : " (none)");
     for (int b = 0; b < CA_FRAG_BINS; b++) {
         if (!fr->hist_count[b]) continue;
         fprintf(f, "  >= %-10s %8" PRIu64 " blocks  %s\n", ca_report_bytes((double)ca_frag_bin_min(b), b1, sizeof b1),

@@ -208,7 +208,10 @@ static int run_addr2line(ca_symtab *s, int m, const size_t *idx, size_t n, long 
     posix_spawn_file_actions_adddup2(&fa, in[0], 0);
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
     posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    char *argv[] = {"addr2line", "-f", "-C", "-e", s->mods[m].path, NULL};
+    /* -i -a: an inlined call answers with its own function and line (the
+     * first pair after the address), not the function it was inlined into
+     * with the inlined line. */
+    char *argv[] = {"addr2line", "-a", "-i", "-f", "-C", "-e", s->mods[m].path, NULL};
     char **env = clean_env();
     pid_t pid;
     int rc = env ? posix_spawnp(&pid, "addr2line", &fa, NULL, argv, env) : -1;
@@ -268,17 +271,20 @@ static int run_addr2line(ca_symtab *s, int m, const size_t *idx, size_t n, long 
     close(out[0]);
     if (!done) kill(pid, SIGKILL); /* past the deadline: our own child only */
     waitpid(pid, NULL, 0);
-    if (resp) {
-        /* Two lines an address: the function, then file:line. */
+    if (resp && done) {
+        /* Per address: "0x...", then a function line and a file:line line
+         * per inline level, innermost first. */
         resp[got] = '\0';
         char *save = NULL, *l = strtok_r(resp, "\n", &save);
-        for (size_t i = 0; i < n && l; i++) {
-            char *loc = strtok_r(NULL, "\n", &save);
-            if (!loc) break;
-            if (done) { /* a cut answer may end mid-line: use only complete runs */
-                set_function(&s->e[idx[i]], l);
+        size_t i = 0;
+        while (l && i <= n) {
+            if (l[0] == '0' && l[1] == 'x') { /* the next address */
+                char *fn = strtok_r(NULL, "\n", &save), *loc = fn ? strtok_r(NULL, "\n", &save) : NULL;
+                if (!loc || i == n) break;
+                set_function(&s->e[idx[i]], fn);
                 parse_location(&s->e[idx[i]], loc);
                 answered++;
+                i++;
             }
             l = strtok_r(NULL, "\n", &save);
         }

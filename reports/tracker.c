@@ -292,7 +292,8 @@ static void log_event(ca_tracker *t, ca_evk kind, uint64_t addr, uint64_t bytes,
     }
     const uint64_t max48 = (UINT64_C(1) << 48) - 1;
     uint64_t b = bytes > max48 ? max48 : bytes;
-    uint64_t round = block > bytes ? (block - bytes) / CA_ROUND : 0;
+    uint64_t rounded = (b + CA_ROUND - 1) & ~(uint64_t)(CA_ROUND - 1);
+    uint64_t round = block > rounded ? (block - rounded) / CA_ROUND : 0;
     if (round > 0xfff) round = 0xfff;
     ca_ev *e = &t->ring[seq % t->ring_cap];
     e->addr = addr;
@@ -445,20 +446,61 @@ static void apply_detection(ca_tracker *t, const uint32_t *syms, size_t n_allocs
             }
             l->birth_iter = (uint32_t)lo;
         }
+        for (size_t i = 0; i < t->n_ooms; i++) {
+            size_t lo = 0;
+            while (lo < t->n_bounds && bt[lo] <= t->ooms[i].ticks) lo++;
+            t->ooms[i].iteration = (uint32_t)lo;
+        }
         free(bt);
     }
-    /* Carry on live: the matcher needs the latest symbols. */
-    ca_period_matcher_init(&t->matcher, &t->period);
-    size_t from = n_allocs > t->period.k ? n_allocs - t->period.k : 0;
-    int ends = 0;
-    for (size_t i = from; i < n_allocs; i++) ends = ca_period_matcher_push(&t->matcher, syms[i]);
-    t->pending = ends == CA_PERIOD_ENDS_AFTER;
+    /* Carry on live: the matcher needs the latest symbols; lifetimes (sites
+     * by size) are not known when an allocation is made: count instead. */
+    if (ca_tracker_site_mode(t) == CA_SITES_SIZE) {
+        ca_period_matcher_init_counting(&t->matcher, &t->period, (uint32_t)(nb ? n_allocs - at[nb - 1] : n_allocs));
+        t->pending = 0;
+    } else {
+        ca_period_matcher_init(&t->matcher, &t->period);
+        size_t from = n_allocs > t->period.k ? n_allocs - t->period.k : 0;
+        int ends = 0;
+        for (size_t i = from; i < n_allocs; i++) ends = ca_period_matcher_push(&t->matcher, syms[i]);
+        t->pending = ends == CA_PERIOD_ENDS_AFTER;
+    }
     t->detect_state = DETECT_FOUND;
     t->source = CA_ITER_DETECTED;
 out:
     free(at);
     free(cnt);
     free(byt);
+}
+
+/* Symbols for sites by size: how many allocations later each allocation
+ * was freed (a shape-independent trait: sizes follow the batch, lifetimes
+ * follow the code); UINT32_MAX when still live. */
+static void lifetimes(const ca_tracker *t, uint32_t *syms, size_t n) {
+    size_t cap = 64;
+    while (cap < 2 * n) cap *= 2;
+    uint64_t *key = calloc(cap, sizeof *key);
+    uint32_t *idx = calloc(cap, sizeof *idx);
+    size_t i = 0;
+    for (uint64_t q = 0; key && idx && q < t->seq; q++) {
+        const ca_ev *e = &t->ring[q];
+        uint64_t a = e->addr | 1; /* never 0: 0 marks an empty slot */
+        size_t h = (size_t)((a >> 9) * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1);
+        if (ca_ev_kind(e) == CA_EVK_ALLOC) {
+            while (key[h] && key[h] != a) h = (h + 1) & (cap - 1);
+            key[h] = a;
+            idx[h] = (uint32_t)i;
+            syms[i++] = UINT32_MAX;
+        } else if (ca_ev_kind(e) == CA_EVK_FREE) {
+            while (key[h] && key[h] != a) h = (h + 1) & (cap - 1);
+            if (key[h] == a && idx[h] != UINT32_MAX) {
+                syms[idx[h]] = (uint32_t)(i - idx[h]);
+                idx[h] = UINT32_MAX; /* freed; the slot stays for reuse of the address */
+            }
+        }
+    }
+    free(key);
+    free(idx);
 }
 
 static void try_detect(ca_tracker *t) {
@@ -469,8 +511,8 @@ static void try_detect(ca_tracker *t) {
     if (t->seq * 2 > t->next_try) t->next_try = t->seq * 2;
     size_t n = 0;
     for (uint64_t q = 0; q < t->seq; q++) n += ca_ev_kind(&t->ring[q]) == CA_EVK_ALLOC;
-    uint32_t *syms = malloc(n * sizeof *syms);
-    uint64_t *level = malloc(n * sizeof *level);
+    uint32_t *syms = malloc((n ? n : 1) * sizeof *syms);
+    uint64_t *level = malloc((n ? n : 1) * sizeof *level);
     if (syms && level) {
         uint64_t now = 0;
         size_t i = 0;
@@ -484,6 +526,7 @@ static void try_detect(ca_tracker *t) {
                 now -= ca_ev_block(e);
             }
         }
+        if (ca_tracker_site_mode(t) == CA_SITES_SIZE) lifetimes(t, syms, n);
         if (ca_period_find(syms, level, n, &t->period)) apply_detection(t, syms, n);
     }
     free(syms);
@@ -623,6 +666,8 @@ void ca_tracker_step(ca_tracker *t, ca_iter_source src) {
 
 void ca_tracker_oom(ca_tracker *t, const ca_oom_info *info) {
     ca_lock_acquire(&t->lock);
+    /* Judging needs iterations: look for the loop now if it is still unknown. */
+    if (t->detect_state == DETECT_TRYING && t->seq) try_detect(t);
     uint16_t th = thread_index(t, 0);
     ca_oom_record *r = NULL;
     for (size_t i = t->n_ooms; i-- > 0;)

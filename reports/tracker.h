@@ -132,7 +132,8 @@ typedef enum {
 typedef struct ca_ev {
     uint64_t addr;     /* OOM: index of its record in ooms */
     uint64_t packed;   /* bytes (48 bits: requested, or mapped for MAP/UNMAP),
-                          rounding (12 bits, in 512 B units), kind (4 bits) */
+                          block bytes past the requested size rounded up to
+                          512 (12 bits, in 512 B units), kind (4 bits) */
     uint64_t ticks;
     uint32_t site;     /* ALLOC/FREE: the allocation's site; OOM: the failing call's */
     uint16_t thread;   /* index in threads[] */
@@ -141,9 +142,11 @@ typedef struct ca_ev {
 
 static inline ca_evk ca_ev_kind(const ca_ev *e) { return (ca_evk)(e->packed >> 60); }
 static inline uint64_t ca_ev_bytes(const ca_ev *e) { return e->packed & ((UINT64_C(1) << 48) - 1); }
-/* The block's size (requested plus rounding) for ALLOC/FREE. */
+/* The block's size for ALLOC/FREE: the request rounded up to 512 bytes,
+ * plus what a classic segment's block kept beyond that. */
 static inline uint64_t ca_ev_block(const ca_ev *e) {
-    return ca_ev_bytes(e) + ((e->packed >> 48) & 0xfff) * CA_ROUND;
+    uint64_t b = ca_ev_bytes(e);
+    return ((b + CA_ROUND - 1) & ~(uint64_t)(CA_ROUND - 1)) + ((e->packed >> 48) & 0xfff) * CA_ROUND;
 }
 
 typedef struct ca_boundary {

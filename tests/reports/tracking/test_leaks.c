@@ -77,14 +77,34 @@ START_TEST(leak_figures) {
     ck_assert_int_eq(l[0].growing_buffer, 0);
     ck_assert_int_eq(l[0].projected_oom_iteration, -1);
     free(l);
-    /* With 100 MiB of headroom at 1 MiB per iteration, after iteration 9:
-     * the device runs out at iteration 109. */
+    /* 100 MiB of room at 1 MiB per iteration, after iteration 9: iterations
+     * 10..109 start at most 100 MiB higher and fit; 111 is the first that
+     * would need more (110 starts exactly 100 MiB up: still fits). */
     n = ca_leaks_find(&snap, 1, 100 * MIB, &l);
     ck_assert_uint_eq(n, 1);
-    ck_assert_int_eq(l[0].projected_oom_iteration, 109);
-    ck_assert_int_eq(ca_leak_projection(9, 100 * MIB + 1, (double)MIB), 110);
+    ck_assert_int_eq(l[0].projected_oom_iteration, 111);
+    ck_assert_int_eq(ca_leak_projection(9, 100 * MIB - 1, (double)MIB), 110);
+    ck_assert_int_eq(ca_leak_projection(9, 0, (double)MIB), 11);
     ck_assert_int_eq(ca_leak_projection(9, 100 * MIB, 0), -1);
+
     free(l);
+    ca_track_snap_free(&snap);
+    ca_tracker_destroy(s.t);
+}
+END_TEST
+
+START_TEST(headroom_less_working_set) {
+    /* Batch 4: an iteration peaks at its 8 activations (4 x 256 KiB + k x 512
+     * each) and one 512 KiB temporary above where it started. */
+    sim s = {sim_tracker(0), 0, 3};
+    loop_state L;
+    loop_setup(&s, &L);
+    for (int i = 0; i < 10; i++) loop_iteration(&s, &L, LOOP_MARKS | LOOP_LEAK);
+    ca_track_snap snap;
+    ca_tracker_snapshot(s.t, &snap);
+    uint64_t work = 8 * MIB + 28 * 512 + 512 * KIB;
+    ck_assert_uint_eq(ca_leak_headroom(&snap, 100 * MIB), 100 * MIB - work);
+    ck_assert_uint_eq(ca_leak_headroom(&snap, work), 0);
     ca_track_snap_free(&snap);
     ca_tracker_destroy(s.t);
 }
@@ -247,6 +267,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, clean_loops_never_flagged);
     tcase_add_test(tc, clean_varying_many_seeds);
     tcase_add_test(tc, leak_figures);
+    tcase_add_test(tc, headroom_less_working_set);
     tcase_add_test(tc, lazy_optimizer_state_and_cache_not_flagged);
     tcase_add_test(tc, cache_that_stops_is_let_go);
     tcase_add_test(tc, leak_found_with_detected_iterations);

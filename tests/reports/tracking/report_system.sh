@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Whole-program tests of cudalloc-report: synthetic loops (leaking or clean,
+# with iteration rows or detected), the shared real traces, bad input
+# (FILE:LINE: message, exit 2), and the HTML in headless Chromium.
+#   report_system.sh BIN_DIR TRACES_DIR
+set -u
+bin=${1:?usage: report_system.sh BIN_DIR TRACES_DIR}
+traces=${2:-}
+here=$(cd "$(dirname "$0")" && pwd)
+report=$bin/cudalloc-report
+fail=0 pass=0
+ok() { pass=$((pass + 1)); }
+no() { echo "FAIL: $*"; fail=$((fail + 1)); }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+gen() { bash "$here/gen_trace.sh" "$@"; }
+
+# A leak with iteration rows: flagged, rate and first iteration right.
+gen 12 1 1 > "$tmp/leak.csv"
+out=$("$report" "$tmp/leak.csv") || no "leak.csv exited $?"
+head -1 <<<"$out" | grep -q '^VERDICT: LEAK: 1 call site keeps 1.00 MiB more every iteration' && ok || no "leak verdict: $(head -1 <<<"$out")"
+grep -q 'source: explicit' <<<"$out" && ok || no "leak.csv: source not explicit"
+grep -q 'allocations of 1.00 MiB (1048576 B)' <<<"$out" && ok || no "leak.csv: site by size missing"
+grep -q 'projected out-of-memory iteration: unknown' <<<"$out" && ok || no "no capacity: projection should be unknown"
+
+# The same without iteration rows: the loop is detected.
+gen 12 1 0 > "$tmp/leak_nomarks.csv"
+out=$("$report" "$tmp/leak_nomarks.csv") || no "leak_nomarks.csv exited $?"
+head -1 <<<"$out" | grep -q '^VERDICT: LEAK' && ok || no "detected leak verdict: $(head -1 <<<"$out")"
+grep -q 'source: detected, 8 allocations per iteration' <<<"$out" && ok || no "detection: $(grep source <<<"$out")"
+
+# Clean loops, marked and detected: healthy.
+gen 30 0 1 > "$tmp/clean.csv"
+gen 30 0 0 > "$tmp/clean_nomarks.csv"
+for f in clean clean_nomarks; do
+    out=$("$report" "$tmp/$f.csv") || no "$f exited $?"
+    head -1 <<<"$out" | grep -q '^VERDICT: HEALTHY' && ok || no "$f: $(head -1 <<<"$out")"
+done
+
+# --capacity: the projection and an OOM verdict; JSON for programs.
+gen 12 1 1 1 > "$tmp/oom.csv"
+"$report" "$tmp/oom.csv" --capacity 256MiB --json "$tmp/oom.json" --txt "$tmp/oom.txt" || no "oom.csv exited $?"
+python3 - "$tmp/oom.json" <<'PY' && ok || no "oom.json content"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r['iterations'] == {**r['iterations'], 'count': 12, 'source': 'explicit'}, r['iterations']
+l = r['leaks'][0]
+assert l['bytes_per_iteration'] == 1 << 20 and l['count_per_iteration'] == 1 and l['first_iteration'] == 0, l
+assert isinstance(l['projected_oom_iteration'], int) and l['projected_oom_iteration'] > 100, l
+assert r['ooms'][0]['verdict'] == 'not_there' and r['ooms'][0]['requested_bytes'] == 8 << 30, r['ooms']
+assert r['fragmentation']['device_total_bytes'] == 256 << 20
+assert 'allocated_bytes.all.peak' in r['stats']
+PY
+grep -q 'at this rate alone the device runs out at iteration' "$tmp/oom.txt" && ok || no "oom.txt: no projection"
+
+# The shared real traces (one iteration each: no loop to find) and a
+# classic-mode replay.
+for f in "$traces"/*.csv; do
+    [ -f "$f" ] || continue
+    out=$("$report" "$f") || { no "$f exited $?"; continue; }
+    head -1 <<<"$out" | grep -q '^VERDICT: ' && ok || no "$f: no verdict"
+    "$report" --mode classic "$f" --json "$tmp/t.json" && python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$tmp/t.json" && ok || no "$f: classic json"
+done
+
+# Bad input: FILE:LINE: message, exit 2, one line.
+check_bad() { # name, content, expected text
+    printf '%b' "$2" > "$tmp/$1.csv"
+    msg=$("$report" "$tmp/$1.csv" 2>&1 >/dev/null); rc=$?
+    if [ $rc -eq 2 ] && [ "$(wc -l <<<"$msg")" -eq 1 ] && grep -q "^$tmp/$1.csv:[0-9]*: .*$3" <<<"$msg"; then ok
+    else no "$1: rc=$rc msg='$msg' (wanted '$3')"; fi
+}
+H='Thread,Time,Action,Pointer,Size,Stream\n'
+check_bad header 'Thread,Time\n1,0,allocate,0x1,10,0x0\n' 'header'
+check_bad action "${H}1,0,allocate,0x1,10,0x0\n1,1,reallocate,0x1,10,0x0\n" 'action'
+check_bad size "${H}1,0,allocate,0x1,ten,0x0\n" 'Size'
+check_bad unknown "${H}1,0,free,0x5,10,0x0\n" 'not live'
+check_bad empty "" 'empty'
+check_bad binary '\x00\x01\x02PNG\n' 'header'
+msg=$("$report" "$tmp/missing.csv" 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "missing.csv:0: cannot open" <<<"$msg" && ok || no "missing file: rc=$rc '$msg'"
+msg=$("$report" --capacity lots "$tmp/leak.csv" 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "bad --capacity" <<<"$msg" && ok || no "bad --capacity: rc=$rc '$msg'"
+msg=$("$report" 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q usage <<<"$msg" && ok || no "no file: rc=$rc"
+msg=$("$report" "$tmp/leak.csv" --json "$tmp/no/such/dir/r.json" 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "cudalloc-report: " <<<"$msg" && ok || no "unwritable output: rc=$rc '$msg'"
+
+bash "$here/html_chromium.sh" "$bin" && ok || no "html in chromium"
+
+echo "report_system: $pass passed, $fail failed"
+[ $fail -eq 0 ]
