@@ -22,10 +22,13 @@ int main(void) {
     nvtxRangePushEx(&a);
     nvtxRangePop();
     CHECK(CUDALLOC_CALL(cudalloc_iteration) == 4, "4 NVTX steps: %ld", CUDALLOC_CALL(cudalloc_iteration));
-    /* An explicit mark outranks NVTX: from now on NVTX ranges are ignored. */
+    /* An explicit mark outranks NVTX: from now on only explicit marks count,
+     * whatever NVTX ranges the program keeps opening. */
     CUDALLOC_CALL(cudalloc_step);
+    CHECK(CUDALLOC_CALL(cudalloc_iteration) == 1, "explicit wins: %ld", CUDALLOC_CALL(cudalloc_iteration));
     nvtxRangePushA("step");
     nvtxRangePop();
-    CHECK(CUDALLOC_CALL(cudalloc_iteration) == 5, "explicit wins: %ld", CUDALLOC_CALL(cudalloc_iteration));
+    CUDALLOC_CALL(cudalloc_step);
+    CHECK(CUDALLOC_CALL(cudalloc_iteration) == 2, "NVTX no longer counts: %ld", CUDALLOC_CALL(cudalloc_iteration));
     CHECK_DONE("nvtx");
 }
