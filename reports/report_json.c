@@ -34,6 +34,14 @@ static void frames(const ca_report_ctx *c, ca_json *j, uint32_t site) {
     ca_json_kv_str(j, "site", label);
 }
 
+static void kv_opt_uint(ca_json *j, const char *k, int have, uint64_t v) {
+    if (have) ca_json_kv_uint(j, k, v);
+    else {
+        ca_json_key(j, k);
+        ca_json_null(j);
+    }
+}
+
 static void kv_opt_int(ca_json *j, const char *k, int have, int64_t v) {
     if (have) ca_json_kv_int(j, k, v);
     else {
@@ -179,14 +187,14 @@ int ca_report_json(const ca_report_ctx *c, FILE *f) {
     ca_json_kv_uint(j, "largest_free_block", fr->largest_free);
     ca_json_kv_double(j, "fragmentation", fr->fragmentation);
     ca_json_kv_uint(j, "largest_allocation_now", fr->largest_allocation_now);
-    kv_opt_int(j, "device_free_bytes", fr->have_device, (int64_t)fr->device_free);
-    kv_opt_int(j, "device_total_bytes", fr->have_device, (int64_t)fr->device_total);
+    kv_opt_uint(j, "device_free_bytes", fr->have_device, fr->device_free);
+    kv_opt_uint(j, "device_total_bytes", fr->have_device, fr->device_total);
     ca_json_key(j, "free_block_histogram");
     ca_json_arr_begin(j);
     for (int b = 0; b < CA_FRAG_BINS; b++) {
         ca_json_obj_begin(j);
         ca_json_kv_uint(j, "min_bytes", ca_frag_bin_min(b));
-        kv_opt_int(j, "max_bytes", b + 1 < CA_FRAG_BINS, (int64_t)ca_frag_bin_min(b + 1));
+        kv_opt_uint(j, "max_bytes", b + 1 < CA_FRAG_BINS, ca_frag_bin_min(b + 1));
         ca_json_kv_uint(j, "count", fr->hist_count[b]);
         ca_json_kv_uint(j, "bytes", fr->hist_bytes[b]);
         ca_json_obj_end(j);

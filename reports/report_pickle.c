@@ -60,7 +60,8 @@ static void trace_entry(const ca_report_ctx *c, ca_pkl *p, const char *action, c
     if (oom) {
         uint64_t dfree = 0;
         if (e->addr < s->n_ooms && s->ooms[e->addr].have_info) dfree = s->ooms[e->addr].info.device_free;
-        ca_pkl_kv_uint(p, "device_free", dfree);
+        /* An unlimited simulated device says SIZE_MAX; pickled ints stop at 2^63. */
+        ca_pkl_kv_uint(p, "device_free", dfree > INT64_MAX ? (uint64_t)INT64_MAX : dfree);
     } else {
         ca_pkl_kv_uint(p, "addr", e->addr);
     }

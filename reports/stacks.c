@@ -64,7 +64,7 @@ static uint32_t find(const ca_stacks *s, const sindex *ix, uint64_t h, const uin
         uint32_t id = atomic_load_explicit(&ix->slot[i], memory_order_acquire);
         if (!id) return 0;
         const srec *r = rec_of(s, id);
-        if (r && r->hash == h && r->n == n && !memcmp(r->ips, ips, n * sizeof *ips)) return id;
+        if (r && r->hash == h && r->n == n && (!n || !memcmp(r->ips, ips, n * sizeof *ips))) return id;
     }
 }
 
@@ -100,7 +100,7 @@ uint32_t ca_stacks_intern(ca_stacks *s, const uintptr_t *ips, unsigned n) {
     if (!r) goto out;
     r->hash = h;
     r->n = n;
-    memcpy(r->ips, ips, n * sizeof *ips);
+    if (n) memcpy(r->ips, ips, n * sizeof *ips);
     s->bytes += sizeof *r + n * sizeof *ips;
     /* Keep the index at most half full; grow by doubling into a new table. */
     if (2 * (uint64_t)next > (uint64_t)ix->mask + 1) {

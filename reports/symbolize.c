@@ -75,7 +75,7 @@ static int by_ip(const void *a, const void *b) {
 
 static void sort_unique(ca_symtab *s) {
     if (s->sorted) return;
-    qsort(s->e, s->n, sizeof *s->e, by_ip);
+    if (s->n) qsort(s->e, s->n, sizeof *s->e, by_ip);
     size_t k = 0;
     for (size_t i = 0; i < s->n; i++)
         if (!k || s->e[i].f.ip != s->e[k - 1].f.ip) s->e[k++] = s->e[i];

@@ -797,7 +797,7 @@ int ca_tracker_snapshot(ca_tracker *t, ca_track_snap *s) {
     DUP(s->streams, t->streams, t->n_streams);
     s->n_streams = t->n_streams;
     ca_lock_release(&t->lock);
-    qsort(s->live, s->n_live, sizeof *s->live, by_addr);
+    if (s->n_live) qsort(s->live, s->n_live, sizeof *s->live, by_addr);
     return 0;
 fail:
     ca_lock_release(&t->lock);
