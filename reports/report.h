@@ -12,6 +12,7 @@
  * Call it from normal context (the preload's SIGUSR1 handler only sets a flag). */
 #ifndef CA_REPORT_H
 #define CA_REPORT_H
+#include <stdint.h>
 #include <stdio.h>
 
 #include "allocator/allocator.h"
@@ -36,6 +37,11 @@ typedef struct ca_report_options {
     const char *title;        /* e.g. the program's name; NULL: "cudalloc report" */
     const char *source_name;  /* offline: the trace file the report comes from */
     int device_unknown;       /* offline without a capacity: no device figures, no projection */
+    /* Device memory allocated past cudalloc (CUPTI, filled by the preload):
+     * shown as its own line in the fragmentation and OOM sections. */
+    int external_known;       /* 1: the two figures below are measured */
+    uint64_t external_alloc_bytes, external_pool_bytes;
+    const char *external_note; /* else why not (e.g. "CUPTI is not loaded"); NULL: say nothing */
 } ca_report_options;
 
 void ca_report_options_default(ca_report_options *o);

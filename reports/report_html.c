@@ -248,7 +248,16 @@ int ca_report_html(const ca_report_ctx *c, FILE *f) {
     row_bytes(f, "cached free", (double)fr->cached_free);
     row_bytes(f, "largest free block", (double)fr->largest_free);
     row_bytes(f, "largest allocation possible now", (double)fr->largest_allocation_now);
+    if (c->opt.external_known) {
+        row_bytes(f, "outside cudalloc: allocations (CUPTI)", (double)c->opt.external_alloc_bytes);
+        row_bytes(f, "outside cudalloc: memory pools (CUPTI)", (double)c->opt.external_pool_bytes);
+    }
     fprintf(f, "<tr><th>fragmentation</th><td class=\"num\">%.1f%%</td></tr>\n</table>\n", fr->fragmentation * 100);
+    if (!c->opt.external_known && c->opt.external_note) {
+        fputs("<p>Memory allocated past cudalloc: not measured (", f);
+        ca_html_escape(f, c->opt.external_note);
+        fputs(").</p>\n", f);
+    }
     fputs("<table>\n<tr><th>free blocks of at least</th><th>count</th><th>bytes</th></tr>\n", f);
     for (int b = 0; b < CA_FRAG_BINS; b++) {
         fprintf(f, "<tr><td>%s</td><td class=\"num\">%" PRIu64 "</td>",

@@ -189,6 +189,16 @@ int ca_report_json(const ca_report_ctx *c, FILE *f) {
     ca_json_kv_uint(j, "largest_allocation_now", fr->largest_allocation_now);
     kv_opt_uint(j, "device_free_bytes", fr->have_device, fr->device_free);
     kv_opt_uint(j, "device_total_bytes", fr->have_device, fr->device_total);
+    ca_json_key(j, "external");
+    if (c->opt.external_known) {
+        ca_json_obj_begin(j);
+        ca_json_kv_uint(j, "allocation_bytes", c->opt.external_alloc_bytes);
+        ca_json_kv_uint(j, "pool_bytes", c->opt.external_pool_bytes);
+        ca_json_obj_end(j);
+    } else {
+        ca_json_null(j);
+    }
+    if (!c->opt.external_known && c->opt.external_note) ca_json_kv_str(j, "external_note", c->opt.external_note);
     ca_json_key(j, "free_block_histogram");
     ca_json_arr_begin(j);
     for (int b = 0; b < CA_FRAG_BINS; b++) {

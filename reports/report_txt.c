@@ -45,6 +45,17 @@ static void para2(FILE *f, const char *first, const char *indent, const char *te
 
 static void para(FILE *f, const char *indent, const char *text) { para2(f, indent, indent, text); }
 
+/* Device memory allocated past cudalloc, when the preload measured it. */
+static void external(const ca_report_ctx *c, FILE *f, const char *indent) {
+    char b1[32], b2[32];
+    if (c->opt.external_known)
+        fprintf(f, "%soutside cudalloc (CUPTI): %s in allocations, %s held by memory pools\n", indent,
+                ca_report_bytes((double)c->opt.external_alloc_bytes, b1, sizeof b1),
+                ca_report_bytes((double)c->opt.external_pool_bytes, b2, sizeof b2));
+    else if (c->opt.external_note)
+        fprintf(f, "%soutside cudalloc: not measured (%s)\n", indent, c->opt.external_note);
+}
+
 int ca_report_txt(const ca_report_ctx *c, FILE *f) {
     const ca_track_snap *s = &c->snap;
     char b1[32], b2[32], b3[32], b4[32];
@@ -116,6 +127,7 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f) {
     if (fr->have_device)
         fprintf(f, "device free memory: %s of %s\n", ca_report_bytes((double)fr->device_free, b1, sizeof b1),
                 ca_report_bytes((double)fr->device_total, b2, sizeof b2));
+    external(c, f, "");
     fprintf(f, "free blocks by size:%s\n", fr->cached_free ? "" : " (none)");
     for (int b = 0; b < CA_FRAG_BINS; b++) {
         if (!fr->hist_count[b]) continue;
@@ -147,6 +159,7 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f) {
                     ca_report_bytes((double)in->allocated, b1, sizeof b1), ca_report_bytes((double)in->reserved, b2, sizeof b2),
                     ca_report_bytes((double)in->free_cached, b3, sizeof b3),
                     ca_report_bytes((double)in->largest_free, b4, sizeof b4));
+            external(c, f, "  ");
             fprintf(f, "  verdict: %s: %s\n", ca_oom_verdict_name(r->verdict), ca_oom_verdict_text(r->verdict));
             if (r->n_leaks)
                 fprintf(f, "  leaking call sites then: %u, holding %s\n", r->n_leaks,

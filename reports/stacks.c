@@ -136,6 +136,10 @@ uint32_t ca_stacks_count(const ca_stacks *s) {
 
 size_t ca_stacks_memory(const ca_stacks *s) { return s ? s->bytes + sizeof *s : 0; }
 
+void ca_stacks_fork_child(ca_stacks *s) {
+    if (s) pthread_mutex_init(&s->mu, NULL);
+}
+
 void ca_stacks_set_skip_range(ca_stacks *s, uintptr_t lo, uintptr_t hi) {
     s->skip_lo = lo;
     s->skip_hi = hi;

@@ -52,6 +52,9 @@ size_t ca_stacks_memory(const ca_stacks *s);
  * before capturing starts; the default is described above. */
 void ca_stacks_set_skip_range(ca_stacks *s, uintptr_t lo, uintptr_t hi);
 
+/* In a fork child: the table's insert lock starts free again. */
+void ca_stacks_fork_child(ca_stacks *s);
+
 /* The calling thread's capture counters: cache hits and full walks. */
 void ca_stacks_thread_counts(uint64_t *hits, uint64_t *walks);
 

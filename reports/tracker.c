@@ -190,6 +190,11 @@ void ca_tracker_detach(ca_tracker *t, ca_allocator *a) {
 }
 
 ca_stacks *ca_tracker_stacks(ca_tracker *t) { return t->stacks; }
+void ca_tracker_fork_child(ca_tracker *t) {
+    ca_lock_init(&t->lock);
+    if (t->own_stacks) ca_stacks_fork_child(t->stacks);
+}
+
 int ca_tracker_warn_once(ca_tracker *t) { return !__atomic_exchange_n(&t->warned, 1, __ATOMIC_RELAXED); }
 ca_site_mode ca_tracker_site_mode(const ca_tracker *t) {
     return t->opt.capture_stacks ? CA_SITES_STACK : CA_SITES_SIZE;

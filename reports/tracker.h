@@ -97,6 +97,10 @@ uint32_t ca_tracker_size_site(ca_tracker *t, uint64_t requested);
 ca_stacks *ca_tracker_stacks(ca_tracker *t);
 ca_site_mode ca_tracker_site_mode(const ca_tracker *t);
 
+/* In a fork child (pthread_atfork's child handler): the locks start free
+ * again, whatever thread held them in the parent. The state is kept. */
+void ca_tracker_fork_child(ca_tracker *t);
+
 /* 1 the first time it is called on t, then 0: one warning per tracker. */
 int ca_tracker_warn_once(ca_tracker *t);
 

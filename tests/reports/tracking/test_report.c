@@ -81,6 +81,7 @@ static const char *JSON_CHECK =
     "for k in ('reserved_bytes','allocated_bytes','largest_free_block','fragmentation'):\n"
     "    assert k in fr, k\n"
     "assert 0 <= fr['fragmentation'] <= 1 and fr['allocated_bytes'] == (12 + 20) << 20, fr\n"
+    "assert fr['external'] == {'allocation_bytes': 3 << 20, 'pool_bytes': 64 << 20}, fr['external']\n"
     "o = r['ooms']\n"
     "assert len(o) == 1 and o[0]['requested_bytes'] == 80 << 20 and o[0]['verdict'] in ('not_there','leak'), o\n"
     "assert o[0]['frames'][0]['function'] == 'run', o[0]['frames']\n"
@@ -173,6 +174,9 @@ START_TEST(all_files) {
     ca_report_options o;
     ca_report_options_default(&o);
     o.expandable = 1;
+    o.external_known = 1;
+    o.external_alloc_bytes = 3 * MIB;
+    o.external_pool_bytes = 64 * MIB;
     ck_assert_int_eq(ca_report_write(t, a, prefix, &o), 0);
     static const char *ext[] = {".txt", ".json", ".pickle", ".html", ".csv"};
     for (int i = 0; i < 5; i++) {
@@ -191,6 +195,7 @@ START_TEST(all_files) {
     ck_assert_ptr_nonnull(strstr(body, "== Fragmentation"));
     ck_assert_ptr_nonnull(strstr(body, "== Out of memory"));
     ck_assert_ptr_null(strstr(body, "ca_malloc")); /* our own frames are left out */
+    ck_assert_ptr_nonnull(strstr(body, "outside cudalloc (CUPTI): 3.00 MiB in allocations, 64.0 MiB held by memory pools"));
     free(body);
     char *json = file_of(dir, ".json");
     ck_python_ok(dir, JSON_CHECK, json);
