@@ -33,9 +33,18 @@ $(BIN)/cudalloc-report: $(OBJ)/tools/report.o $(TRACE_OBJS) $(UTIL_OBJS) $(LIB)/
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(REPORTS_LDLIBS)
 ALL_TARGETS += $(BIN)/cudalloc-report
 
+# The tracker inside a shared object (as in libcudalloc.so), called by a program.
+PROBE_DIR := $(BUILD)/tests/reports/tracking/so
+$(PROBE_DIR)/libprobe.so: $(OBJ)/tests/reports/tracking/so/probe_lib.o $(LIB)/libcareports.a $(LIBCA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -shared -o $@ $^ $(REPORTS_LDLIBS)
+$(PROBE_DIR)/probe: $(OBJ)/tests/reports/tracking/so/probe_main.o $(PROBE_DIR)/libprobe.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(PROBE_DIR) -lprobe -Wl,-rpath,'$$ORIGIN'
+
 .PHONY: test-report
-test-report: $(BIN)/cudalloc-report $(BIN)/cudalloc-replay
-	@bash tests/reports/tracking/report_system.sh $(BIN) $(TRACES)
+test-report: $(BIN)/cudalloc-report $(BIN)/cudalloc-replay $(PROBE_DIR)/probe
+	@bash tests/reports/tracking/report_system.sh $(BIN) $(TRACES) $(PROBE_DIR)/probe
 SYSTEM_TESTS += test-report
 
 # Tracking cost per alloc+free pair, deep call chains, count backend.

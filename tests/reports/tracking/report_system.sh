@@ -2,10 +2,12 @@
 # Whole-program tests of cudalloc-report: synthetic loops (leaking or clean,
 # with iteration rows or detected), the shared real traces, bad input
 # (FILE:LINE: message, exit 2), and the HTML in headless Chromium.
-#   report_system.sh BIN_DIR TRACES_DIR
+#   report_system.sh BIN_DIR TRACES_DIR [PROBE]
+# PROBE: a program leaking through a shared object that holds the tracker.
 set -u
-bin=${1:?usage: report_system.sh BIN_DIR TRACES_DIR}
+bin=${1:?usage: report_system.sh BIN_DIR TRACES_DIR [PROBE]}
 traces=${2:-}
+probe=${3:-}
 here=$(cd "$(dirname "$0")" && pwd)
 report=$bin/cudalloc-report
 fail=0 pass=0
@@ -83,6 +85,19 @@ msg=$("$report" 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q usage <<<"$msg" && ok || no "no file: rc=$rc"
 msg=$("$report" "$tmp/leak.csv" --json "$tmp/no/such/dir/r.json" 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "cudalloc-report: " <<<"$msg" && ok || no "unwritable output: rc=$rc '$msg'"
+
+# Inside a shared object, the library's own frames are skipped at capture:
+# the leak's first frame is the program's.
+if [ -n "$probe" ]; then
+    "$probe" "$tmp/probe" && ok || no "probe exited $?"
+    python3 - "$tmp/probe.json" <<'PY' && ok || no "shared object: leak frames"
+import json, sys
+r = json.load(open(sys.argv[1]))
+f = r['leaks'][0]['frames']
+assert f[0]['function'] == 'user_code' and f[0]['file'].endswith('probe_main.c'), f[:3]
+assert all('probe_lib' not in x['file'] and not x['function'].startswith('ca_') for x in f), f
+PY
+fi
 
 bash "$here/html_chromium.sh" "$bin" && ok || no "html in chromium"
 
