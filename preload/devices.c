@@ -22,6 +22,20 @@ static __thread __attribute__((tls_model("initial-exec"))) CUcontext tl_ctx;
 static __thread __attribute__((tls_model("initial-exec"))) ca_device *tl_dev;
 static __thread __attribute__((tls_model("initial-exec"))) unsigned tl_generation;
 
+/* One call-stack table for every device's tracker. */
+static ca_stacks *stacks;
+
+static ca_tracker *make_tracker(ca_device *d) {
+    if (!stacks && !(stacks = ca_stacks_new(32))) return NULL;
+    ca_tracker_options o;
+    ca_tracker_options_default(&o);
+    o.device = d->ordinal;
+    o.stacks = stacks;
+    ca_tracker *t = ca_tracker_new(&o);
+    if (t) ca_tracker_attach(t, d->alloc);
+    return t;
+}
+
 static ca_device *create(int ordinal, CUcontext ctx) {
     ca_backend *be = ca_backend_cuda_new(ordinal, ctx);
     if (!be) return NULL;
@@ -37,6 +51,7 @@ static ca_device *create(int ordinal, CUcontext ctx) {
     }
     d->ordinal = ordinal;
     d->ctx = ctx;
+    if (ca_conf.tracking && !(d->tracker = make_tracker(d))) ca_warn("no memory to track allocations on device %d", ordinal);
     const ca_driver *drv = ca_drv();
     if (drv->cuEventCreate && drv->cuEventCreate(&d->barrier, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
         d->barrier = NULL;
@@ -50,6 +65,7 @@ static ca_device *get(int ordinal, CUcontext ctx) {
     ca_lock_acquire(&devices_lock);
     if (!(d = devices[ordinal]) && (d = create(ordinal, ctx))) {
         ca_cupti_start();
+        ca_report_signal_start();
         made[nmade] = d;
         atomic_store_explicit(&nmade, nmade + 1, memory_order_release);
         __atomic_store_n(&devices[ordinal], d, __ATOMIC_RELEASE);
@@ -101,6 +117,8 @@ void ca_devices_foreach(void (*fn)(ca_device *d, void *ctx), void *ctx) {
 static void after_fork_in_child(void) {
     for (int i = 0; i < MAX_DEVICES; i++) devices[i] = made[i] = NULL;
     nmade = 0;
+    stacks = NULL;
+    ca_report_after_fork();
     ca_lock_init(&devices_lock);
     generation++;
 }

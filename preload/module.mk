@@ -8,9 +8,9 @@ LIBCUDALLOC := $(LIB)/libcudalloc.so
 
 # No libcuda or libcudart at link time: the preload loads into any program and
 # finds the driver at run time.
-$(LIBCUDALLOC): $(PRELOAD_OBJS) $(LIBCA) $(UTIL_OBJS)
+$(LIBCUDALLOC): $(PRELOAD_OBJS) $(LIB)/libcareports.a $(LIBCA) $(UTIL_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -shared -Wl,-soname,libcudalloc.so -Wl,--no-undefined -o $@ $^ -ldl -lpthread
+	$(CC) $(ALL_CFLAGS) -shared -Wl,-soname,libcudalloc.so -Wl,--no-undefined -o $@ $^ -lunwind -ldl -lpthread -lm
 ALL_TARGETS += $(LIBCUDALLOC)
 else
 $(info cudalloc: no CUDA headers in $(CUDA_INC): libcudalloc.so is not built)

@@ -9,6 +9,8 @@
 #include <stddef.h>
 
 #include "allocator/allocator.h"
+#include "reports/report.h"
+#include "reports/tracker.h"
 #include "util/export.h"
 
 /* ---- real.c: the functions we stand in front of ---- */
@@ -63,6 +65,7 @@ typedef struct ca_config {
     size_t max_reserved;  /* per device; 0: the device's memory */
     char report[1024];    /* report path prefix; empty: none */
     bool summary;         /* the exit summary on stderr */
+    bool tracking;        /* watch lifetimes, call sites and iterations (reports, leaks) */
     char nvtx_range[128]; /* the NVTX range that is one iteration */
     bool oom_message;     /* the OOM message on stderr */
 } ca_config;
@@ -76,6 +79,7 @@ typedef struct ca_device {
     int ordinal;
     CUcontext ctx;        /* the context the allocator was made in */
     ca_allocator *alloc;
+    ca_tracker *tracker;  /* NULL with tracking:false */
     CUevent barrier;      /* recorded on the legacy stream at each cudaFree */
 } ca_device;
 
@@ -95,8 +99,8 @@ CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream);
 CUresult ca_do_free(CUdeviceptr ptr, CUstream stream, bool sync);
 CUresult ca_do_mem_info(size_t *free_bytes, size_t *total_bytes);
 
-/* ---- steps.c: iteration boundaries, in order of trust ---- */
-typedef enum { CA_ITER_NONE, CA_ITER_DETECTED, CA_ITER_NVTX, CA_ITER_EXPLICIT } ca_iter_source;
+/* ---- steps.c: iteration boundaries, in order of trust (ca_iter_source:
+ * reports/tracker.h) ---- */
 void ca_iteration_mark(ca_iter_source source);
 long ca_iterations(ca_iter_source *source);
 
@@ -112,6 +116,13 @@ ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx);
 /* ---- report.c ---- */
 void ca_report_oom(ca_device *d, const ca_oom_info *oom);
 void ca_report_exit(void);
+/* Write every device's report files now (when a report prefix is set); 0 when
+ * all were written. Not from a signal handler. */
+int ca_report_write_all(void);
+/* SIGUSR1 writes the reports: installed once a device is in use, unless the
+ * program has its own handler. */
+void ca_report_signal_start(void);
+void ca_report_after_fork(void);
 
 /* ---- messages ---- */
 void ca_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -1,53 +1,153 @@
-/* What the preload says on stderr: the OOM explanation when an allocation
- * fails after every retry, and a short summary at exit. */
+/* What the preload says and writes: the OOM explanation on stderr when an
+ * allocation fails after every retry, the exit summary, and the report files
+ * (at exit, on OOM, on SIGUSR1 and on cudalloc_report()). */
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
 
+#define CUDALLOC_IMPLEMENTATION
+#include "include/cudalloc.h"
 #include "preload/preload.h"
+#include "reports/oom.h"
 #include "util/size.h"
 
 #define SZ(x) ca_format_size((x), (char[CA_SIZE_BUF]){0}, CA_SIZE_BUF)
 
-/* The device memory CUPTI saw allocated past us, when it is watching. */
-static void report_external(int ordinal) {
-    uint64_t allocations, pools;
-    if (ca_cupti_external(ordinal, &allocations, &pools) && (allocations || pools))
-        fprintf(stderr, "cudalloc:   outside cudalloc on device %d: %s in allocations, %s held by memory pools (CUPTI)\n",
-                ordinal, SZ(allocations), SZ(pools));
+/* The device memory CUPTI saw allocated past us, for the report options. */
+static void external(int ordinal, ca_report_options *o) {
+    uint64_t allocations = 0, pools = 0;
+    o->external_known = ca_cupti_external(ordinal, &allocations, &pools);
+    o->external_alloc_bytes = allocations;
+    o->external_pool_bytes = pools;
+    if (!o->external_known && !ca_on_simulated_device()) o->external_note = "CUPTI is not watching";
 }
 
+static void print_external(int ordinal) {
+    ca_report_options o = {0};
+    external(ordinal, &o);
+    if (o.external_known && (o.external_alloc_bytes || o.external_pool_bytes))
+        fprintf(stderr, "cudalloc:   outside cudalloc on device %d: %s in allocations, %s held by memory pools (CUPTI)\n",
+                ordinal, SZ(o.external_alloc_bytes), SZ(o.external_pool_bytes));
+}
+
+static int write_device(ca_device *d) {
+    if (!d->tracker || !ca_conf.report[0]) return 0;
+    char prefix[sizeof ca_conf.report + 16];
+    /* device 0 writes PREFIX.*, others PREFIX.devN.* */
+    if (d->ordinal) snprintf(prefix, sizeof prefix, "%s.dev%d", ca_conf.report, d->ordinal);
+    else snprintf(prefix, sizeof prefix, "%s", ca_conf.report);
+    ca_report_options o;
+    ca_report_options_default(&o);
+    o.alloc_conf = getenv("CUDALLOC_CONF");
+    o.expandable = ca_conf.expandable;
+    external(d->ordinal, &o);
+    return ca_report_write(d->tracker, d->alloc, prefix, &o);
+}
+
+static void write_one(ca_device *d, void *failed) {
+    if (write_device(d) != 0) *(int *)failed = 1;
+}
+
+int ca_report_write_all(void) {
+    int failed = 0;
+    ca_devices_foreach(write_one, &failed);
+    return failed ? -1 : 0;
+}
+
+CA_EXPORT int cudalloc_report(void) { return ca_conf.report[0] ? ca_report_write_all() : -1; }
+
 void ca_report_oom(ca_device *d, const ca_oom_info *o) {
-    if (!ca_conf.oom_message) return;
-    /* In pieces: enough is free (cached by us or on the device) but no piece
-     * is large enough; else the memory is simply not there. */
-    bool pieces = o->free_cached + o->device_free >= o->requested && o->largest_free < o->requested;
-    fprintf(stderr,
-            "cudalloc: out of memory on device %d: requested %s\n"
-            "cudalloc:   device total %s, device free %s; allocated %s, reserved %s, cached %s, "
-            "largest free block %s\n"
-            "cudalloc:   verdict: %s\n",
-            d->ordinal, SZ(o->requested), SZ(o->device_total), SZ(o->device_free), SZ(o->allocated),
-            SZ(o->reserved), SZ(o->free_cached), SZ(o->largest_free),
-            pieces ? "fragmentation: the memory is free but in pieces; try expandable_segments:true"
-                   : "a real shortage: the memory is not there (smaller batch, gradient accumulation, bf16, "
-                     "activation checkpointing)");
-    report_external(d->ordinal);
+    ca_oom_verdict verdict = ca_oom_judge(o, 0);
+    if (d->tracker) {
+        /* the tracker knows what is leaking: its verdict can be "held by a leak" */
+        ca_tracker_oom(d->tracker, o);
+        ca_track_snap s;
+        if (ca_tracker_snapshot(d->tracker, &s) == 0) {
+            if (s.n_ooms) verdict = s.ooms[s.n_ooms - 1].verdict;
+            ca_track_snap_free(&s);
+        }
+    }
+    if (ca_conf.oom_message) {
+        fprintf(stderr,
+                "cudalloc: out of memory on device %d: requested %s\n"
+                "cudalloc:   device total %s, device free %s; allocated %s, reserved %s, cached %s, "
+                "largest free block %s\n"
+                "cudalloc:   verdict: %s\n",
+                d->ordinal, SZ(o->requested), SZ(o->device_total), SZ(o->device_free), SZ(o->allocated),
+                SZ(o->reserved), SZ(o->free_cached), SZ(o->largest_free), ca_oom_verdict_text(verdict));
+        for (const char *const *a = ca_oom_advice(verdict); a && *a; a++) fprintf(stderr, "cudalloc:   - %s\n", *a);
+        print_external(d->ordinal);
+    }
+    write_device(d);
 }
 
 static void summarize(ca_device *d, void *ctx) {
     ca_stats s;
     ca_get_stats(d->alloc, &s);
     if (!s.allocation[CA_POOL_ALL].allocated) return;
-    int64_t peak_alloc = s.allocated_bytes[CA_POOL_ALL].peak, peak_res = s.reserved_bytes[CA_POOL_ALL].peak;
-    int64_t peak_req = s.requested_bytes[CA_POOL_ALL].peak;
-    fprintf(stderr,
-            "cudalloc: device %d: peak allocated %s, peak reserved %s (utilization %.3f), %lld allocations, "
-            "%lld OOMs\n",
-            d->ordinal, SZ((size_t)peak_alloc), SZ((size_t)peak_res),
-            peak_res ? (double)peak_req / (double)peak_res : 0.0, (long long)s.allocation[CA_POOL_ALL].allocated,
-            (long long)s.num_ooms);
-    report_external(d->ordinal);
+    if (d->tracker) {
+        ca_report_summary(d->tracker, d->alloc, stderr);
+    } else {
+        int64_t peak_res = s.reserved_bytes[CA_POOL_ALL].peak;
+        fprintf(stderr, "cudalloc: device %d: peak allocated %s, peak reserved %s (utilization %.3f), %lld OOMs\n",
+                d->ordinal, SZ((size_t)s.allocated_bytes[CA_POOL_ALL].peak), SZ((size_t)peak_res),
+                peak_res ? (double)s.requested_bytes[CA_POOL_ALL].peak / (double)peak_res : 0.0,
+                (long long)s.num_ooms);
+    }
+    print_external(d->ordinal);
 }
 
 void ca_report_exit(void) {
     if (ca_conf.summary) ca_devices_foreach(summarize, NULL);
+    ca_report_write_all();
+}
+
+/* SIGUSR1: the handler only posts a semaphore (async-signal-safe); a thread of
+ * ours, waiting on it, writes the reports in normal context. */
+static sem_t report_requests;
+static bool signal_started;
+
+static void on_sigusr1(int sig) { sem_post(&report_requests); }
+
+static void *reporter(void *arg) {
+    for (;;) {
+        while (sem_wait(&report_requests) != 0) {
+        }
+        ca_report_write_all();
+    }
+    return NULL;
+}
+
+void ca_report_signal_start(void) {
+    if (signal_started || !ca_conf.report[0]) return;
+    signal_started = true;
+    struct sigaction old;
+    if (sigaction(SIGUSR1, NULL, &old) != 0 || old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO)) {
+        ca_warn("the program handles SIGUSR1 itself: use cudalloc_report() to write reports on demand");
+        return;
+    }
+    pthread_t th;
+    sigset_t all, prev;
+    sem_init(&report_requests, 0, 0);
+    /* the reporter thread takes no signals: they stay with the program's threads */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &prev);
+    int rc = pthread_create(&th, NULL, reporter, NULL);
+    pthread_sigmask(SIG_SETMASK, &prev, NULL);
+    if (rc != 0) return;
+    pthread_detach(th);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigusr1;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+}
+
+/* A forked child has no reporter thread: the next device made starts one. */
+void ca_report_after_fork(void) {
+    if (signal_started) signal(SIGUSR1, SIG_DFL);
+    signal_started = false;
 }

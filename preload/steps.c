@@ -11,7 +11,12 @@
 static _Atomic long counts[CA_ITER_EXPLICIT + 1];
 static _Atomic int best_source = CA_ITER_NONE;
 
+static void step_tracker(ca_device *d, void *source) {
+    if (d->tracker) ca_tracker_step(d->tracker, *(ca_iter_source *)source);
+}
+
 void ca_iteration_mark(ca_iter_source source) {
+    ca_devices_foreach(step_tracker, &source);
     atomic_fetch_add(&counts[source], 1);
     int best = atomic_load(&best_source);
     while ((int)source > best && !atomic_compare_exchange_weak(&best_source, &best, (int)source)) {

@@ -658,11 +658,15 @@ void ca_tracker_step(ca_tracker *t, ca_iter_source src) {
     ca_lock_acquire(&t->lock);
     if (!ticks) ticks = t->seq + 1;
     t->marks[src]++;
+    /* A more trusted source marking the boundary a less trusted one just
+     * marked (nothing allocated or freed in between) takes it over: a step
+     * marked both ways counts once, from the first step on. */
+    int same_point = src > t->source && t->n_bounds && t->bounds[t->n_bounds - 1].seq == t->seq;
     if (src >= t->source) {
         if (t->detect_state == DETECT_TRYING) t->detect_state = DETECT_OFF;
         t->pending = 0;
         t->source = src;
-        boundary(t, ticks);
+        if (!same_point) boundary(t, ticks);
     }
     ca_lock_release(&t->lock);
 }

@@ -3,6 +3,8 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -223,6 +225,26 @@ static int external(void) {
     CHECK_DONE("external"); /* theirs stays allocated: the summary at exit shows it */
 }
 
+/* Reports on demand: SIGUSR1 (written by the preload's own thread, not in the
+ * handler) and cudalloc_report(). Run with CUDALLOC_REPORT set. */
+static int reports(void) {
+    const char *prefix = getenv("CUDALLOC_REPORT");
+    CHECK(prefix != NULL, "CUDALLOC_REPORT");
+    if (!prefix) CHECK_DONE("reports");
+    char txt[4096];
+    snprintf(txt, sizeof txt, "%s.txt", prefix);
+    void *p;
+    CHECK(cudaMalloc(&p, MIB) == cudaSuccess, "cudaMalloc");
+    raise(SIGUSR1);
+    int waited = 0;
+    while (access(txt, F_OK) != 0 && waited++ < 500) usleep(10000);
+    CHECK(access(txt, F_OK) == 0, "SIGUSR1 wrote %s", txt);
+    unlink(txt);
+    CHECK(CUDALLOC_CALL(cudalloc_report) == 0 && access(txt, F_OK) == 0, "cudalloc_report() wrote it again");
+    cudaFree(p);
+    CHECK_DONE("reports");
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     void *driver = dlopen("libcuda.so.1", RTLD_NOW); /* the simulated one, or a real one */
@@ -234,6 +256,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "late-events")) return late_events();
     if (!strcmp(mode, "fork")) return forked();
     if (!strcmp(mode, "external")) return external();
+    if (!strcmp(mode, "reports")) return reports();
     fprintf(stderr, "usage: %s basic|meminfo|oom|threads|late-events|fork\n", argv[0]);
     return 2;
 }

@@ -25,11 +25,12 @@ expect() { # name, text that the last output must contain
 run basic 0 -- "$bin/prog_runtime" basic
 expect basic-on-sim "simulated device checks on"
 expect double-free-warning "double free of device pointer 0x"
-expect exit-summary "cudalloc: device 0: peak allocated"
+expect exit-summary "iterations (none); peak allocated 3.00 MiB, peak reserved 4.00 MiB"
 run meminfo 0 -- "$bin/prog_runtime" meminfo
 run oom 0 CUDALLOC_CONF=max_reserved:64MiB -- "$bin/prog_runtime" oom
 expect oom-message "out of memory on device 0: requested 8.00 MiB"
-expect oom-verdict "verdict: a real shortage"
+expect oom-verdict "verdict: the memory is not there"
+expect oom-advice "Gradient accumulation: run smaller micro-batches"
 if [ $on_gpu = 0 ]; then # a full simulated device, without a cap
     run oom-device 0 CUDALLOC_SIM_MEMORY=64MiB -- "$bin/prog_runtime" oom
     expect oom-device-total "device total 64.00 MiB"
@@ -43,6 +44,20 @@ run static-route 0 -- "$bin/prog_driver" static-route
 
 run nvtx 0 NVTX_INJECTION64_PATH="$lib" -- "$bin/prog_nvtx"
 run nvtx-other-name 1 NVTX_INJECTION64_PATH="$lib" CUDALLOC_CONF=nvtx_range:iteration -- "$bin/prog_nvtx"
+
+# Reports: at exit (every file, mode 0600, JSON with its keys), on SIGUSR1 and
+# on cudalloc_report(); an unwritable path is one warning and the program goes on.
+rdir=$(mktemp -d); trap 'rm -rf "$rdir"' EXIT
+run reports-exit 0 CUDALLOC_REPORT="$rdir/exit" -- "$bin/prog_runtime" basic
+for ext in txt json html pickle csv; do
+    if [ "$(stat -c %a "$rdir/exit.$ext" 2>/dev/null)" = 600 ]; then pass=$((pass + 1)); else
+        fail=$((fail + 1)); echo "FAIL reports-exit: $rdir/exit.$ext missing or not mode 600"; fi
+done
+if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); [d[k] for k in ("iterations","leaks","fragmentation","ooms","stats")]' "$rdir/exit.json"; then
+    pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL reports-exit: JSON keys"; fi
+run reports-on-demand 0 CUDALLOC_REPORT="$rdir/demand" -- "$bin/prog_runtime" reports
+run reports-unwritable 0 CUDALLOC_REPORT=/nonexistent/dir/r -- "$bin/prog_runtime" basic
+expect reports-unwritable-warning "cannot write report"
 
 # A typo in the configuration stops the program at start, naming the key.
 run bad-key 2 CUDALLOC_CONF=expandable_segment:true -- "$bin/prog_runtime" basic

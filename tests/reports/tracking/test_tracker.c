@@ -108,17 +108,38 @@ START_TEST(sources_in_order_of_trust) {
     ck_assert_uint_eq(s.iteration, 2);
     ck_assert_int_eq(s.detect_state, 0); /* marks arrived: no detection */
     ca_track_snap_free(&s);
+    /* explicit marks the very point the last NVTX mark did: it takes it over */
     ca_tracker_step(t, CA_ITER_EXPLICIT);
     ca_tracker_step(t, CA_ITER_NVTX); /* less trusted now: counted, ignored */
     ca_tracker_step(t, CA_ITER_EXPLICIT);
     ca_tracker_snapshot(t, &s);
     ck_assert_int_eq(s.source, CA_ITER_EXPLICIT);
-    ck_assert_uint_eq(s.iteration, 4);
+    ck_assert_uint_eq(s.iteration, 3);
     ck_assert_uint_eq(s.marks[CA_ITER_NVTX], 3);
     ck_assert_uint_eq(s.marks[CA_ITER_EXPLICIT], 2);
-    ck_assert_uint_eq(s.n_bounds, 4);
+    ck_assert_uint_eq(s.n_bounds, 3);
     ca_track_snap_free(&s);
     ca_tracker_destroy(t);
+}
+END_TEST
+
+/* A program that ends each step with both an NVTX range and cudalloc_step()
+ * (as the demo trainer does) has as many iterations as steps. */
+START_TEST(step_marked_both_ways_counts_once) {
+    sim sm = {sim_tracker(1), 0, 1};
+    for (int step = 0; step < 5; step++) {
+        uintptr_t a = sim_alloc(&sm, 4096, 1);
+        sim_free(&sm, a, 4096);
+        ca_tracker_step(sm.t, CA_ITER_NVTX);
+        ca_tracker_step(sm.t, CA_ITER_EXPLICIT);
+    }
+    ca_track_snap s;
+    ca_tracker_snapshot(sm.t, &s);
+    ck_assert_int_eq(s.source, CA_ITER_EXPLICIT);
+    ck_assert_uint_eq(s.iteration, 5);
+    ck_assert_uint_eq(s.n_bounds, 5);
+    ca_track_snap_free(&s);
+    ca_tracker_destroy(sm.t);
 }
 END_TEST
 
@@ -338,6 +359,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, bookkeeping);
     tcase_add_test(tc, ranges_merge_and_split);
     tcase_add_test(tc, sources_in_order_of_trust);
+    tcase_add_test(tc, step_marked_both_ways_counts_once);
     tcase_add_test(tc, detected_live_after_detection);
     tcase_add_test(tc, memory_per_allocation);
     tcase_add_test(tc, observer_captures_sites);
