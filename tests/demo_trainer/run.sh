@@ -46,7 +46,7 @@ first=$(num "$out" "loss"); last=$(grep '^summary: 40 steps' <<<"$out" | grep -o
 check "loss-falls ($first -> $last)" "$first > 5.3 && $last < 3.0"
 expect learn-stats-from-cudalloc "(cudalloc)"
 expect learn-flat "leak none: device memory held between steps .* (+0 B per step)"
-expect learn-exit-summary "cudalloc: device 0: peak allocated"
+expect learn-exit-summary "cudalloc: HEALTHY: no leak over 40 iterations (explicit)"
 
 # Without the preload: the same program on the simulated device, figures from the device.
 run no-preload 0 env LD_LIBRARY_PATH="$build/sim" "$bin" "${small[@]}" --steps 3
