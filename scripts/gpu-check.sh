@@ -56,9 +56,10 @@ while read -r label api size ns; do
         "$native / $ns ($(awk -v n="$native" -v c="$ns" 'BEGIN{printf "%.1fx", n/c}'))"
 done < "$out/latency.txt"
 # cudalloc's cached pair against cudaMallocAsync+cudaFreeAsync, same size
-awk '$1=="native" && $2 ~ /Async/ {a[$3]=$4} $1=="cudalloc" && $2 ~ /^cudaMalloc\+/ {c[$3]=$4}
-     END {for (s in c) printf "cached cudaMalloc+cudaFree %s B vs native async: %.1f vs %.1f ns\n", s, c[s], a[s]}' \
-     "$out/latency.txt" | while read -r line; do row "${line%%:*}" "${line#*: }"; done
+while read -r line; do row "${line%%:*}" "${line#*: }"; done < <(
+    awk '$1=="native" && $2 ~ /Async/ {a[$3]=$4} $1=="cudalloc" && $2 ~ /^cudaMalloc\+/ {c[$3]=$4}
+         END {for (s in c) printf "cached cudaMalloc+cudaFree %s B vs native async: %.1f vs %.1f ns\n", s, c[s], a[s]}' \
+        "$out/latency.txt")
 
 # 4. PyTorch: a small training loop under the preload, then as pluggable allocator.
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
@@ -75,7 +76,8 @@ fi
 
 # 5. What later parts add (kernels, trainer) when their scripts are present.
 for extra in scripts/gpu-check-*.sh; do
-    [ -f "$extra" ] && bash "$extra" "$out" | while read -r line; do row "${line%%: *}" "${line#*: }"; done
+    [ -f "$extra" ] || continue
+    while read -r line; do row "${line%%: *}" "${line#*: }"; done < <(bash "$extra" "$out")
 done
 
 echo
