@@ -42,6 +42,7 @@ static int write_device(ca_device *d) {
     ca_report_options_default(&o);
     o.alloc_conf = getenv("CUDALLOC_CONF");
     o.expandable = ca_conf.expandable;
+    o.csv_iterations = ca_conf.trace_iterations;
     external(d->ordinal, &o);
     return ca_report_write(d->tracker, d->alloc, prefix, &o);
 }

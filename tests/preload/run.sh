@@ -55,6 +55,15 @@ for ext in txt json html pickle csv; do
 done
 if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); [d[k] for k in ("iterations","leaks","fragmentation","ooms","stats")]' "$rdir/exit.json"; then
     pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL reports-exit: JSON keys"; fi
+# The trace keeps `iteration` rows unless asked for plain RMM CSV; both replay.
+trainer=("$build/bin/demo_trainer" --layers 1 --channels 32 --heads 2 --seq 16 --batch 2 --steps 3 --device cpu)
+if [ $on_gpu = 0 ] && [ -x "${trainer[0]}" ]; then
+    run reports-csv-rows 0 CUDALLOC_REPORT="$rdir/rows" -- "${trainer[@]}"
+    run reports-plain-csv 0 CUDALLOC_REPORT="$rdir/plain" CUDALLOC_CONF=trace_iterations:false -- "${trainer[@]}"
+    if grep -q ',iteration,' "$rdir/rows.csv" && ! grep -q ',iteration,' "$rdir/plain.csv" &&
+        "$build/bin/cudalloc-replay" --runs 1 "$rdir/rows.csv" "$rdir/plain.csv" >/dev/null; then
+        pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL trace_iterations: rows present/absent, both replay"; fi
+fi
 run reports-on-demand 0 CUDALLOC_REPORT="$rdir/demand" -- "$bin/prog_runtime" reports
 run reports-unwritable 0 CUDALLOC_REPORT=/nonexistent/dir/r -- "$bin/prog_runtime" basic
 expect reports-unwritable-warning "cannot write report"
