@@ -62,6 +62,11 @@ BENCHES += bench-demo-trainer
 demo: $(BIN)/demo_trainer $(BIN)/cudalloc $(LIB)/libcudalloc.so $(SIM)/libcudart.so $(SIM)/libcuda.so
 	@bash demo_trainer/demo.sh $(BUILD)
 
+.PHONY: test-make-demo
+test-make-demo: $(BIN)/demo_trainer $(BIN)/cudalloc $(LIB)/libcudalloc.so $(SIM)/libcudart.so $(SIM)/libcuda.so
+	@bash tests/demo_trainer/make_demo.sh $(BUILD)
+SYSTEM_TESTS += test-make-demo
+
 else
 $(info demo_trainer: skipped, no $(CUDA_INC)/cuda_runtime_api.h (set CUDA_HOME to a CUDA toolkit))
 demo:

@@ -53,6 +53,12 @@ static int basic(void) {
     /* double free: an error code and a warning, the program goes on */
     CHECK(cudaFree(p) == cudaErrorInvalidValue, "double free");
     CHECK(cudaFree(NULL) == cudaSuccess, "cudaFree(NULL)");
+    /* a pointer we did not allocate goes to the real cudaFree, which answers
+     * (here: pinned host memory is not device memory) */
+    void *pinned = NULL;
+    CHECK(cudaMallocHost(&pinned, 4096) == cudaSuccess, "cudaMallocHost");
+    CHECK(cudaFree(pinned) == cudaErrorInvalidValue, "passed through: %d", (int)cudaGetLastError());
+    CHECK(cudaFreeHost(pinned) == cudaSuccess && stats().allocation == 0, "untouched by cudalloc");
     void *z = (void *)1;
     CHECK(cudaMalloc(&z, 0) == cudaSuccess && z == NULL, "zero bytes");
     CHECK(cudaMalloc(NULL, 16) == cudaErrorInvalidValue, "NULL devPtr");
