@@ -1,5 +1,7 @@
 /* Unit tests of the allocator core over the count and host backends. */
 #include <check.h>
+
+#include "tests/check_run.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -331,9 +333,5 @@ int main(void) {
     tcase_add_test(tc, observer_sees_every_event);
     tcase_add_test(tc, largest_free_counts_mapped_memory_only);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ca_check_run(s);
 }

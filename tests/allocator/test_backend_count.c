@@ -2,6 +2,8 @@
  * checks, and cheap enough for a replay of millions of operations. */
 #define _GNU_SOURCE
 #include <check.h>
+
+#include "tests/check_run.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -271,9 +273,5 @@ int main(void)
     tcase_add_test(tc, cheap_enough_for_replay);
     tcase_add_test(tc, threads_share_one_backend);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ca_check_run(s);
 }

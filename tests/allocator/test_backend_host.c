@@ -3,6 +3,8 @@
  * does what it says, not only that it returns CA_OK. */
 #define _GNU_SOURCE
 #include <check.h>
+
+#include "tests/check_run.h"
 #include <dirent.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -616,9 +618,5 @@ int main(void)
     tcase_add_test(tc, threads_share_one_backend);
     tcase_add_test(tc, used_of_other_backends);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ca_check_run(s);
 }

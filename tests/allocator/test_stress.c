@@ -3,6 +3,8 @@
  * every byte of a live block is ours to write (host backend), and after every
  * operation the statistics equal what the shadow model says. */
 #include <check.h>
+
+#include "tests/check_run.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,9 +222,5 @@ int main(void) {
     tcase_add_test(tc, seeds_classic);
     tcase_add_test(tc, threads_and_streams);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ca_check_run(s);
 }

@@ -9,6 +9,8 @@
  *   - the planted leaks, as the device sees them: eval-grad and keep-outputs grow each
  *     step, loss-tensor stays flat on the device while graph nodes pile up on the host. */
 #include <check.h>
+
+#include "tests/check_run.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -364,9 +366,5 @@ int main(void) {
     tcase_add_test(tc, leak_keep_outputs_grows_by_the_logits);
     tcase_add_test(tc, leak_loss_tensor_flat_on_device);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ca_check_run(s);
 }

@@ -4,6 +4,8 @@
 #define CA_TEST_REPORTS_HELPERS_H
 #define _GNU_SOURCE
 #include <check.h>
+
+#include "tests/check_run.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,13 +113,6 @@ static inline int run_python(const char *dir, const char *script, const char *ar
     } while (0)
 
 #define RUN_SUITE(make_suite)                                                        \
-    int main(void)                                                                   \
-    {                                                                                \
-        SRunner *sr = srunner_create(make_suite());                                  \
-        srunner_run_all(sr, CK_NORMAL);                                              \
-        int failed = srunner_ntests_failed(sr);                                      \
-        srunner_free(sr);                                                            \
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;                                 \
-    }
+    int main(void) { return ca_check_run(make_suite()); }
 
 #endif

@@ -3,6 +3,8 @@
  * exact "NAME:LINE: what" message. */
 #define _GNU_SOURCE
 #include <check.h>
+
+#include "tests/check_run.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -404,9 +406,5 @@ int main(void)
     tcase_add_test(tc, files_and_errors);
     tcase_add_test(tc, mangled_input_never_crashes);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ca_check_run(s);
 }

@@ -1,5 +1,7 @@
 /* Size parsing and printing: every accepted form, every rejected one, limits. */
 #include <check.h>
+
+#include "tests/check_run.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,9 +156,5 @@ int main(void)
     tcase_add_test(tc, format);
     tcase_add_test(tc, round_trip);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ca_check_run(s);
 }
