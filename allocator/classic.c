@@ -61,9 +61,8 @@ void ca_classic_destroy(ca_allocator *a, ca_segment *seg) {
     free(seg);
 }
 
-/* Free the segments that hold no allocation. Returns the bytes released. */
-size_t ca_classic_release(ca_allocator *a, ca_heap *h) {
-    size_t released = 0;
+/* Free the segments that hold no allocation. */
+void ca_classic_release(ca_allocator *a, ca_heap *h) {
     bool synced = false;
     for (ca_segment **link = &h->segments; *link;) {
         ca_segment *seg = *link;
@@ -76,8 +75,6 @@ size_t ca_classic_release(ca_allocator *a, ca_heap *h) {
         *link = seg->next;
         ca_free_index_remove(&h->free, b);
         ca_block_put(h->pool, b);
-        released += seg->span;
         ca_classic_destroy(a, seg);
     }
-    return released;
 }

@@ -156,9 +156,9 @@ int ca_exp_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out) {
 }
 
 /* Give back the granules that lie wholly inside free blocks, then trim an
- * unmapped tail off the range. Returns the bytes released. */
-size_t ca_exp_release(ca_allocator *a, ca_segment *seg) {
-    size_t g = a->granule, released = 0;
+ * unmapped tail off the range. */
+void ca_exp_release(ca_allocator *a, ca_segment *seg) {
+    size_t g = a->granule;
     bool synced = false;
     for (ca_block *b = seg->first; b; b = b->next) {
         if (b->allocated) continue;
@@ -168,7 +168,6 @@ size_t ca_exp_release(ca_allocator *a, ca_segment *seg) {
             if (seg->handles[i]) {
                 if (!synced) { ca_pool_sync(a, seg->heap->pool); synced = true; }
                 unmap_granule(a, seg, i);
-                released += g;
                 if (run == end) run = i;
             }
             if (run != end && (i + 1 == end || !seg->handles[i + 1])) {
@@ -199,7 +198,6 @@ size_t ca_exp_release(ca_allocator *a, ca_segment *seg) {
             seg->span = end * g;
         }
     }
-    return released;
 }
 
 void ca_exp_destroy(ca_allocator *a, ca_segment *seg) {

@@ -134,14 +134,14 @@ size_t ca_reserved_total(ca_allocator *a);
 
 /* expandable.c */
 int ca_exp_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out);
-size_t ca_exp_release(ca_allocator *a, ca_segment *seg);
+void ca_exp_release(ca_allocator *a, ca_segment *seg);
 void ca_exp_destroy(ca_allocator *a, ca_segment *seg);
 size_t ca_exp_mapped_run(const ca_allocator *a, const ca_block *b);
 size_t ca_exp_block_mapped(const ca_allocator *a, const ca_block *b);
 
 /* classic.c */
 int ca_classic_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out);
-size_t ca_classic_release(ca_allocator *a, ca_heap *h);
+void ca_classic_release(ca_allocator *a, ca_heap *h);
 void ca_classic_destroy(ca_allocator *a, ca_segment *seg);
 
 #endif
