@@ -27,7 +27,7 @@ LIB := $(BUILD)/lib
 BIN := $(BUILD)/bin
 SIM := $(BUILD)/sim
 OBJ := $(BUILD)/obj
-TRACES ?= $(firstword $(wildcard ../shared/traces shared/traces))
+TRACES ?= tests/data
 
 # Filled in by the module.mk files.
 ALL_TARGETS :=

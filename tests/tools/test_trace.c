@@ -1,4 +1,4 @@
-/* The trace parser: the two real traces in ../shared/traces (override with
+/* The trace parser: the two real traces in tests/data (override with
  * CA_TRACES_DIR), the tolerated variations, and every malformed case with the
  * exact "NAME:LINE: what" message. */
 #define _GNU_SOURCE
@@ -19,7 +19,7 @@ static char trace_path[512];
 static const char *traces(const char *file)
 {
     const char *dir = getenv("CA_TRACES_DIR");
-    snprintf(trace_path, sizeof trace_path, "%s/%s", dir ? dir : "../shared/traces", file);
+    snprintf(trace_path, sizeof trace_path, "%s/%s", dir ? dir : "tests/data", file);
     return trace_path;
 }
 
