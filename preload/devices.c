@@ -8,6 +8,7 @@
 
 #include "allocator/lock.h"
 #include "preload/preload.h"
+#include "reports/named_frames.h"
 
 #define MAX_DEVICES 64
 
@@ -119,6 +120,7 @@ static void after_fork_in_child(void) {
     nmade = 0;
     stacks = NULL;
     ca_report_after_fork();
+    ca_named_frames_fork_child();
     ca_lock_init(&devices_lock);
     generation++;
 }

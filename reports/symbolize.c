@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "reports/symbolize.h"
 
+#include "reports/named_frames.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -299,6 +301,11 @@ int ca_symtab_resolve(ca_symtab *s, int use_addr2line, int timeout_ms) {
     if (!s->n_mods) dl_iterate_phdr(module_cb, s);
     for (size_t i = 0; i < s->n; i++) {
         entry *e = &s->e[i];
+        if (ca_ip_is_named(e->f.ip)) { /* its strings are in the table, for the life of the process */
+            e->module = -1;
+            ca_named_frame_get(e->f.ip, &e->f.function, &e->f.file, &e->f.line, &e->f.module);
+            continue;
+        }
         e->module = module_of(s, e->f.ip - 1);
         if (e->module >= 0) e->f.module = s->mods[e->module].path;
         Dl_info info;
