@@ -6,8 +6,10 @@
 #include <string.h>
 
 #include "internal.h"
+#include "util/checked.h"
 
 #define MIB ((size_t)1 << 20)
+#define TIB ((size_t)1 << 40)
 
 /* Each thread remembers its last pool: the next request is usually the same.
  * Allocators are told apart by a serial number, not their address, which a
@@ -19,6 +21,26 @@ static _Atomic uint64_t serials;
 void ca_options_default(ca_options *opt) {
     opt->expandable = 1;
     opt->max_reserved = 0;
+}
+
+/* What the allocator may hold and how much address space a heap reserves,
+ * fixed at creation from the device's capacity. */
+static void set_limits(ca_allocator *a) {
+    size_t g = a->granule;
+    /* Unknown capacity (mem_info failed): as much as one 4 TiB range holds. */
+    size_t device = a->capacity ? a->capacity : 4 * TIB;
+    if (device > CA_MAX_BYTES) device = CA_MAX_BYTES;
+    size_t limit = device;
+    if (a->opt.max_reserved && a->opt.max_reserved < limit) limit = a->opt.max_reserved;
+    a->limit = limit & ~(g - 1);
+    a->cap = a->limit < (device & ~(g - 1)) || device < a->capacity ? a->limit : 0;
+    /* Four times the device: blocks are never moved, so after fragmentation
+     * a request may have to be placed past the end of everything else, and
+     * virtual address space is cheap; 4 TiB at most, but never less than the
+     * limit, so that every request the device could hold has room. */
+    size_t reserve = device <= TIB ? 4 * device : 4 * TIB;
+    if (reserve < a->limit) reserve = a->limit;
+    a->reserve = reserve < g ? g : reserve & ~(g - 1);
 }
 
 int ca_allocator_new(ca_backend *be, const ca_options *opt, ca_allocator **out) {
@@ -33,6 +55,7 @@ int ca_allocator_new(ca_backend *be, const ca_options *opt, ca_allocator **out) 
     size_t free_bytes = 0, total = 0;
     if (be->mem_info(be->self, &free_bytes, &total) != CA_OK) total = 0;
     a->capacity = total;
+    set_limits(a);
     a->serial = atomic_fetch_add(&serials, 1) + 1;
     *out = a;
     return CA_OK;
@@ -209,7 +232,7 @@ static void fill_oom(ca_allocator *a, size_t size, ca_stream stream, ca_oom_info
     oom->allocated = (size_t)sum_current(a, offsetof(ca_stats, allocated_bytes), CA_POOL_ALL);
     oom->reserved = ca_reserved_total(a);
     /* Under a cap, the device is as large as the cap lets us have. */
-    size_t cap = a->opt.max_reserved;
+    size_t cap = a->cap;
     if (cap) {
         size_t room = cap > oom->reserved ? cap - oom->reserved : 0;
         if (room < free_bytes) free_bytes = room;
@@ -217,7 +240,8 @@ static void fill_oom(ca_allocator *a, size_t size, ca_stream stream, ca_oom_info
     }
     oom->device_total = total;
     oom->device_free = free_bytes;
-    oom->free_cached = oom->reserved - oom->allocated;
+    /* the pools' sums are read without their locks: never let a race wrap it */
+    oom->free_cached = oom->reserved > oom->allocated ? oom->reserved - oom->allocated : 0;
     oom->largest_free = ca_largest_free(a);
     oom->stream = stream;
 }
@@ -226,15 +250,29 @@ static int try_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **b) {
     return a->opt.expandable ? ca_exp_alloc(a, h, size, b) : ca_classic_alloc(a, h, size, b);
 }
 
+/* The request failed: count it, tell the observer, say why. Called with the
+ * pool's lock held; releases it. */
+static int fail_oom(ca_allocator *a, ca_pool *p, size_t size, ca_stream stream, ca_oom_info *oom) {
+    p->st.num_ooms++;
+    ca_emit(a, CA_EV_OOM, 0, size, size, stream);
+    ca_lock_release(&p->lock);
+    if (oom) fill_oom(a, size, stream, oom);
+    return CA_ERR_OOM;
+}
+
 int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom_info *oom) {
     if (!size || !ptr) return CA_ERR_INVALID;
-    if (size > SIZE_MAX - CA_ROUND) return CA_ERR_OOM;
-    size_t rounded = (size + CA_ROUND - 1) & ~(size_t)(CA_ROUND - 1);
     ca_pool *p = get_pool(a, stream);
     if (!p) return CA_ERR_OOM;
+    /* Physical memory comes in granules: a request whose granules exceed the
+     * limit could never be served, whatever is freed. */
+    size_t rounded = SIZE_MAX, granules;
+    bool never = !ca_size_round_up(size, CA_ROUND, &rounded) || !ca_size_round_up(rounded, a->granule, &granules) ||
+                 granules > a->limit;
     ca_heap *h = &p->heap[rounded <= CA_SMALL_LIMIT];
     ca_block *b = NULL;
     ca_lock_acquire(&p->lock);
+    if (never) return fail_oom(a, p, size, stream, oom);
     int rc = try_alloc(a, h, rounded, &b);
     if (rc == CA_ERR_OOM) {
         /* Give every cached granule and empty segment back, then try again. */
@@ -244,13 +282,9 @@ int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom
         ca_lock_acquire(&p->lock);
         rc = try_alloc(a, h, rounded, &b);
     }
+    if (rc == CA_ERR_OOM) return fail_oom(a, p, size, stream, oom);
     if (rc != CA_OK) {
-        if (rc == CA_ERR_OOM) {
-            p->st.num_ooms++;
-            ca_emit(a, CA_EV_OOM, 0, size, size, stream);
-        }
         ca_lock_release(&p->lock);
-        if (rc == CA_ERR_OOM && oom) fill_oom(a, size, stream, oom);
         return rc;
     }
     b = ca_split(a, b, rounded);

@@ -9,6 +9,12 @@
 
 #define CA_ROUND 512u                  /* every block size is a multiple of this */
 #define CA_SMALL_LIMIT (1u << 20)      /* requests up to this go to the small pool */
+/* The most memory an allocator ever holds, whatever its device says (an
+ * unlimited device, the count backend with capacity 0, is this large): no
+ * device comes near it (the largest hold a few hundred GiB) and host and GPU
+ * address spaces are 47 to 49 bits. Below it, every sum of sizes fits the
+ * int64 statistics and every block the tracker's 48-bit records. */
+#define CA_MAX_BYTES ((size_t)1 << 47)
 
 typedef struct ca_allocator ca_allocator;
 
@@ -76,7 +82,10 @@ int ca_allocator_new(ca_backend *be, const ca_options *opt, ca_allocator **out);
 void ca_allocator_destroy(ca_allocator *a);
 
 /* CA_OK with *ptr set; CA_ERR_OOM after every retry failed (then *oom, if not
- * NULL, says why); CA_ERR_INVALID for size 0. */
+ * NULL, says why); CA_ERR_INVALID for size 0. A request larger than the device
+ * could ever hold (its capacity, max_reserved, CA_MAX_BYTES, in whole
+ * granules) fails with CA_ERR_OOM at once: no retry, no backend call, its cost
+ * the same whatever its size. Sizes are never rounded past SIZE_MAX. */
 int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom_info *oom);
 /* Free ptr in the order of `stream` (the stream it was allocated on, for a
  * plain free). CA_ERR_INVALID for a pointer the allocator does not own, or a

@@ -5,13 +5,16 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "util/checked.h"
 
 #define MIB ((size_t)1 << 20)
 
+/* 0 when the size cannot be rounded (ca_malloc refuses such sizes first). */
 static size_t segment_size(const ca_heap *h, size_t size) {
     if (h->small) return 2 * MIB;
     if (size < 10 * MIB) return 20 * MIB;
-    return (size + 2 * MIB - 1) & ~(2 * MIB - 1);
+    size_t seg;
+    return ca_size_round_up(size, 2 * MIB, &seg) ? seg : 0;
 }
 
 int ca_classic_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out) {
@@ -22,8 +25,8 @@ int ca_classic_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out) {
         return CA_OK;
     }
     size_t seg_size = segment_size(h, size);
-    size_t cap = a->opt.max_reserved;
-    if (cap && ca_reserved_total(a) + seg_size > cap) return CA_ERR_OOM;
+    /* reserved <= cap and seg_size <= limit + 2 MiB: the sum cannot wrap */
+    if (!seg_size || (a->cap && ca_reserved_total(a) + seg_size > a->cap)) return CA_ERR_OOM;
     uintptr_t addr;
     int rc = a->be->fixed_alloc(a->be->self, seg_size, &addr);
     if (rc != CA_OK) return rc == CA_ERR_OOM ? CA_ERR_OOM : CA_ERR_BACKEND;

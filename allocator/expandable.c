@@ -8,18 +8,10 @@
 #include <string.h>
 
 #include "internal.h"
-
-#define TIB ((size_t)1 << 40)
-
-static size_t round_up(size_t x, size_t g) { return (x + g - 1) & ~(g - 1); }
+#include "util/checked.h"
 
 static ca_segment *segment_new(ca_allocator *a, ca_heap *h) {
-    /* Four times the device: blocks are never moved, so after fragmentation a
-     * request may have to be placed past the end of everything else. Virtual
-     * address space is cheap. */
-    size_t reserve = a->capacity <= TIB ? 4 * a->capacity : 4 * TIB;
-    if (reserve < a->granule) reserve = 4 * TIB;
-    reserve = round_up(reserve, a->granule);
+    size_t reserve = a->reserve; /* see set_limits */
     uintptr_t base;
     if (a->be->reserve(a->be->self, reserve, &base) != CA_OK) return NULL;
     ca_segment *seg = calloc(1, sizeof *seg);
@@ -39,12 +31,15 @@ static ca_segment *segment_new(ca_allocator *a, ca_heap *h) {
     return seg;
 }
 
-/* Room for new_n granule handles; the array grows geometrically. */
+/* Room for new_n granule handles; the array grows geometrically. new_n is at
+ * most the reserve's granules, so neither doubling nor the byte count wraps. */
 static int grow_handles(ca_segment *seg, size_t new_n) {
     if (new_n <= seg->handles_cap) return CA_OK;
     size_t cap = seg->handles_cap ? seg->handles_cap : 64;
     while (cap < new_n) cap *= 2;
-    ca_handle *h = realloc(seg->handles, cap * sizeof *h);
+    size_t bytes;
+    if (!ca_size_mul(cap, sizeof(ca_handle), &bytes)) return CA_ERR_OOM;
+    ca_handle *h = realloc(seg->handles, bytes);
     if (!h) return CA_ERR_OOM;
     memset(h + seg->handles_cap, 0, (cap - seg->handles_cap) * sizeof *h);
     seg->handles = h;
@@ -80,6 +75,13 @@ static void unmap_granule(ca_allocator *a, ca_segment *seg, size_t i) {
     seg->heap->pool->st.num_device_free++;
 }
 
+/* Can the device, and the cap, give `bytes` more physical memory? */
+static bool room_for(ca_allocator *a, size_t bytes) {
+    size_t free_bytes = 0, total = 0;
+    if (a->be->mem_info(a->be->self, &free_bytes, &total) == CA_OK && free_bytes < bytes) return false;
+    return !a->cap || ca_reserved_total(a) + bytes <= a->cap; /* both <= CA_MAX_BYTES */
+}
+
 /* Map every granule under [addr, addr+size); reports runs to the observer.
  * Asks first whether the device has the memory, so a request that cannot fit
  * costs no mapping and unmapping. */
@@ -90,9 +92,7 @@ static int map_range(ca_allocator *a, ca_segment *seg, uintptr_t addr, size_t si
     size_t missing = 0;
     for (size_t i = first; i < end; i++) missing += !seg->handles[i];
     if (!missing) return CA_OK;
-    size_t free_bytes = 0, total = 0, cap = a->opt.max_reserved;
-    if (a->be->mem_info(a->be->self, &free_bytes, &total) == CA_OK && free_bytes < missing * g) return CA_ERR_OOM;
-    if (cap && ca_reserved_total(a) + missing * g > cap) return CA_ERR_OOM;
+    if (!room_for(a, missing * g)) return CA_ERR_OOM;
     size_t run = end; /* start of the run being mapped; end = none */
     for (size_t i = first; i < end; i++) {
         if (seg->handles[i]) continue;
@@ -111,16 +111,20 @@ static int map_range(ca_allocator *a, ca_segment *seg, uintptr_t addr, size_t si
 }
 
 /* Extend the range so that a block of `size` fits at its end; returns that
- * free block, taken out of the index. */
+ * free block, taken out of the index. NULL, with nothing changed, when the
+ * range or the device has no room for the granules it adds: a request that
+ * cannot fit costs no per-granule work, whatever its size. */
 static ca_block *extend(ca_allocator *a, ca_segment *seg, size_t size) {
     size_t g = a->granule;
     ca_block *tail = seg->last;
     bool tail_free = tail && !tail->allocated;
     uintptr_t start = tail_free ? tail->addr : seg->base + seg->span;
-    size_t new_span = round_up(start + size - seg->base, g);
-    if (new_span > seg->reserve_size) return NULL;
-    if (grow_handles(seg, new_span / g) != CA_OK) return NULL;
-    size_t added = new_span - seg->span;
+    size_t new_span;
+    if (!ca_size_add(start - seg->base, size, &new_span) || !ca_size_round_up(new_span, g, &new_span) ||
+        new_span > seg->reserve_size)
+        return NULL;
+    size_t added = new_span - seg->span; /* none of it mapped */
+    if (!room_for(a, added) || grow_handles(seg, new_span / g) != CA_OK) return NULL;
     ca_block *b;
     if (tail_free) {
         ca_free_index_remove(&seg->heap->free, tail);

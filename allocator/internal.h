@@ -96,7 +96,12 @@ struct ca_allocator {
     ca_backend *be;
     ca_options opt;
     size_t granule;
-    size_t capacity;          /* device total, from mem_info at creation */
+    size_t capacity;          /* device total, from mem_info at creation (0: unknown) */
+    size_t limit;             /* the most it may ever hold (see ca_malloc), whole granules */
+    size_t cap;               /* limit, when the allocator keeps to it itself because the
+                               * device would give more (max_reserved, CA_MAX_BYTES); 0: the
+                               * device's own capacity is the limit */
+    size_t reserve;           /* expandable: virtual range per heap, at least limit */
     ca_pool *pools[CA_MAX_POOLS]; /* published in order, never removed */
     _Atomic size_t npools;
     ca_stats peaks;           /* device-wide peaks of the pools' sums */

@@ -20,3 +20,7 @@ $(TESTS_BIN)/test_stress: $(OBJ)/tests/allocator/test_stress.o $(LIBCA)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
 UNIT_TESTS += $(TESTS_BIN)/test_stress
+$(TESTS_BIN)/test_sizes: $(OBJ)/tests/allocator/test_sizes.o $(LIBCA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
+UNIT_TESTS += $(TESTS_BIN)/test_sizes
