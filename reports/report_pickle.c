@@ -58,14 +58,17 @@ static void trace_entry(const ca_report_ctx *c, ca_pkl *p, const char *action, c
     ca_pkl_dict_begin(p);
     ca_pkl_kv_str(p, "action", action);
     if (oom) {
-        uint64_t dfree = 0;
-        if (e->addr < s->n_ooms && s->ooms[e->addr].have_info) dfree = s->ooms[e->addr].info.device_free;
+        uint64_t dfree = 0, rec = ca_ev_oom_record(e);
+        if (rec < s->n_ooms && s->ooms[rec].have_info) dfree = s->ooms[rec].info.device_free;
         /* An unlimited simulated device says SIZE_MAX; pickled ints stop at 2^63. */
         ca_pkl_kv_uint(p, "device_free", dfree > INT64_MAX ? (uint64_t)INT64_MAX : dfree);
     } else {
         ca_pkl_kv_uint(p, "addr", e->addr);
     }
-    ca_pkl_kv_uint(p, "size", ca_ev_bytes(e));
+    /* A failed request may ask 2^63 bytes or more (SIZE_MAX - 1000): pickled
+     * ints stop at 2^63 - 1, the largest memory_viz reads. */
+    uint64_t size = ca_ev_bytes(e);
+    ca_pkl_kv_uint(p, "size", size > INT64_MAX ? (uint64_t)INT64_MAX : size);
     ca_pkl_kv_int(p, "stream", stream_of(s, e->stream));
     ca_pkl_kv_int(p, "time_us", s->time_is_index ? (int64_t)e->ticks : ca_clock_epoch_us(&s->clock, e->ticks));
     ca_evk k = ca_ev_kind(e);

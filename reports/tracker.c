@@ -636,7 +636,8 @@ void ca_tracker_record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, u
             r->requested = ev->requested ? ev->requested : ev->size;
         }
         t->n_ooms_total++;
-        log_event(t, CA_EVK_OOM, idx, ev->requested ? ev->requested : ev->size, 0, ticks, site, th, sm);
+        /* the size asked goes whole in addr, the record's index in the bytes */
+        log_event(t, CA_EVK_OOM, ev->requested ? ev->requested : ev->size, idx, 0, ticks, site, th, sm);
         break;
     }
     }

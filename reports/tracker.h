@@ -132,12 +132,15 @@ typedef enum {
     CA_EVK_ALLOC, CA_EVK_FREE, CA_EVK_MAP, CA_EVK_UNMAP, CA_EVK_OOM,
 } ca_evk;
 
-/* One event of the ring: 32 bytes. */
+/* One event of the ring: 32 bytes. Blocks and mappings are below
+ * CA_MAX_BYTES (2^47), so their sizes fit 48 bits; a failed request may be
+ * any size (SIZE_MAX - 1000), so an OOM keeps it whole in addr. */
 typedef struct ca_ev {
-    uint64_t addr;     /* OOM: index of its record in ooms */
-    uint64_t packed;   /* bytes (48 bits: requested, or mapped for MAP/UNMAP),
-                          block bytes past the requested size rounded up to
-                          512 (12 bits, in 512 B units), kind (4 bits) */
+    uint64_t addr;     /* OOM: the bytes asked */
+    uint64_t packed;   /* bytes (48 bits: requested, or mapped for MAP/UNMAP;
+                          OOM: index of its record in ooms), block bytes past
+                          the requested size rounded up to 512 (12 bits, in
+                          512 B units), kind (4 bits) */
     uint64_t ticks;
     uint32_t site;     /* ALLOC/FREE: the allocation's site; OOM: the failing call's */
     uint16_t thread;   /* index in threads[] */
@@ -145,7 +148,12 @@ typedef struct ca_ev {
 } ca_ev;
 
 static inline ca_evk ca_ev_kind(const ca_ev *e) { return (ca_evk)(e->packed >> 60); }
-static inline uint64_t ca_ev_bytes(const ca_ev *e) { return e->packed & ((UINT64_C(1) << 48) - 1); }
+/* Bytes: requested (ALLOC/FREE/OOM) or mapped (MAP/UNMAP). */
+static inline uint64_t ca_ev_bytes(const ca_ev *e) {
+    return ca_ev_kind(e) == CA_EVK_OOM ? e->addr : e->packed & ((UINT64_C(1) << 48) - 1);
+}
+/* OOM: the index of its record in ooms (>= n_ooms when it was not kept). */
+static inline uint64_t ca_ev_oom_record(const ca_ev *e) { return e->packed & ((UINT64_C(1) << 48) - 1); }
 /* The block's size for ALLOC/FREE: the request rounded up to 512 bytes,
  * plus what a classic segment's block kept beyond that. */
 static inline uint64_t ca_ev_block(const ca_ev *e) {
@@ -190,7 +198,9 @@ typedef struct ca_leak {
 } ca_leak;
 
 #define CA_OOM_TOP 5
-typedef enum { CA_OOM_NOT_THERE, CA_OOM_FRAGMENTED, CA_OOM_LEAK } ca_oom_verdict;
+/* BEYOND is a kind of NOT_THERE (same name, "not_there"): the request is
+ * larger than the whole device, or the cap, could ever hold. */
+typedef enum { CA_OOM_NOT_THERE, CA_OOM_FRAGMENTED, CA_OOM_LEAK, CA_OOM_BEYOND } ca_oom_verdict;
 
 typedef struct ca_oom_record {
     uint64_t seq, ticks;

@@ -52,6 +52,94 @@ START_TEST(judge_unit) {
 }
 END_TEST
 
+/* A request larger than the whole device: "not there", whatever the other
+ * figures say; sums of figures near 2^64 do not wrap into "too little". */
+START_TEST(judge_beyond_the_device) {
+    ca_oom_info i = {.requested = 64 * MIB + 1, .device_total = 64 * MIB, .device_free = 64 * MIB};
+    ck_assert_int_eq(ca_oom_judge(&i, 0), CA_OOM_BEYOND);
+    ck_assert_int_eq(ca_oom_judge(&i, UINT64_MAX), CA_OOM_BEYOND);
+    i.requested = 64 * MIB; /* the whole device: it would fit an empty one */
+    ck_assert_int_eq(ca_oom_judge(&i, 0), CA_OOM_FRAGMENTED);
+    ck_assert_str_eq(ca_oom_verdict_name(CA_OOM_BEYOND), "not_there");
+    ck_assert_ptr_nonnull(strstr(ca_oom_verdict_text(CA_OOM_BEYOND), "the memory is not there"));
+    ck_assert_ptr_nonnull(strstr(ca_oom_verdict_text(CA_OOM_BEYOND), "larger than the device"));
+    ck_assert_ptr_nonnull(ca_oom_advice(CA_OOM_BEYOND)[0]);
+    ca_oom_info w = {.requested = 1000, .device_total = SIZE_MAX, .device_free = SIZE_MAX - 10, .free_cached = 100};
+    ck_assert_int_eq(ca_oom_judge(&w, 0), CA_OOM_FRAGMENTED);
+    w = (ca_oom_info){.requested = SIZE_MAX - 5, .device_total = SIZE_MAX, .device_free = 100, .free_cached = 100};
+    ck_assert_int_eq(ca_oom_judge(&w, UINT64_MAX - 50), CA_OOM_LEAK);
+    ck_assert_int_eq(ca_oom_judge(&w, 0), CA_OOM_NOT_THERE);
+}
+END_TEST
+
+static const char BEYOND_JSON_CHECK[] =
+    "import json, sys\n"
+    "o = json.load(open(sys.argv[1]))['ooms'][-1]\n"
+    "assert o['requested_bytes'] == 2**64 - 1001, o['requested_bytes']\n"
+    "assert o['device_total_bytes'] == 64 * 2**20, o\n"
+    "assert o['allocated_bytes'] == 5 * 2**20 and o['reserved_bytes'] == 6 * 2**20, o\n"
+    "assert o['verdict'] == 'not_there' and 'larger than the device' in o['verdict_text'], o\n"
+    "print('OK')\n";
+static const char BEYOND_PICKLE_CHECK[] =
+    "import pickle, sys\n"
+    "s = pickle.load(open(sys.argv[1], 'rb'))\n"
+    "ooms = [e for e in s['device_traces'][0] if e['action'] == 'oom']\n"
+    "assert len(ooms) == 1 and ooms[0]['size'] == 2**63 - 1, ooms  # the format stops there\n"
+    "print('OK')\n";
+
+/* cudaMalloc(SIZE_MAX - 1000) on a 64 MiB device, through the allocator, the
+ * tracker and every report file: the size asked, whole, and true figures. */
+START_TEST(beyond_the_device) {
+    ca_tracker *t;
+    ca_allocator *a = make(64 * MIB, 1, &t);
+    void *p, *q = NULL;
+    ck_assert_int_eq(ca_malloc(a, 5 * MIB, 0, &p, NULL), CA_OK);
+    ca_oom_info info;
+    ck_assert_int_eq(ca_malloc(a, SIZE_MAX - 1000, 0, &q, &info), CA_ERR_OOM);
+    ck_assert_ptr_null(q);
+    ca_tracker_oom(t, &info);
+    ca_oom_record r;
+    ck_assert_int_eq(last_verdict(t, &r), CA_OOM_BEYOND);
+    ck_assert_uint_eq(r.requested, SIZE_MAX - 1000);
+    ck_assert_uint_eq(r.info.device_total, 64 * MIB);
+    ck_assert_uint_eq(r.info.device_free, 58 * MIB);
+    ck_assert_uint_eq(r.info.allocated, 5 * MIB);
+    ck_assert_uint_eq(r.info.reserved, 6 * MIB);
+    ck_assert_uint_eq(r.info.free_cached, 1 * MIB);
+    ca_track_snap s;
+    ca_tracker_snapshot(t, &s);
+    const ca_ev *e = &s.events[s.n_events - 1];
+    ck_assert_int_eq(ca_ev_kind(e), CA_EVK_OOM);
+    ck_assert_uint_eq(ca_ev_bytes(e), SIZE_MAX - 1000);
+    ck_assert_uint_eq(ca_ev_oom_record(e), 0);
+    ck_assert_uint_eq(s.peak_allocated, 5 * MIB);
+    ca_track_snap_free(&s);
+
+    const char *dir = scratch();
+    char *prefix = path_in(dir, "run");
+    ck_assert_int_eq(ca_report_write(t, a, prefix, NULL), 0);
+    char *txt = path_in(dir, "run.txt"), *body = read_file(txt, NULL);
+    ck_assert_msg(strstr(body, "verdict: not_there: the memory is not there: the request is larger than"), "%s", body);
+    ck_assert_ptr_nonnull(strstr(body, "16.0 EiB requested"));
+    free(body);
+    char *csv = path_in(dir, "run.csv");
+    body = read_file(csv, NULL);
+    ck_assert_msg(strstr(body, ",allocate failure,0x0,18446744073709550615,"), "%s", body);
+    free(body);
+    char *json = path_in(dir, "run.json"), *pkl = path_in(dir, "run.pickle");
+    ck_python_ok(dir, BEYOND_JSON_CHECK, json);
+    ck_python_ok(dir, BEYOND_PICKLE_CHECK, pkl);
+    free(txt);
+    free(csv);
+    free(json);
+    free(pkl);
+    free(prefix);
+    scratch_cleanup();
+    ca_free(a, p, 0);
+    done(a, t);
+}
+END_TEST
+
 START_TEST(not_there) {
     ca_tracker *t;
     ca_allocator *a = make(64 * MIB, 1, &t);
@@ -154,6 +242,8 @@ static Suite *suite(void) {
     Suite *s = suite_create("oom");
     TCase *tc = tcase_create("oom");
     tcase_add_test(tc, judge_unit);
+    tcase_add_test(tc, judge_beyond_the_device);
+    tcase_add_test(tc, beyond_the_device);
     tcase_add_test(tc, not_there);
     tcase_add_test(tc, fragmented);
     tcase_add_test(tc, held_by_a_leak_and_projection);
