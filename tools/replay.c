@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "tools/replay.h"
+#include "util/checked.h"
 #include "util/size.h"
 
 static void usage(FILE *f) {
@@ -25,6 +26,17 @@ static void usage(FILE *f) {
             "                the first, on a fresh allocator, is reported as cold_ns_per_op\n"
             "  --compare     also time glibc malloc, mimalloc and jemalloc on the sizes\n"
             "  --threads N   also measure N threads on N streams against one thread\n");
+}
+
+/* Twice the trace's peak plus 64 MiB, the host backend's default and where
+ * the capacity search starts: at most CA_MAX_BYTES, however large the trace's
+ * sizes (its peak may be 2^64 - 1). */
+static size_t roomy_capacity(uint64_t peak_live_bytes) {
+    size_t twice, cap;
+    if (peak_live_bytes > SIZE_MAX || !ca_size_mul((size_t)peak_live_bytes, 2, &twice) ||
+        !ca_size_add(twice, (size_t)64 << 20, &cap) || cap > CA_MAX_BYTES)
+        return CA_MAX_BYTES;
+    return cap;
 }
 
 static int bad(const char *what, const char *value, const char *accepted) {
@@ -96,7 +108,12 @@ int main(int argc, char **argv) {
             continue;
         }
         replay_config run_cfg = cfg;
-        if (run_cfg.host && !run_cfg.capacity) run_cfg.capacity = 2 * t.peak_live_bytes + ((size_t)64 << 20);
+        /* Real memory: the memfd and 4 ranges of 4 times it must fit the
+         * host's address space, so 1 TiB at most. */
+        if (run_cfg.host && !run_cfg.capacity) {
+            run_cfg.capacity = roomy_capacity(t.peak_live_bytes);
+            if (run_cfg.capacity > (size_t)1 << 40) run_cfg.capacity = (size_t)1 << 40;
+        }
         replay_result r;
         if (replay_run(&t, &run_cfg, runs, &r) != CA_OK) {
             fprintf(stderr, "cudalloc-replay: %s: the %s backend failed to start\n", argv[i],
@@ -113,9 +130,12 @@ int main(int argc, char **argv) {
         if (min_capacity) {
             replay_config mc = cfg;
             mc.host = 0; /* the search needs no memory: the count backend decides alike */
-            size_t hi = r.peak_reserved > 0 && !r.ooms ? (size_t)r.peak_reserved : 2 * t.peak_live_bytes + ((size_t)64 << 20);
+            size_t hi = r.peak_reserved > 0 && !r.ooms ? (size_t)r.peak_reserved : roomy_capacity(t.peak_live_bytes);
             size_t min = replay_min_capacity(&t, &mc, hi);
-            printf(" min_capacity=%zu ratio=%.3f", min, r.peak_requested ? (double)min / (double)r.peak_requested : 0.0);
+            if (min)
+                printf(" min_capacity=%zu ratio=%.3f", min, r.peak_requested ? (double)min / (double)r.peak_requested : 0.0);
+            else /* a request larger than any device: no capacity replays it */
+                printf(" min_capacity=none");
         }
         printf("\n");
         if (compare) {

@@ -23,7 +23,8 @@ typedef struct replay_result {
 /* Replays once on a fresh allocator (the figures, and the cold time), then
  * `runs` times more on it (the steady-state time). CA_OK or the failure. */
 int replay_run(const ca_trace *t, const replay_config *cfg, int runs, replay_result *out);
-/* The smallest capacity, to 1 MiB, at which the replay has no OOM. */
+/* The smallest capacity, to 1 MiB, at which the replay has no OOM; 0 when
+ * even hi (at most CA_MAX_BYTES) has one. */
 size_t replay_min_capacity(const ca_trace *t, const replay_config *cfg, size_t hi);
 /* Total calls per second with `threads` threads, each replaying the trace on
  * its own stream of one shared allocator. */

@@ -106,12 +106,15 @@ int replay_run(const ca_trace *t, const replay_config *cfg, int runs, replay_res
 size_t replay_min_capacity(const ca_trace *t, const replay_config *cfg, size_t hi) {
     const size_t mib = (size_t)1 << 20;
     size_t lo = 0; /* in MiB: lo fails (or is zero), hi fits */
+    if (hi > CA_MAX_BYTES) hi = CA_MAX_BYTES;
     hi = (hi + mib - 1) / mib;
     replay_config c = *cfg;
+    replay_result r;
+    c.capacity = hi * mib;
+    if (replay_run(t, &c, 0, &r) != CA_OK || r.ooms) return 0; /* not even hi fits */
     while (hi - lo > 1) {
         size_t mid = lo + (hi - lo) / 2;
         c.capacity = mid * mib;
-        replay_result r;
         if (replay_run(t, &c, 0, &r) == CA_OK && r.ooms == 0) hi = mid;
         else lo = mid;
     }

@@ -44,7 +44,7 @@ typedef struct parser {
     size_t chunk_used;
     uint32_t *free_ids; /* ids of freed allocations, reused last-freed first */
     uint32_t n_free_ids, cap_ids;
-    uint64_t live_bytes;
+    unsigned __int128 live_bytes; /* live sizes can add up past 2^64 */
 } parser;
 
 typedef struct field {
@@ -81,33 +81,41 @@ static int is_word(field f, const char *w)
     return f.n == n && memcmp(f.s, w, n) == 0;
 }
 
-/* Decimal, or hex after 0x when hex_ok; nothing else, no overflow. */
+enum { NUM_OK = 0, NUM_BAD = -1, NUM_TOO_LARGE = -2 };
+
+static int is_hex(field f) { return f.n > 2 && f.s[0] == '0' && (f.s[1] == 'x' || f.s[1] == 'X'); }
+
+/* Decimal, or hex after 0x when hex_ok; nothing else. Any value that fits in
+ * 64 bits is read exactly; a larger one is NUM_TOO_LARGE, never wrapped. */
 static int parse_u64(field f, int hex_ok, uint64_t *out)
 {
     uint64_t v = 0;
     size_t i = 0;
-    if (hex_ok && f.n > 2 && f.s[0] == '0' && (f.s[1] == 'x' || f.s[1] == 'X')) {
+    int too_large = 0;
+    if (hex_ok && is_hex(f)) {
         for (i = 2; i < f.n; i++) {
             char c = f.s[i];
             unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
                          : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
                          : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10)
                                                 : 16;
-            if (d == 16 || v >> 60) return -1;
+            if (d == 16) return NUM_BAD;
+            if (v >> 60) too_large = 1; /* read on: a bad digit later is still bad */
             v = v << 4 | d;
         }
     } else {
-        if (f.n == 0) return -1;
+        if (f.n == 0) return NUM_BAD;
         for (; i < f.n; i++) {
             char c = f.s[i];
-            if (c < '0' || c > '9') return -1;
+            if (c < '0' || c > '9') return NUM_BAD;
             unsigned d = (unsigned)(c - '0');
-            if (v > (UINT64_MAX - d) / 10) return -1;
+            if (v > (UINT64_MAX - d) / 10) too_large = 1;
             v = v * 10 + d;
         }
     }
+    if (too_large) return NUM_TOO_LARGE;
     *out = v;
-    return 0;
+    return NUM_OK;
 }
 
 static live *new_entry(parser *p)
@@ -170,9 +178,13 @@ static int row(parser *p, const char *s, size_t n)
         if (i == F_TIME || i == F_ACTION) continue;
         /* An iteration row names no pointer: Pointer may be empty. */
         if (i == F_POINTER && kind == CA_TRACE_ITERATION && f[i].n == 0) continue;
-        if (parse_u64(f[i], i != F_SIZE, &v[i]) != 0)
-            return fail(p, "bad %s '%.*s': expected %s", col[i],
-                        (int)(f[i].n < SHOWN ? f[i].n : SHOWN), f[i].s,
+        int rc = parse_u64(f[i], i != F_SIZE, &v[i]);
+        int shown = (int)(f[i].n < SHOWN ? f[i].n : SHOWN);
+        if (rc == NUM_TOO_LARGE)
+            return fail(p, "bad %s '%.*s': larger than %s, the most 64 bits hold", col[i], shown, f[i].s,
+                        is_hex(f[i]) ? "0xffffffffffffffff" : "18446744073709551615");
+        if (rc != NUM_OK)
+            return fail(p, "bad %s '%.*s': expected %s", col[i], shown, f[i].s,
                         i == F_SIZE ? "decimal bytes" : "a hex (0x...) or decimal number");
     }
 
@@ -206,7 +218,8 @@ static int row(parser *p, const char *s, size_t n)
         HASH_ADD(hh, p->table, ptr, sizeof e->ptr, e);
         if (hash_oom) return fail(p, "out of memory");
         p->live_bytes += op.size;
-        if (p->live_bytes > p->t.peak_live_bytes) p->t.peak_live_bytes = p->live_bytes;
+        if (p->live_bytes > p->t.peak_live_bytes) /* saturates at UINT64_MAX */
+            p->t.peak_live_bytes = p->live_bytes > UINT64_MAX ? UINT64_MAX : (uint64_t)p->live_bytes;
         break;
     case CA_TRACE_FREE:
         HASH_FIND(hh, p->table, &op.ptr, sizeof op.ptr, e);

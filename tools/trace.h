@@ -9,7 +9,8 @@
  * `iteration` (an iteration boundary; Size carries the iteration number, Pointer
  * is ignored). Pointer is an identifier, not an address; Thread, Pointer and
  * Stream are hex (0x...) or decimal; Size is decimal bytes (on `free` rows it may
- * be 0, else it must equal the allocation's size); Time is kept as opaque text
+ * be 0, else it must equal the allocation's size); each is any value that fits
+ * in 64 bits, read exactly (a larger one is an error); Time is kept as opaque text
  * (RMM writes a clock time, converted traces an index) and is not read. CRLF,
  * blank lines and blanks around fields are tolerated.
  *
@@ -47,7 +48,8 @@ typedef struct ca_trace {
     size_t n_ops;
     uint32_t n_ids;                  /* ids in use: the most allocations live at once */
     size_t count[CA_TRACE_KINDS];    /* ops of each kind */
-    uint64_t peak_live_bytes;        /* sum of live allocation sizes, at its highest */
+    uint64_t peak_live_bytes;        /* sum of live allocation sizes, at its highest
+                                        (UINT64_MAX when it passed 2^64 - 1) */
     size_t live_at_end;              /* allocations never freed */
 } ca_trace;
 

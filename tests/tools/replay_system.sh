@@ -41,6 +41,55 @@ gap=$(( $(field peak_reserved "$out") - $(field peak_requested "$out") ))
 out=$("$replay" --runs 1 --capacity 2MiB "$tmp/small.csv")
 [ "$(field ooms "$out")" = 1 ] && ok || no "capacity 2MiB should give exactly 1 OOM: $out"
 
+# Sizes at their edges on a 64 MiB device: what fits it succeeds; anything
+# larger, up to 2^64 - 1, is an allocation failure, never a small block.
+python3 - "$tmp/edges.csv" <<'PY'
+import sys
+fits = [1, 511, 512, 513, 2**21 - 1, 2**21, 2**21 + 1, 2**26 - 1, 2**26]
+past = [2**26 + 1, 2**63, 18446744073709550000] + [2**64 - 1 - k for k in range(4097)]
+with open(sys.argv[1], 'w') as f:
+    f.write('Thread,Time,Action,Pointer,Size,Stream\n')
+    for i, s in enumerate(fits + past):
+        f.write(f'1,{2*i},allocate,{hex(i + 1)},{s},0x0\n1,{2*i+1},free,{hex(i + 1)},0,0x0\n')
+PY
+for mode in expandable classic; do
+    out=$("$replay" --runs 1 --mode $mode --capacity 64MiB "$tmp/edges.csv")
+    [ "$(field ooms "$out")" = 4100 ] && [ "$(field peak_requested "$out")" = $((64 << 20)) ] && ok ||
+        no "edge sizes ($mode): want ooms=4100 peak_requested=$((64 << 20)): $out"
+done
+
+# Live sizes adding up past 2^64 (two of 2^63): no figure wraps. No capacity
+# replays the trace without an OOM; the host backend's default capacity stays
+# sane (it was 2 * peak + 64 MiB, which wrapped to 64 MiB).
+printf 'Thread,Time,Action,Pointer,Size,Stream\n1,0,allocate,0x1,9223372036854775808,0x0\n1,1,allocate,0x2,9223372036854775808,0x0\n1,2,allocate,0x3,4096,0x0\n' > "$tmp/peak.csv"
+out=$("$replay" --runs 1 --min-capacity "$tmp/peak.csv")
+grep -q 'ooms=2 .*min_capacity=none$' <<<"$out" && ok || no "impossible trace: want ooms=2, min_capacity=none: $out"
+out=$("$replay" --runs 1 --backend host "$tmp/peak.csv")
+[ "$(field ooms "$out")" = 2 ] && [ "$(field peak_requested "$out")" = 4096 ] && ok || no "host backend, huge peak: $out"
+
+# The cost of a failed request does not grow with its size. On a 16 GiB
+# device with 8 GiB live, 20000 requests each: one byte past the device,
+# 2^64 - 1616 bytes, and 9 GiB (fits the device, not now); ns per call
+# against 4 KiB allocated and freed 20000 times in the same state.
+per_call() { # size [free] -> ns_per_op
+    python3 - "$tmp/cost.csv" "$@" <<'PY'
+import sys
+with open(sys.argv[1], 'w') as f:
+    f.write('Thread,Time,Action,Pointer,Size,Stream\n1,0,allocate,0x1,8589934592,0x0\n')
+    for i in range(2, 20002):
+        f.write(f'1,{i},allocate,{hex(i)},{sys.argv[2]},0x0\n')
+        if len(sys.argv) > 3: f.write(f'1,{i},free,{hex(i)},0,0x0\n')
+PY
+    field ns_per_op "$("$replay" --runs 9 --capacity 16GiB "$tmp/cost.csv")"
+}
+small=$(per_call 4096 free); past=$(per_call 17179869185); huge=$(per_call 18446744073709550000)
+notnow=$(per_call 9663676416)
+echo "ns per call: 4 KiB allocated and freed $small; failed: past the device $past, 2^64 - 1616 bytes $huge, 9 GiB not now $notnow"
+for c in "past the device:$past" "2^64 - 1616 bytes:$huge" "9 GiB not now:$notnow"; do
+    awk -v s="$small" -v c="${c#*:}" 'BEGIN{exit !(c < 10 * s + 100)}' && ok ||
+        no "a failed request ($c ns) costs more than 10 times a 4 KiB allocation ($small ns)"
+done
+
 # Malformed input: FILE:LINE: message, exit 2.
 check_bad() { # name, content, expected text
     printf '%b' "$2" > "$tmp/$1.csv"
@@ -54,6 +103,8 @@ check_bad action "${H}1,0,allocat,0x1,10,0x0\n" 'action'
 check_bad number "${H}1,0,allocate,0x1,1x0,0x0\n" 'Size'
 check_bad unknown "${H}1,0,free,0x5,10,0x0\n" 'not live'
 check_bad twice "${H}1,0,allocate,0x1,10,0x0\n1,1,allocate,0x1,10,0x0\n" 'allocated again'
+check_bad over64 "${H}1,0,allocate,0x1,18446744073709551616,0x0\n" "larger than 18446744073709551615"
+check_bad hex64 "${H}1,0,allocate,0x10000000000000000,1,0x0\n" "larger than 0xffffffffffffffff"
 msg=$("$replay" --mode fast "$tmp/small.csv" 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "expandable, classic" <<<"$msg" && ok || no "bad --mode: rc=$rc '$msg'"
 msg=$("$replay" "$tmp/missing.csv" 2>&1); rc=$?

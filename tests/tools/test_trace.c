@@ -250,14 +250,12 @@ START_TEST(bad_numbers)
         {"1,0,allocate,0xZZ,256,0x0", "Pointer", "0xZZ"},
         {"1,0,allocate,-16,256,0x0", "Pointer", "-16"},
         {"1,0,allocate,,256,0x0", "Pointer", ""},
-        {"1,0,allocate,0x1ffffffffffffffff,256,0x0", "Pointer", "0x1ffffffffffffffff"},
-        {"1,0,allocate,18446744073709551616,256,0x0", "Pointer", "18446744073709551616"},
         {"1,0,free,0x 10,256,0x0", "Pointer", "0x 10"},
         {"1,0,allocate,0x10,12a,0x0", "Size", "12a"},
         {"1,0,allocate,0x10,0x100,0x0", "Size", "0x100"},
         {"1,0,allocate,0x10,-1,0x0", "Size", "-1"},
         {"1,0,allocate,0x10,1.5,0x0", "Size", "1.5"},
-        {"1,0,allocate,0x10,99999999999999999999,0x0", "Size", "99999999999999999999"},
+
         {"1,0,allocate,0x10,,0x0", "Size", ""},
         {"1,0,allocate,0x10,256,stream0", "Stream", "stream0"},
         {"1,0,allocate,0x10,256,", "Stream", ""},
@@ -270,6 +268,60 @@ START_TEST(bad_numbers)
                  cases[i].text, strcmp(cases[i].col, "Size") ? hexdec : "decimal bytes");
         parse_fails(text, want);
     }
+}
+END_TEST
+
+/* Any value that fits in 64 bits is read exactly; one past it is refused,
+ * saying so (not as a malformed number). */
+START_TEST(sixty_four_bits_exactly)
+{
+    ca_trace t = parse_ok(HDR "0xffffffffffffffff,0,allocate,0xffffffffffffffff,18446744073709551615,"
+                              "18446744073709551615\n"
+                              "1,1,allocate,0x0000000000000000001,18446744073709550000,0x0\n"
+                              "1,2,allocate failure,0x2,18446744073709551615,0x0\n");
+    ck_assert_uint_eq(t.ops[0].thread, UINT64_MAX);
+    ck_assert_uint_eq(t.ops[0].ptr, UINT64_MAX);
+    ck_assert_uint_eq(t.ops[0].size, UINT64_MAX);
+    ck_assert_uint_eq(t.ops[0].stream, UINT64_MAX);
+    ck_assert_uint_eq(t.ops[1].ptr, 1);
+    ck_assert_uint_eq(t.ops[1].size, 18446744073709550000u);
+    ck_assert_uint_eq(t.ops[2].size, UINT64_MAX);
+    ca_trace_free(&t);
+    static const struct { const char *row, *col, *text, *most; } cases[] = {
+        {"1,0,allocate,0x10,18446744073709551616,0x0", "Size", "18446744073709551616", "18446744073709551615"},
+        {"1,0,allocate,0x10,99999999999999999999,0x0", "Size", "99999999999999999999", "18446744073709551615"},
+        {"1,0,allocate,0x1ffffffffffffffff,256,0x0", "Pointer", "0x1ffffffffffffffff", "0xffffffffffffffff"},
+        {"1,0,allocate,18446744073709551616,256,0x0", "Pointer", "18446744073709551616", "18446744073709551615"},
+        {"18446744073709551616,0,allocate,0x1,256,0x0", "Thread", "18446744073709551616", "18446744073709551615"},
+        {"1,0,allocate,0x1,256,0x10000000000000000", "Stream", "0x10000000000000000", "0xffffffffffffffff"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[256], want[256];
+        snprintf(text, sizeof text, HDR "%s\n", cases[i].row);
+        snprintf(want, sizeof want, "t.csv:2: bad %s '%s': larger than %s, the most 64 bits hold", cases[i].col,
+                 cases[i].text, cases[i].most);
+        parse_fails(text, want);
+    }
+}
+END_TEST
+
+/* The sum of live sizes can pass 2^64: its peak saturates, never wraps. */
+START_TEST(peak_live_bytes_never_wraps)
+{
+    ca_trace t = parse_ok(HDR "1,0,allocate,0x1,9223372036854775808,0x0\n"
+                              "1,1,allocate,0x2,9223372036854775808,0x0\n"
+                              "1,2,free,0x1,0,0x0\n1,3,free,0x2,0,0x0\n"
+                              "1,4,allocate,0x3,5,0x0\n");
+    ck_assert_uint_eq(t.peak_live_bytes, UINT64_MAX);
+    ca_trace_free(&t);
+    t = parse_ok(HDR "1,0,allocate,0x1,18446744073709551615,0x0\n1,1,free,0x1,0,0x0\n"
+                     "1,2,allocate,0x2,7,0x0\n1,3,allocate,0x3,18446744073709551608,0x0\n");
+    ck_assert_uint_eq(t.peak_live_bytes, UINT64_MAX); /* 7 + (2^64 - 8): exactly the most */
+    ca_trace_free(&t);
+    t = parse_ok(HDR "1,0,allocate,0x1,9223372036854775808,0x0\n1,1,free,0x1,0,0x0\n"
+                     "1,2,allocate,0x2,9223372036854775808,0x0\n");
+    ck_assert_uint_eq(t.peak_live_bytes, UINT64_C(9223372036854775808));
+    ca_trace_free(&t);
 }
 END_TEST
 
@@ -402,6 +454,8 @@ int main(void)
     tcase_add_test(tc, unknown_action);
     tcase_add_test(tc, wrong_number_of_fields);
     tcase_add_test(tc, bad_numbers);
+    tcase_add_test(tc, sixty_four_bits_exactly);
+    tcase_add_test(tc, peak_live_bytes_never_wraps);
     tcase_add_test(tc, liveness);
     tcase_add_test(tc, files_and_errors);
     tcase_add_test(tc, mangled_input_never_crashes);
