@@ -1,10 +1,11 @@
-/* Linear allocations: cuMemAlloc, the stream-ordered cuMemAllocAsync, pinned host
+/* Linear allocations: cuMemAlloc, cuMemAllocPitch, the stream-ordered cuMemAllocAsync, pinned host
  * memory. Each is its own anonymous mapping, committed only when touched; its
  * address is an ordinary host address a CPU kernel may use directly. */
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "simgpu/sim.h"
+#include "util/checked.h"
 
 static size_t page_round(size_t n)
 {
@@ -74,6 +75,36 @@ CA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
         r = linear_alloc(CA_SIM_LINEAR, ctx, bytesize, &p);
     if (r == CUDA_SUCCESS) {
         *dptr = p;
+        ca_sim.n.mem_alloc++;
+    }
+    ca_sim_unlock();
+    return r;
+}
+
+/* Pitched linear memory: Height rows of WidthInBytes rounded up to 512 bytes.
+ * A pitch or a size past 2^64 - 1 is more than any device: out of memory, as
+ * a size past the capacity is. */
+CA_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                                      unsigned int ElementSizeBytes)
+{
+    struct CUctx_st *ctx;
+    uintptr_t p;
+    size_t pitch = 0, bytes = 0;
+    ca_sim_lock();
+    CUresult r = ca_sim_current(&ctx);
+    if (r == CUDA_SUCCESS && (!dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
+                              (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16)))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS && (!ca_size_round_up(WidthInBytes, CA_SIM_PITCH, &pitch) ||
+                              !ca_size_mul(pitch, Height, &bytes))) {
+        ca_sim.n.out_of_memory++;
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (r == CUDA_SUCCESS)
+        r = linear_alloc(CA_SIM_LINEAR, ctx, bytes, &p);
+    if (r == CUDA_SUCCESS) {
+        *dptr = p;
+        *pPitch = pitch;
         ca_sim.n.mem_alloc++;
     }
     ca_sim_unlock();

@@ -54,6 +54,7 @@ static const struct entry table[] = {
     E("cuCtxSynchronize", 13000, cuCtxSynchronize_v2),
 
     E("cuMemAlloc", 3020, cuMemAlloc_v2),
+    E("cuMemAllocPitch", 3020, cuMemAllocPitch_v2),
     E("cuMemFree", 3020, cuMemFree_v2),
     E("cuMemGetInfo", 3020, cuMemGetInfo_v2),
     E("cuMemAllocHost", 3020, cuMemAllocHost_v2),

@@ -53,6 +53,7 @@ struct ca_rt_driver {
     PFN_cuCtxGetDevice_v13000 CtxGetDevice;
     PFN_cuCtxSynchronize_v13000 CtxSynchronize;
     PFN_cuMemAlloc_v3020 MemAlloc;
+    PFN_cuMemAllocPitch_v3020 MemAllocPitch;
     PFN_cuMemFree_v3020 MemFree;
     PFN_cuMemGetInfo_v3020 MemGetInfo;
     PFN_cuMemHostAlloc_v2020 MemHostAlloc;

@@ -53,6 +53,7 @@ static const struct wanted wanted[] = {
     W(CtxGetDevice, "cuCtxGetDevice", 13000),
     W(CtxSynchronize, "cuCtxSynchronize", 13000),
     W(MemAlloc, "cuMemAlloc", 3020),
+    W(MemAllocPitch, "cuMemAllocPitch", 3020),
     W(MemFree, "cuMemFree", 3020),
     W(MemGetInfo, "cuMemGetInfo", 3020),
     W(MemHostAlloc, "cuMemHostAlloc", 2020),

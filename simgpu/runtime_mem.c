@@ -1,8 +1,10 @@
 /* Runtime memory calls, each one driver call away: cudaMalloc is cuMemAlloc_v2,
- * cudaMallocAsync cuMemAllocAsync, cudaMemGetInfo cuMemGetInfo_v2, and so on.
+ * cudaMallocPitch and cudaMalloc3D cuMemAllocPitch_v2, cudaMallocAsync
+ * cuMemAllocAsync, cudaMemGetInfo cuMemGetInfo_v2, and so on.
  * The _ptds/_ptsz entry points (programs built with --default-stream
  * per-thread) use the per-thread driver variants. */
 #include "simgpu/rt.h"
+#include "util/checked.h"
 
 CA_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
@@ -19,6 +21,49 @@ CA_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
     if (e == cudaSuccess)
         *devPtr = (void *)p;
     return ca_rt_ret(e);
+}
+
+/* Pitched memory is cuMemAllocPitch's (4-byte elements). A zero width or
+ * height allocates nothing: cudaSuccess, a NULL pointer, pitch 0. */
+static cudaError_t malloc_pitch(void **devPtr, size_t *pitch, size_t width, size_t rows)
+{
+    cudaError_t e = ca_rt_enter();
+    if (e != cudaSuccess || width == 0 || rows == 0) {
+        if (e == cudaSuccess)
+            *devPtr = NULL, *pitch = 0;
+        return ca_rt_ret(e);
+    }
+    CUdeviceptr p;
+    size_t pp;
+    e = CA_RT_CALL(ca_rt.MemAllocPitch, &p, &pp, width, rows, 4);
+    if (e == cudaSuccess)
+        *devPtr = (void *)p, *pitch = pp;
+    return ca_rt_ret(e);
+}
+
+CA_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
+{
+    if (!devPtr || !pitch)
+        return ca_rt_ret(cudaErrorInvalidValue);
+    return malloc_pitch(devPtr, pitch, width, height);
+}
+
+/* Depth slices of height rows each: height * depth rows. More rows than
+ * 2^64 - 1 is more than any device. */
+CA_EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct cudaExtent extent)
+{
+    if (!pitchedDevPtr)
+        return ca_rt_ret(cudaErrorInvalidValue);
+    size_t rows;
+    if (!ca_size_mul(extent.height, extent.depth, &rows))
+        return ca_rt_ret(cudaErrorMemoryAllocation);
+    void *p = NULL;
+    size_t pitch = 0;
+    cudaError_t e = malloc_pitch(&p, &pitch, extent.width, rows);
+    if (e == cudaSuccess)
+        *pitchedDevPtr = (struct cudaPitchedPtr){.ptr = p, .pitch = pitch, .xsize = extent.width,
+                                                 .ysize = extent.height};
+    return e;
 }
 
 /* cudaFree(0) only initializes, the classic way to create the context. */

@@ -21,6 +21,7 @@
 
 #define CA_SIM_GRANULARITY ((size_t)2 << 20) /* cuMemGetAllocationGranularity */
 #define CA_SIM_ROUND 512                     /* accounting unit of linear allocations */
+#define CA_SIM_PITCH 512                     /* cuMemAllocPitch's rows: what GPUs give */
 #define CA_SIM_CTX_STACK 16                  /* cuCtxPushCurrent depth per thread */
 
 struct CUctx_st {

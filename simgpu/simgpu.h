@@ -21,7 +21,7 @@ typedef struct simgpu_counters {
     uint64_t device_bytes_in_use[SIMGPU_MAX_DEVICES];
 
     /* Successful calls. cuMemFree of a cuMemAllocAsync pointer counts as mem_free. */
-    uint64_t mem_alloc;         /* cuMemAlloc_v2 */
+    uint64_t mem_alloc;         /* cuMemAlloc_v2 and cuMemAllocPitch_v2 */
     uint64_t mem_free;          /* cuMemFree_v2 */
     uint64_t mem_alloc_async;   /* cuMemAllocAsync */
     uint64_t mem_free_async;    /* cuMemFreeAsync */

@@ -292,6 +292,72 @@ START_TEST(capacity_counts_every_path)
 }
 END_TEST
 
+/* Sizes at their edges on a 64 MiB device, through every allocation path:
+ * up to the capacity they succeed, past it (to 2^64 - 1, a pitch or a
+ * product that does not fit) they are out of memory, never a small block. */
+START_TEST(sizes_at_their_edges)
+{
+    setenv("CUDALLOC_SIM_MEMORY", "64MiB", 1);
+    sim_ctx();
+    const size_t cap = 64 * MiB;
+    const size_t fits[] = {1, 511, 512, 513, 2 * MiB - 1, 2 * MiB, 2 * MiB + 1, cap - 1, cap};
+    for (size_t i = 0; i < sizeof fits / sizeof fits[0]; i++) {
+        CUdeviceptr p = 0;
+        size_t pitch = 0;
+        CK(cuMemAlloc(&p, fits[i]));
+        CK(cuMemsetD8(p + fits[i] - 1, 1, 1));
+        CK(cuMemFree(p));
+        CK(cuMemAllocAsync(&p, fits[i], NULL));
+        CK(cuMemFreeAsync(p, NULL));
+        CK(cuMemAllocPitch(&p, &pitch, fits[i], 1, 4));
+        ck_assert_uint_eq(pitch, (fits[i] + 511) / 512 * 512);
+        CK(cuMemsetD8(p + pitch - 1, 1, 1));
+        CK(cuMemFree(p));
+    }
+    CUdeviceptr p = 0;
+    size_t pitch = 0;
+    CK(cuMemAllocPitch(&p, &pitch, 100, 4, 16)); /* rows of 512 */
+    ck_assert_uint_eq(pitch, 512);
+    CK(cuMemsetD8(p + 3 * 512 + 99, 1, 1));
+    CK(cuMemFree(p));
+    uint64_t ooms = sim_counters().out_of_memory;
+    size_t past[4 + 4097];
+    size_t n = 0;
+    past[n++] = cap + 1;
+    past[n++] = (size_t)1 << 62;
+    past[n++] = (size_t)1 << 63;
+    past[n++] = ((size_t)1 << 63) + 1;
+    for (size_t k = 0; k <= 4096; k++) past[n++] = SIZE_MAX - k;
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_eq(cuMemAlloc(&p, past[i]), CUDA_ERROR_OUT_OF_MEMORY);
+        ck_assert_int_eq(cuMemAllocAsync(&p, past[i], NULL), CUDA_ERROR_OUT_OF_MEMORY);
+        ck_assert_int_eq(cuMemAllocPitch(&p, &pitch, past[i], 1, 4), CUDA_ERROR_OUT_OF_MEMORY);
+        ck_assert_int_eq(cuMemAllocPitch(&p, &pitch, 1, past[i], 4), CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    /* rows that fit, a product that does not */
+    ck_assert_int_eq(cuMemAllocPitch(&p, &pitch, 4096, SIZE_MAX / 1024, 4), CUDA_ERROR_OUT_OF_MEMORY);
+    ck_assert_uint_eq(sim_counters().out_of_memory, ooms + 4 * n + 1);
+    ck_assert_uint_eq(sim_counters().bytes_in_use, 0);
+    /* wrong arguments are wrong, whatever the size */
+    ck_assert_int_eq(cuMemAllocPitch(&p, &pitch, 0, 1, 4), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemAllocPitch(&p, &pitch, 1, 0, 4), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemAllocPitch(&p, &pitch, 1, 1, 2), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemAllocPitch(&p, NULL, 1, 1, 4), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemAllocPitch(NULL, &pitch, 1, 1, 4), CUDA_ERROR_INVALID_VALUE);
+    /* physical memory and address ranges past anything there is */
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemGenericAllocationHandle h;
+    ck_assert_int_eq(cuMemCreate(&h, cap + 2 * MiB, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    ck_assert_int_eq(cuMemCreate(&h, SIZE_MAX - 2 * MiB + 1, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    CK(cuMemCreate(&h, cap, &prop, 0));
+    CK(cuMemRelease(h));
+    CUdeviceptr r;
+    ck_assert_int_eq(cuMemAddressReserve(&r, SIZE_MAX - 2 * MiB + 1, 0, 0, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    ck_assert_int_eq(cuMemAddressReserve(&r, (size_t)1 << 63, 0, 0, 0), CUDA_ERROR_OUT_OF_MEMORY);
+}
+END_TEST
+
 START_TEST(linear_memory_and_copies)
 {
     CUdeviceptr a, b;
@@ -531,6 +597,7 @@ int main(void)
     tcase_add_loop_test(tc, memory_env_spellings, 0, sizeof sizes / sizeof sizes[0]);
     tcase_add_loop_test(tc, malformed_env_fails_init, 0, sizeof bad_env / sizeof bad_env[0]);
     tcase_add_test(tc, capacity_counts_every_path);
+    tcase_add_test(tc, sizes_at_their_edges);
     tcase_add_test(tc, linear_memory_and_copies);
     tcase_add_test(tc, memory_committed_when_touched);
     tcase_add_test(tc, host_memory);

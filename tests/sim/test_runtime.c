@@ -143,6 +143,50 @@ START_TEST(out_of_memory)
 }
 END_TEST
 
+static struct cudaExtent extent3(size_t w, size_t h, size_t d) { return (struct cudaExtent){w, h, d}; }
+
+/* cudaMallocPitch and cudaMalloc3D: rows of 512 bytes; whatever does not
+ * fit the device, or 2^64 - 1, is cudaErrorMemoryAllocation. */
+START_TEST(pitched_memory)
+{
+    setenv("CUDALLOC_SIM_MEMORY", "64MiB", 1);
+    void *p = (void *)1;
+    size_t pitch = 1;
+    RT(cudaMallocPitch(&p, &pitch, 100, 3));
+    ck_assert_ptr_nonnull(p);
+    ck_assert_uint_eq(pitch, 512);
+    RT(cudaMemset((char *)p + 2 * 512 + 99, 7, 1));
+    RT(cudaFree(p));
+    struct cudaPitchedPtr pp;
+    RT(cudaMalloc3D(&pp, extent3(600, 3, 2)));
+    ck_assert_uint_eq(pp.pitch, 1024);
+    ck_assert_uint_eq(pp.xsize, 600);
+    ck_assert_uint_eq(pp.ysize, 3);
+    RT(cudaMemset((char *)pp.ptr + 5 * 1024 + 599, 7, 1));
+    RT(cudaFree(pp.ptr));
+    RT(cudaMallocPitch(&p, &pitch, 64 * MiB, 1));
+    RT(cudaFree(p));
+    RT(cudaMallocPitch(&p, &pitch, 0, 5)); /* nothing to allocate */
+    ck_assert_ptr_null(p);
+    ck_assert_uint_eq(pitch, 0);
+    ck_assert_int_eq(cudaMallocPitch(NULL, &pitch, 1, 1), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaMallocPitch(&p, NULL, 1, 1), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaMalloc3D(NULL, extent3(1, 1, 1)), cudaErrorInvalidValue);
+    const size_t past[] = {64 * MiB + 1, (size_t)1 << 63, SIZE_MAX - 1000, SIZE_MAX - 511, SIZE_MAX};
+    for (size_t i = 0; i < sizeof past / sizeof past[0]; i++) {
+        ck_assert_int_eq(cudaMalloc(&p, past[i]), cudaErrorMemoryAllocation);
+        ck_assert_int_eq(cudaMallocAsync(&p, past[i], NULL), cudaErrorMemoryAllocation);
+        ck_assert_int_eq(cudaMallocPitch(&p, &pitch, past[i], 1), cudaErrorMemoryAllocation);
+        ck_assert_int_eq(cudaMallocPitch(&p, &pitch, 1, past[i]), cudaErrorMemoryAllocation);
+        ck_assert_int_eq(cudaMalloc3D(&pp, extent3(past[i], 1, 1)), cudaErrorMemoryAllocation);
+        ck_assert_int_eq(cudaMalloc3D(&pp, extent3(1, 1, past[i])), cudaErrorMemoryAllocation);
+    }
+    ck_assert_int_eq(cudaMalloc3D(&pp, extent3(1, SIZE_MAX / 2, 3)), cudaErrorMemoryAllocation);
+    ck_assert_int_eq(cudaMallocPitch(&p, &pitch, 4096, SIZE_MAX / 1024), cudaErrorMemoryAllocation);
+    ck_assert_uint_eq(sim_counters().bytes_in_use, 0);
+}
+END_TEST
+
 START_TEST(error_strings)
 {
     ck_assert_str_eq(cudaGetErrorString(cudaSuccess), "no error");
@@ -355,6 +399,7 @@ int main(void)
     tcase_add_test(tc, zero_and_null);
     tcase_add_test(tc, last_error);
     tcase_add_test(tc, out_of_memory);
+    tcase_add_test(tc, pitched_memory);
     tcase_add_test(tc, error_strings);
     tcase_add_test(tc, properties);
     tcase_add_test(tc, set_device);
