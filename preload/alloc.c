@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "preload/preload.h"
+#include "util/checked.h"
 
 void ca_warn(const char *fmt, ...) {
     char buf[512];
@@ -31,6 +32,20 @@ CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream) {
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return CUDA_ERROR_UNKNOWN;
+}
+
+CUresult ca_do_malloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, size_t depth) {
+    size_t p, rows, bytes;
+    if (!ca_size_round_up(width, CA_PITCH, &p) || !ca_size_mul(height, depth, &rows) || !ca_size_mul(p, rows, &bytes)) {
+        if (ca_conf.oom_message)
+            ca_warn("out of memory: %zu x %zu x %zu bytes (rows of %zu rounded up to %d) is more than 2^64 - 1 "
+                    "bytes, larger than any device",
+                    width, height, depth, width, CA_PITCH);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    CUresult r = ca_do_malloc(dptr, bytes, NULL);
+    if (r == CUDA_SUCCESS) *pitch = p;
+    return r;
 }
 
 struct free_args {

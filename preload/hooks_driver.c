@@ -11,6 +11,20 @@ CA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
     return ca_drv() ? ca_do_malloc(dptr, bytesize, NULL) : no_driver();
 }
 
+/* Pitched memory is ours like any other (C programs use it for 2D data).
+ * What we would refuse (a NULL pointer, a zero size, an element size other
+ * than 4, 8 or 16) goes to the driver, whose answer is the right one. */
+CA_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                                      unsigned int ElementSizeBytes) {
+    const ca_driver *drv = ca_drv();
+    if (!drv) return no_driver();
+    if (!dptr || !pPitch || !WidthInBytes || !Height ||
+        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+        return drv->cuMemAllocPitch_v2 ? drv->cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes)
+                                       : CUDA_ERROR_INVALID_VALUE;
+    return ca_do_malloc_pitch(dptr, pPitch, WidthInBytes, Height, 1);
+}
+
 CA_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     const ca_driver *drv = ca_drv();
     if (!drv) return no_driver();
@@ -62,6 +76,7 @@ void *ca_hook_for_real(void *real) {
     if (!real || !drv) return NULL;
     const struct { void *real, *ours; } swaps[] = {
         {(void *)drv->cuMemAlloc_v2, (void *)cuMemAlloc_v2},
+        {(void *)drv->cuMemAllocPitch_v2, (void *)cuMemAllocPitch_v2},
         {(void *)drv->cuMemFree_v2, (void *)cuMemFree_v2},
         {(void *)drv->cuMemAllocAsync, (void *)cuMemAllocAsync},
         {(void *)drv->cuMemFreeAsync, (void *)cuMemFreeAsync},

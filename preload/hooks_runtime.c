@@ -54,6 +54,39 @@ CA_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size) {
     return do_malloc(devPtr, size, NULL);
 }
 
+/* cudaMallocPitch and cudaMalloc3D: ours when there is something to
+ * allocate; a NULL pointer or a zero size goes to cudart, whose answer is the
+ * right one. */
+static cudaError_t do_malloc_pitch(void **devPtr, size_t *pitch, size_t width, size_t height, size_t depth) {
+    CUdeviceptr p;
+    size_t pp = 0;
+    CUresult r = ca_do_malloc_pitch(&p, &pp, width, height, depth);
+    if (needs_runtime_init(r) && init_runtime()) r = ca_do_malloc_pitch(&p, &pp, width, height, depth);
+    if (r == CUDA_SUCCESS) *devPtr = (void *)p, *pitch = pp;
+    return runtime_error(r);
+}
+
+CA_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height) {
+    if (!ca_drv() || !devPtr || !pitch || !width || !height) {
+        REAL(cudaMallocPitch);
+        return real_cudaMallocPitch ? real_cudaMallocPitch(devPtr, pitch, width, height) : cudaErrorInitializationError;
+    }
+    return do_malloc_pitch(devPtr, pitch, width, height, 1);
+}
+
+CA_EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct cudaExtent extent) {
+    if (!ca_drv() || !pitchedDevPtr || !extent.width || !extent.height || !extent.depth) {
+        REAL(cudaMalloc3D);
+        return real_cudaMalloc3D ? real_cudaMalloc3D(pitchedDevPtr, extent) : cudaErrorInitializationError;
+    }
+    void *p;
+    size_t pitch;
+    cudaError_t e = do_malloc_pitch(&p, &pitch, extent.width, extent.height, extent.depth);
+    if (e == cudaSuccess)
+        *pitchedDevPtr = (struct cudaPitchedPtr){.ptr = p, .pitch = pitch, .xsize = extent.width, .ysize = extent.height};
+    return e;
+}
+
 CA_EXPORT cudaError_t cudaFree(void *devPtr) {
     REAL(cudaFree);
     if (devPtr && ca_drv()) {

@@ -32,6 +32,7 @@ typedef struct ca_driver {
     CUresult (*cuCtxPopCurrent_v2)(CUcontext *);
     CUresult (*cuCtxSynchronize)(void);
     CUresult (*cuMemAlloc_v2)(CUdeviceptr *, size_t);
+    CUresult (*cuMemAllocPitch_v2)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
     CUresult (*cuMemFree_v2)(CUdeviceptr);
     CUresult (*cuMemAllocAsync)(CUdeviceptr *, size_t, CUstream);
     CUresult (*cuMemFreeAsync)(CUdeviceptr, CUstream);
@@ -96,6 +97,12 @@ void ca_devices_foreach(void (*fn)(ca_device *d, void *ctx), void *ctx);
 /* ---- alloc.c: what every entry point shares ---- */
 /* stream: CUstream as given, 0 for the legacy default stream. */
 CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream);
+/* Pitched memory (cuMemAllocPitch, cudaMallocPitch, cudaMalloc3D): `rows`
+ * rows of `width` bytes rounded up to CA_PITCH, rows = height x depth; sizes
+ * nonzero. A pitch or a size past 2^64 - 1 is more than any device: out of
+ * memory, with one line saying so (the allocator never sees such a size). */
+#define CA_PITCH 512 /* what GPUs give (cudaMallocPitch's rows are 512-byte multiples) */
+CUresult ca_do_malloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, size_t depth);
 /* CUDA_ERROR_NOT_FOUND when ptr is not ours (the caller passes it through). */
 CUresult ca_do_free(CUdeviceptr ptr, CUstream stream, bool sync);
 CUresult ca_do_mem_info(size_t *free_bytes, size_t *total_bytes);

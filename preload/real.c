@@ -145,6 +145,7 @@ static void load_driver(void) {
     LOAD(h, cuCtxPopCurrent_v2);
     LOAD(h, cuCtxSynchronize);
     LOAD(h, cuMemAlloc_v2);
+    LOAD(h, cuMemAllocPitch_v2);
     LOAD(h, cuMemFree_v2);
     LOAD(h, cuMemAllocAsync);
     LOAD(h, cuMemFreeAsync);

@@ -12,6 +12,8 @@
 #undef cuGetProcAddress
 #define MIB ((size_t)1 << 20)
 
+typedef CUresult (*getproc_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+
 static int64_t live_allocations(void) {
     cudalloc_stats s;
     return CUDALLOC_CALL(cudalloc_get_stats, 0, &s) == 0 ? s.allocation : -1;
@@ -41,8 +43,6 @@ static int direct(void) {
     CHECK(cuMemFree(p) == CUDA_ERROR_INVALID_VALUE, "double free");
     CHECK_DONE("driver-direct");
 }
-
-typedef CUresult (*getproc_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 
 static int static_route(void) {
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -90,10 +90,82 @@ static int static_route(void) {
     CHECK_DONE("static-route");
 }
 
+/* Run on a 64 MiB simulated device, with the preload and without: sizes at
+ * their edges through cuMemAlloc, cuMemAllocAsync and cuMemAllocPitch, direct
+ * and through cuGetProcAddress (the way a static cudart reaches them): what
+ * fits succeeds and is whole, anything larger is CUDA_ERROR_OUT_OF_MEMORY. */
+static int sizes(void) {
+    CHECK(cuInit(0) == CUDA_SUCCESS, "cuInit");
+    CUdevice dev;
+    CUcontext ctx;
+    CHECK(cuDeviceGet(&dev, 0) == CUDA_SUCCESS && cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS, "ctx");
+    CHECK(cuCtxSetCurrent(ctx) == CUDA_SUCCESS, "set current");
+    size_t free0 = 0, cap = 0;
+    CHECK(cuMemGetInfo(&free0, &cap) == CUDA_SUCCESS, "cuMemGetInfo");
+    CUresult (*pitch_fn)(CUdeviceptr *, size_t *, size_t, size_t, unsigned) = NULL;
+    getproc_fn getproc = (getproc_fn)dlsym(dlopen("libcuda.so.1", RTLD_NOW), "cuGetProcAddress_v2");
+    CHECK(getproc && getproc("cuMemAllocPitch", (void **)&pitch_fn, 12000, 0, NULL) == CUDA_SUCCESS && pitch_fn,
+          "cuMemAllocPitch through cuGetProcAddress");
+    if (!pitch_fn) CHECK_DONE("driver-sizes");
+    int preload = cudalloc_get_stats != NULL;
+    CUstream s;
+    cuStreamCreate(&s, 0);
+    const size_t sizes[] = {1, 511, 512, 513, 2 * MIB - 1, 2 * MIB, 2 * MIB + 1, cap - 1, cap, cap + 1, cap + 2 * MIB,
+                            (size_t)1 << 63, ((size_t)1 << 63) + 1};
+    size_t n = sizeof sizes / sizeof sizes[0];
+    for (size_t i = 0; i < n + 4097; i++) {
+        size_t size = i < n ? sizes[i] : SIZE_MAX - (i - n);
+        int fits = size <= cap, pitch_fits = size <= SIZE_MAX - 511 && (size + 511) / 512 * 512 <= cap;
+        CUdeviceptr p = 0;
+        size_t pitch = 0;
+        CUresult want = fits ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+        CUresult r = cuMemAlloc(&p, size);
+        CHECK(r == want, "cuMemAlloc(%zu): %d", size, (int)r);
+        if (r == CUDA_SUCCESS) {
+            CHECK(cuMemsetD8(p + size - 1, 1, 1) == CUDA_SUCCESS, "last byte of %zu", size);
+            cuMemFree(p);
+        }
+        r = cuMemAllocAsync(&p, size, s);
+        CHECK(r == want, "cuMemAllocAsync(%zu): %d", size, (int)r);
+        if (r == CUDA_SUCCESS) cuMemFreeAsync(p, s);
+        r = cuMemAllocPitch(&p, &pitch, size, 1, 4);
+        CHECK(r == (pitch_fits ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY), "cuMemAllocPitch(%zu, 1): %d", size, (int)r);
+        if (r == CUDA_SUCCESS) {
+            CHECK(pitch >= size && pitch % 512 == 0, "pitch %zu for %zu", pitch, size);
+            CHECK(cuMemsetD8(p + pitch - 1, 1, 1) == CUDA_SUCCESS, "last byte of pitch %zu", pitch);
+            cuMemFree(p);
+        }
+        r = pitch_fn(&p, &pitch, 1, size, 16);
+        CHECK(r == (size <= cap / 512 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY), "cuMemAllocPitch(1, %zu): %d", size,
+              (int)r);
+        if (r == CUDA_SUCCESS) {
+            CHECK(cuMemsetD8(p + pitch * size - 1, 1, 1) == CUDA_SUCCESS, "last row of %zu", size);
+            cuMemFree(p);
+        }
+    }
+    CUdeviceptr p;
+    size_t pitch;
+    CHECK(cuMemAllocPitch(&p, &pitch, 4096, SIZE_MAX / 1024, 4) == CUDA_ERROR_OUT_OF_MEMORY, "pitch x rows overflow");
+    CHECK(cuMemAllocPitch(&p, &pitch, 1, 1, 3) == CUDA_ERROR_INVALID_VALUE, "element size 3, as the driver says");
+    CHECK(cuMemAllocPitch(&p, &pitch, 0, 1, 4) == CUDA_ERROR_INVALID_VALUE, "width 0, as the driver says");
+    cuStreamSynchronize(s);
+    if (preload) {
+        cudalloc_stats st;
+        /* cuMemAlloc and cuMemAllocAsync of SIZE_MAX - k reach the allocator;
+         * a pitch or pitch x rows past 2^64 - 1 does not */
+        CHECK(cudalloc_get_stats(0, &st) == 0 && st.allocation == 0 && st.num_ooms > 2 * 4097, "all freed, %lld OOMs",
+              (long long)st.num_ooms);
+        CHECK(st.reserved_bytes_peak <= (int64_t)cap, "peak reserved %lld", (long long)st.reserved_bytes_peak);
+    }
+    printf("driver-sizes: %s\n", preload ? "under cudalloc" : "without cudalloc");
+    CHECK_DONE("driver-sizes");
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (!strcmp(mode, "direct")) return direct();
     if (!strcmp(mode, "static-route")) return static_route();
-    fprintf(stderr, "usage: %s direct|static-route\n", argv[0]);
+    if (!strcmp(mode, "sizes")) return sizes();
+    fprintf(stderr, "usage: %s direct|static-route|sizes\n", argv[0]);
     return 2;
 }

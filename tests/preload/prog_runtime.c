@@ -251,6 +251,196 @@ static int reports(void) {
     CHECK_DONE("reports");
 }
 
+/* ---- sizes at their edges, through every entry point ---- */
+
+static struct cudaExtent extent3(size_t w, size_t h, size_t d) { return (struct cudaExtent){w, h, d}; }
+
+enum { VIA_MALLOC, VIA_ASYNC, VIA_PITCH_WIDTH, VIA_PITCH_ROWS, VIA_3D, VIA_TORCH, VIAS };
+static const char *const via_name[VIAS] = {"cudaMalloc", "cudaMallocAsync", "cudaMallocPitch(size, 1)",
+                                           "cudaMallocPitch(1, size)", "cudaMalloc3D(1, size, 1)",
+                                           "cudalloc_torch_malloc"};
+static cudaStream_t size_stream;
+
+/* Bytes the request takes on the device: rows of 512 for the pitched ones;
+ * 0 when that does not fit in 64 bits. */
+static size_t bytes_of(int via, size_t size) {
+    size_t pitch = 512, bytes;
+    if (via == VIA_PITCH_WIDTH) return size > SIZE_MAX - 511 ? 0 : (size + 511) / 512 * 512;
+    if (via == VIA_PITCH_ROWS || via == VIA_3D) return __builtin_mul_overflow(pitch, size, &bytes) ? 0 : bytes;
+    return size;
+}
+
+/* Allocates `size` through `via`; *n: the bytes it says it gave (pitch x rows). */
+static cudaError_t alloc_via(int via, size_t size, void **p, size_t *n) {
+    size_t pitch = 0;
+    cudaError_t e;
+    struct cudaPitchedPtr pp = {0};
+    *n = 0;
+    switch (via) {
+    case VIA_MALLOC: *n = size; return cudaMalloc(p, size);
+    case VIA_ASYNC: *n = size; return cudaMallocAsync(p, size, size_stream);
+    case VIA_PITCH_WIDTH:
+        e = cudaMallocPitch(p, &pitch, size, 1);
+        if (e == cudaSuccess) CHECK(pitch >= size && pitch % 512 == 0, "pitch %zu for width %zu", pitch, size);
+        *n = pitch;
+        return e;
+    case VIA_PITCH_ROWS:
+        e = cudaMallocPitch(p, &pitch, 1, size);
+        if (e == cudaSuccess) CHECK(pitch >= 1 && !__builtin_mul_overflow(pitch, size, n), "pitch %zu", pitch);
+        return e;
+    case VIA_3D:
+        e = cudaMalloc3D(&pp, extent3(1, size, 1));
+        if (e == cudaSuccess) {
+            CHECK(pp.pitch >= 1 && pp.xsize == 1 && pp.ysize == size && !__builtin_mul_overflow(pp.pitch, size, n),
+                  "pitched pointer %zu %zu %zu", pp.pitch, pp.xsize, pp.ysize);
+            *p = pp.ptr;
+        }
+        return e;
+    default:
+        *n = size;
+        *p = cudalloc_torch_malloc(size, 0, size_stream);
+        return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+    }
+}
+
+static void free_via(int via, void *p) {
+    if (via == VIA_ASYNC) CHECK(cudaFreeAsync(p, size_stream) == cudaSuccess, "cudaFreeAsync");
+    else if (via == VIA_TORCH) cudalloc_torch_free(p, 0, 0, size_stream);
+    else CHECK(cudaFree(p) == cudaSuccess, "cudaFree");
+}
+
+/* Both ends of [p, p + n) are device memory that keeps what it is given. */
+static int usable(void *p, size_t n, unsigned char v) {
+    unsigned char a = ~v, b = ~v;
+    return cudaMemset(p, v, 1) == cudaSuccess && cudaMemset((char *)p + n - 1, v, 1) == cudaSuccess &&
+           cudaMemcpy(&a, p, 1, cudaMemcpyDeviceToHost) == cudaSuccess &&
+           cudaMemcpy(&b, (char *)p + n - 1, 1, cudaMemcpyDeviceToHost) == cudaSuccess && a == v && b == v;
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint64_t next_random(void) {
+    rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
+    return rng * 0x2545F4914F6CDD1Dull;
+}
+
+/* Run on a simulated device of 64 MiB (CUDALLOC_SIM_MEMORY=64MiB), with the
+ * preload and without it (the baseline: what CUDA answers): what fits the
+ * device succeeds and is whole, anything larger, to 2^64 - 1 and past it in
+ * a pitch, fails with cudaErrorMemoryAllocation, and the program goes on. */
+static int sizes(void) {
+    size_t free0 = 0, cap = 0;
+    CHECK(cudaMemGetInfo(&free0, &cap) == cudaSuccess, "cudaMemGetInfo");
+    CHECK(cudaStreamCreate(&size_stream) == cudaSuccess, "stream");
+    int preload = cudalloc_torch_malloc != NULL, vias = preload ? VIAS : VIA_TORCH;
+    const size_t fits[] = {1, 511, 512, 513, 2 * MIB - 1, 2 * MIB, 2 * MIB + 1, cap - 1, cap};
+    enum { PAST = 4 + 4097 };
+    static size_t past[PAST];
+    size_t n_past = 0;
+    past[n_past++] = cap + 1;
+    past[n_past++] = cap + 2 * MIB;
+    past[n_past++] = (size_t)1 << 63;
+    past[n_past++] = ((size_t)1 << 63) + 1;
+    for (size_t k = 0; k <= 4096; k++) past[n_past++] = SIZE_MAX - k;
+    long failures = 0, asked = 0;
+    for (int via = 0; via < vias; via++) {
+        for (size_t i = 0; i < sizeof fits / sizeof fits[0] + n_past; i++) {
+            size_t size = i < sizeof fits / sizeof fits[0] ? fits[i] : past[i - sizeof fits / sizeof fits[0]];
+            size_t want = bytes_of(via, size), n;
+            void *p = NULL;
+            cudaError_t e = alloc_via(via, size, &p, &n);
+            if (want && want <= cap) {
+                CHECK(e == cudaSuccess && p, "%s of %zu bytes: %d", via_name[via], size, (int)e);
+                if (e != cudaSuccess) continue;
+                CHECK(n >= size && usable(p, n, (unsigned char)(i + 1)), "%s of %zu: %zu usable bytes", via_name[via],
+                      size, n);
+                if (preload) /* answered by cudalloc, not passed through */
+                    CHECK(stats().allocation == 1 && stats().requested_bytes == (int64_t)n, "%s of %zu: not cudalloc's",
+                          via_name[via], size);
+                free_via(via, p);
+            } else {
+                CHECK(e == cudaErrorMemoryAllocation, "%s of %zu bytes: %d, not cudaErrorMemoryAllocation",
+                      via_name[via], size, (int)e);
+                if (e == cudaSuccess) free_via(via, p);
+                failures++;
+                if (want) asked++; /* a size the allocator saw (a pitch past 2^64 it never does) */
+            }
+        }
+    }
+    /* rows that fit, products that do not */
+    void *p;
+    size_t pitch;
+    struct cudaPitchedPtr pp;
+    CHECK(cudaMallocPitch(&p, &pitch, 4096, SIZE_MAX / 1024) == cudaErrorMemoryAllocation, "pitch x rows overflow");
+    CHECK(cudaMalloc3D(&pp, extent3(1, SIZE_MAX / 2, 3)) == cudaErrorMemoryAllocation, "height x depth overflow");
+    CHECK(cudaMalloc3D(&pp, extent3(SIZE_MAX - 10, 1, 1)) == cudaErrorMemoryAllocation, "pitch overflow");
+
+    /* The property: random sizes up to 2^64 through random entry points, up
+     * to 12 live at once; each success is whole and overlaps no other (each
+     * keeps its own tag at both ends until it is freed). */
+    struct { void *p; size_t n; int via; unsigned char tag; } live[12];
+    int n_live = 0, ok = 0;
+    for (int op = 0; op < 3000; op++) {
+        if (n_live && (n_live == 12 || next_random() % 3 == 0)) {
+            int k = (int)(next_random() % (uint64_t)n_live);
+            unsigned char a = 0, b = 0;
+            cudaMemcpy(&a, live[k].p, 1, cudaMemcpyDeviceToHost);
+            cudaMemcpy(&b, (char *)live[k].p + live[k].n - 1, 1, cudaMemcpyDeviceToHost);
+            CHECK(a == live[k].tag && b == live[k].tag, "allocation %d overwritten: %x %x, tag %x", k, a, b,
+                  live[k].tag);
+            free_via(live[k].via, live[k].p);
+            live[k] = live[--n_live];
+            continue;
+        }
+        uint64_t r = next_random();
+        unsigned bits = 1 + (unsigned)(r % 64);
+        size_t size = bits == 64 ? (size_t)next_random() : (size_t)(next_random() & ((UINT64_C(1) << bits) - 1));
+        if (r % 7 == 0) size = past[(r >> 8) % n_past];
+        if (!size) size = 1;
+        int via = (int)((r >> 16) % (uint64_t)vias);
+        size_t n;
+        void *q = NULL;
+        cudaError_t e = alloc_via(via, size, &q, &n);
+        if (e != cudaSuccess) {
+            CHECK(e == cudaErrorMemoryAllocation, "%s of %zu: %d", via_name[via], size, (int)e);
+            continue;
+        }
+        ok++;
+        CHECK(bytes_of(via, size) && bytes_of(via, size) <= cap && n >= size, "%s of %zu succeeded (%zu bytes)",
+              via_name[via], size, n);
+        for (int k = 0; k < n_live; k++)
+            CHECK((char *)q + n <= (char *)live[k].p || (char *)live[k].p + live[k].n <= (char *)q,
+                  "%p+%zu overlaps %p+%zu", q, n, live[k].p, live[k].n);
+        unsigned char tag = (unsigned char)(op % 250 + 1);
+        CHECK(usable(q, n, tag), "%s of %zu: not usable", via_name[via], size);
+        live[n_live++] = (typeof(live[0])){q, n, via, tag};
+    }
+    while (n_live) {
+        n_live--;
+        free_via(live[n_live].via, live[n_live].p);
+    }
+    CHECK(ok > 100, "%d successes", ok);
+    cudaStreamSynchronize(size_stream);
+    if (preload) {
+        cudalloc_stats s = stats();
+        CHECK(s.allocation == 0 && s.allocated_bytes == 0 && s.requested_bytes == 0, "all freed: %lld",
+              (long long)s.allocation);
+        CHECK(s.num_ooms >= asked, "num_ooms %lld, failed requests it saw %ld", (long long)s.num_ooms, asked);
+        CHECK(s.reserved_bytes_peak <= (int64_t)cap, "peak reserved %lld", (long long)s.reserved_bytes_peak);
+    }
+    printf("sizes: %ld failures as CUDA's, %s\n", failures, preload ? "under cudalloc" : "without cudalloc");
+    CHECK_DONE("sizes");
+}
+
+/* One request past the device with the OOM message on: run.sh reads it. */
+static int oom_huge(void) {
+    void *p = (void *)0x1;
+    size_t pitch;
+    CHECK(cudaMalloc(&p, SIZE_MAX - 1000) == cudaErrorMemoryAllocation, "cudaMalloc(SIZE_MAX - 1000)");
+    CHECK(cudaMallocPitch(&p, &pitch, 4096, SIZE_MAX / 1024) == cudaErrorMemoryAllocation, "pitch x rows overflow");
+    CHECK(cudaMalloc(&p, MIB) == cudaSuccess && cudaFree(p) == cudaSuccess, "and the program goes on");
+    CHECK_DONE("oom-huge");
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     void *driver = dlopen("libcuda.so.1", RTLD_NOW); /* the simulated one, or a real one */
@@ -263,6 +453,9 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "fork")) return forked();
     if (!strcmp(mode, "external")) return external();
     if (!strcmp(mode, "reports")) return reports();
-    fprintf(stderr, "usage: %s basic|meminfo|oom|threads|late-events|fork\n", argv[0]);
+    if (!strcmp(mode, "sizes")) return sizes();
+    if (!strcmp(mode, "oom-huge")) return oom_huge();
+    fprintf(stderr, "usage: %s basic|meminfo|oom|threads|late-events|fork|external|reports|sizes|oom-huge\n",
+            argv[0]);
     return 2;
 }

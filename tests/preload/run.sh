@@ -35,6 +35,23 @@ if [ $on_gpu = 0 ]; then # a full simulated device, without a cap
     run oom-device 0 CUDALLOC_SIM_MEMORY=64MiB -- "$bin/prog_runtime" oom
     expect oom-device-total "device total 64.00 MiB"
 fi
+if [ $on_gpu = 0 ]; then # sizes at their edges on a 64 MiB device: as CUDA (simgpu alone) answers
+    for pre in "$lib" ""; do
+        tag=$([ -n "$pre" ] && echo preload || echo baseline)
+        run "sizes-runtime-$tag" 0 CUDALLOC_SIM_MEMORY=64MiB CUDALLOC_CONF=oom_message:false LD_PRELOAD="$pre" -- \
+            "$bin/prog_runtime" sizes
+        run "sizes-driver-$tag" 0 CUDALLOC_SIM_MEMORY=64MiB CUDALLOC_CONF=oom_message:false LD_PRELOAD="$pre" -- \
+            "$bin/prog_driver" sizes
+    done
+    run sizes-classic 0 CUDALLOC_SIM_MEMORY=64MiB CUDALLOC_CONF=oom_message:false,expandable_segments:false -- \
+        "$bin/prog_runtime" sizes
+    run oom-huge 0 CUDALLOC_SIM_MEMORY=64MiB -- "$bin/prog_runtime" oom-huge
+    expect oom-huge-figures "requested 16.00 EiB"
+    expect oom-huge-device "device total 64.00 MiB, device free 64.00 MiB; allocated 0 B, reserved 0 B"
+    expect oom-huge-verdict "verdict: the memory is not there: the request is larger than the device"
+    expect oom-huge-pitch "4096 x 18014398509481983 x 1 bytes (rows of 4096 rounded up to 512) is more than 2^64 - 1"
+    expect oom-huge-summary "peak allocated 1.00 MiB, peak reserved 2.00 MiB"
+fi
 run threads 0 -- "$bin/prog_runtime" threads
 run late-events 0 CUDALLOC_SIM_LATE_EVENTS=4 -- "$bin/prog_runtime" late-events
 run fork 0 -- "$bin/prog_runtime" fork
