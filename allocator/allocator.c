@@ -250,16 +250,6 @@ static int try_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **b) {
     return a->opt.expandable ? ca_exp_alloc(a, h, size, b) : ca_classic_alloc(a, h, size, b);
 }
 
-/* The request failed: count it, tell the observer, say why. Called with the
- * pool's lock held; releases it. */
-static int fail_oom(ca_allocator *a, ca_pool *p, size_t size, ca_stream stream, ca_oom_info *oom) {
-    p->st.num_ooms++;
-    ca_emit(a, CA_EV_OOM, 0, size, size, stream);
-    ca_lock_release(&p->lock);
-    if (oom) fill_oom(a, size, stream, oom);
-    return CA_ERR_OOM;
-}
-
 int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom_info *oom) {
     if (!size || !ptr) return CA_ERR_INVALID;
     ca_pool *p = get_pool(a, stream);
@@ -272,9 +262,8 @@ int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom
     ca_heap *h = &p->heap[rounded <= CA_SMALL_LIMIT];
     ca_block *b = NULL;
     ca_lock_acquire(&p->lock);
-    if (never) return fail_oom(a, p, size, stream, oom);
-    int rc = try_alloc(a, h, rounded, &b);
-    if (rc == CA_ERR_OOM) {
+    int rc = never ? CA_ERR_OOM : try_alloc(a, h, rounded, &b);
+    if (rc == CA_ERR_OOM && !never) {
         /* Give every cached granule and empty segment back, then try again. */
         p->st.num_alloc_retries++;
         ca_lock_release(&p->lock);
@@ -282,9 +271,15 @@ int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom
         ca_lock_acquire(&p->lock);
         rc = try_alloc(a, h, rounded, &b);
     }
-    if (rc == CA_ERR_OOM) return fail_oom(a, p, size, stream, oom);
     if (rc != CA_OK) {
+        /* Here, not in a helper: the observer captures the call stack, and
+         * reports leave out the leading frames named ca_*. */
+        if (rc == CA_ERR_OOM) {
+            p->st.num_ooms++;
+            ca_emit(a, CA_EV_OOM, 0, size, size, stream);
+        }
         ca_lock_release(&p->lock);
+        if (rc == CA_ERR_OOM && oom) fill_oom(a, size, stream, oom);
         return rc;
     }
     b = ca_split(a, b, rounded);
