@@ -409,6 +409,15 @@ int ca_contains(ca_allocator *a, const void *ptr) {
 
 void ca_release(ca_allocator *a) { release_all(a); }
 
+void ca_wait_pending(ca_allocator *a) {
+    for (size_t i = 0; i < pool_count(a); i++) {
+        ca_pool *p = a->pools[i];
+        ca_lock_acquire(&p->lock);
+        if (ca_pool_has_pending(p)) ca_pending_settle(a, p);
+        ca_lock_release(&p->lock);
+    }
+}
+
 static void add_stat(ca_stat *dst, const ca_stat *src) {
     for (int k = 0; k < CA_POOL_KINDS; k++) {
         dst[k].current += src[k].current;

@@ -97,6 +97,8 @@ int ca_contains(ca_allocator *a, const void *ptr);
 /* Give every free physical granule (and free classic segment) back to the
  * device, pending plain frees included (this waits for their fences). */
 void ca_release(ca_allocator *a);
+/* Wait for every pending plain free: their blocks are free when it returns. */
+void ca_wait_pending(ca_allocator *a);
 
 void ca_get_stats(ca_allocator *a, ca_stats *out);
 void ca_reset_peaks(ca_allocator *a);
