@@ -19,7 +19,7 @@
 #define CA_FENCE_BATCH 64
 
 struct ca_batch {
-    ca_fence fence;      /* 0: passed at record */
+    ca_fence fence;
     ca_block *blocks;    /* linked by pending_next */
     ca_batch *next;      /* newer */
 };
@@ -35,7 +35,7 @@ static void free_blocks(ca_allocator *a, ca_pool *p, ca_block *b) {
 }
 
 static void batch_done(ca_allocator *a, ca_pool *p, ca_batch *bt) {
-    if (bt->fence) a->be->fence_destroy(a->be->self, bt->fence);
+    a->be->fence_destroy(a->be->self, bt->fence);
     free_blocks(a, p, bt->blocks);
     bt->next = p->spare_batches;
     p->spare_batches = bt;
@@ -49,14 +49,16 @@ static void fence_unfenced(ca_allocator *a, ca_pool *p) {
     ca_block *blocks = p->unfenced;
     p->unfenced = NULL;
     p->n_unfenced = 0;
+    if (!f) { /* passed already: every later use is ordered after it */
+        free_blocks(a, p, blocks);
+        return;
+    }
     ca_batch *bt = p->spare_batches;
     if (bt) p->spare_batches = bt->next;
     else if (!(bt = malloc(sizeof *bt))) {
         /* no memory to keep the batch: wait for its fence now */
-        if (f) {
-            a->be->fence_wait(a->be->self, f);
-            a->be->fence_destroy(a->be->self, f);
-        }
+        a->be->fence_wait(a->be->self, f);
+        a->be->fence_destroy(a->be->self, f);
         free_blocks(a, p, blocks);
         return;
     }
@@ -82,14 +84,14 @@ static void pop_oldest(ca_allocator *a, ca_pool *p) {
 
 void ca_pending_collect(ca_allocator *a, ca_pool *p) {
     fence_unfenced(a, p);
-    while (p->oldest && (!p->oldest->fence || a->be->fence_query(a->be->self, p->oldest->fence)))
-        pop_oldest(a, p);
+    while (p->oldest && a->be->fence_query(a->be->self, p->oldest->fence)) pop_oldest(a, p);
 }
 
 bool ca_pending_wait_oldest(ca_allocator *a, ca_pool *p) {
+    bool unfenced = p->unfenced;
     if (!p->oldest) fence_unfenced(a, p);
-    if (!p->oldest) return false;
-    if (p->oldest->fence) a->be->fence_wait(a->be->self, p->oldest->fence);
+    if (!p->oldest) return unfenced; /* a fence passed at record freed them */
+    a->be->fence_wait(a->be->self, p->oldest->fence);
     pop_oldest(a, p);
     return true;
 }
@@ -103,7 +105,7 @@ void ca_pending_settle(ca_allocator *a, ca_pool *p) {
 void ca_pending_drop(ca_allocator *a, ca_pool *p) {
     for (ca_batch *bt = p->oldest, *next; bt; bt = next) {
         next = bt->next;
-        if (bt->fence) a->be->fence_destroy(a->be->self, bt->fence);
+        a->be->fence_destroy(a->be->self, bt->fence);
         free(bt);
     }
     for (ca_batch *bt = p->spare_batches, *next; bt; bt = next) {

@@ -156,7 +156,7 @@ void ca_pending_add(ca_allocator *a, ca_pool *p, ca_block *b);
  * passed, oldest first, without blocking. */
 void ca_pending_collect(ca_allocator *a, ca_pool *p);
 /* Wait for the oldest batch (fencing the unfenced blocks first when there is
- * none) and free its blocks; false when nothing was pending. */
+ * none) and free its blocks; false when nothing was freed. */
 bool ca_pending_wait_oldest(ca_allocator *a, ca_pool *p);
 /* Everything pending back, waiting as needed. */
 void ca_pending_settle(ca_allocator *a, ca_pool *p);

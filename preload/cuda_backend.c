@@ -17,6 +17,7 @@ typedef struct cuda_backend {
     CUcontext ctx;
     CUmemAllocationProp prop;
     CUmemAccessDesc access;
+    CUevent barrier;          /* the legacy event of ordered fences, recorded again each time */
     ca_lock lock;             /* the spare events and fences */
     CUevent *spare;
     size_t nspare, spare_cap;
@@ -212,12 +213,12 @@ static bool record_on(cuda_backend *cb, cuda_fence *f, CUevent e, CUstream s) {
     return true;
 }
 
-/* With no non-blocking stream, the legacy event orders every later use of
- * the blocks after the work before it (streams.c): the fence is passed at
- * record (0). With some, the blocks wait until each event has completed. A
- * fence that cannot be recorded is replaced by synchronizing the device. */
-static int record_fence(cuda_backend *cb, ca_fence *out) {
-    const ca_driver *d = ca_drv();
+/* The legacy event, then one on each non-blocking stream of the device: the
+ * blocks wait until all of them completed; with none on this device (other
+ * devices have some), the legacy event alone orders later uses (0). Under the
+ * registry's lock. A fence that cannot be recorded is replaced by
+ * synchronizing the device (0). */
+static CUresult record_fence(cuda_backend *cb, ca_fence *out) {
     CUstream few[16], *nb = few;
     size_t n = ca_streams_nonblocking(cb->ctx, few, 16);
     if (n > 16 && (nb = malloc(n * sizeof *nb))) ca_streams_nonblocking(cb->ctx, nb, n);
@@ -229,20 +230,39 @@ static int record_fence(cuda_backend *cb, ca_fence *out) {
         else if (!record_on(cb, f, e, nb[i])) ca_streams_forget_locked(nb[i]); /* gone behind our back */
     }
     if (nb != few) free(nb);
-    *out = 0;
-    if (recorded && f->n > 1) *out = (ca_fence)(uintptr_t)f;
-    else if (f) b_fence_destroy(cb, (ca_fence)(uintptr_t)f);
-    if (!recorded) d->cuCtxSynchronize();
-    else if (!*out) ca_streams_mark_ordered(cb->ctx);
-    return CA_OK;
+    bool ordered = recorded && f->n == 1;
+    *out = recorded && !ordered ? (ca_fence)(uintptr_t)f : 0;
+    if (f && !*out) b_fence_destroy(cb, (ca_fence)(uintptr_t)f);
+    if (ordered) ca_streams_fenced_ordered();
+    return recorded ? CUDA_SUCCESS : ca_drv()->cuCtxSynchronize();
+}
+
+/* Without non-blocking streams, the legacy event alone orders every later
+ * use of the blocks after the work before it (streams.c): the fence has
+ * passed at record (0), and costs one event record. */
+static CUresult record_ordered(cuda_backend *cb, bool *ordered) {
+    const ca_driver *d = ca_drv();
+    *ordered = false;
+    CUevent e = __atomic_load_n(&cb->barrier, __ATOMIC_ACQUIRE), mine = NULL;
+    if (!e && d->cuEventCreate(&mine, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+        if (__atomic_compare_exchange_n(&cb->barrier, &e, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) e = mine;
+        else d->cuEventDestroy_v2(mine); /* another thread made it first: e is theirs */
+    }
+    if (!e || d->cuEventRecord(e, CU_STREAM_LEGACY) != CUDA_SUCCESS) return CUDA_SUCCESS;
+    *ordered = ca_fence_is_ordered();
+    return CUDA_SUCCESS;
 }
 
 static int b_fence_record(void *self, ca_fence *out) {
     cuda_backend *cb = self;
+    bool ordered = false;
+    *out = 0;
+    if (ca_streams_none_nonblocking()) IN_CTX(cb, record_ordered(cb, &ordered));
+    if (ordered) return CA_OK;
     ca_streams_lock();
-    int rc = IN_CTX(cb, record_fence(cb, out));
+    IN_CTX(cb, record_fence(cb, out));
     ca_streams_unlock();
-    return rc;
+    return CA_OK;
 }
 
 static int b_fence_query(void *self, ca_fence fence) {
@@ -270,6 +290,8 @@ void ca_backend_cuda_drop_events(ca_backend *be) {
     ca_lock_release(&cb->lock);
     for (size_t i = 0; i < n; i++) ca_drv()->cuEventDestroy_v2(spare[i]);
     free(spare);
+    if (cb->barrier) ca_drv()->cuEventDestroy_v2(cb->barrier);
+    cb->barrier = NULL;
     while (f) {
         cuda_fence *next = f->next;
         free(f);

@@ -137,11 +137,16 @@ void ca_streams_forget_ctx(CUcontext ctx);
 void ca_streams_lock(void);
 void ca_streams_unlock(void);
 /* Under the lock: the non-blocking streams of ctx (up to cap into out; the
- * count is returned whole), forgetting a stale one, and marking a context
- * whose fence was the legacy event alone. */
+ * count is returned whole), forgetting a stale one, and saying that a fence
+ * of a context without them was its legacy event alone. */
 size_t ca_streams_nonblocking(CUcontext ctx, CUstream *out, size_t cap);
 void ca_streams_forget_locked(CUstream s);
-void ca_streams_mark_ordered(CUcontext ctx);
+void ca_streams_fenced_ordered(void);
+/* After recording a fence's legacy event: true when that event alone orders
+ * every later use of the blocks (no non-blocking stream in the process). */
+bool ca_fence_is_ordered(void);
+/* A hint, read without ordering: whether an ordered fence is worth trying. */
+bool ca_streams_none_nonblocking(void);
 /* The calling thread made a per-thread-stream pool on device d: its stream is
  * synchronized at thread exit, as a later thread may get the same key. */
 void ca_ptds_pool_used(const ca_device *d);

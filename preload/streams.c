@@ -12,18 +12,22 @@
  * hooks_driver.c; the driver's entries also through cuGetProcAddress and
  * dlsym).
  *
- * Two more rules keep the order whole:
- *   - A fence on a context without non-blocking streams is the legacy event
- *     alone, and the blocks behind it are handed out at once: whatever uses
- *     them later is ordered after it. A non-blocking stream created later
- *     would not be, so once that has happened on a context, each new
- *     non-blocking stream first waits for an event on the legacy stream.
+ * While the process has no non-blocking stream, a fence is the legacy event
+ * alone and the blocks behind it are handed out at once: whatever uses them
+ * later is ordered after it (ca_fence_is_ordered). Two rules keep that true:
+ *   - A non-blocking stream created after such a fence would not be ordered,
+ *     so once one was recorded, each new non-blocking stream first waits for
+ *     an event on the legacy stream.
  *   - cuStreamDestroy returns at once and the stream's work still runs. Before
  *     a stream goes, the legacy stream is made to wait for its last work, so
- *     every later fence still covers it.
- * The lock is held while a fence is recorded and while streams come and go,
- * so a fence sees each stream either alive or folded into the legacy stream. */
+ *     later fences, and work issued later, still come after it.
+ * The order of the atomic steps makes this hold without a lock: a fence
+ * records its event, then reads the count; a stream is counted, then reads
+ * whether a fence went first. The lock is held while a fence with events on
+ * non-blocking streams is recorded and while streams come and go, so such a
+ * fence sees each stream either alive or folded into the legacy stream. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #define HASH_NONFATAL_OOM 1
@@ -31,8 +35,6 @@
 #include <uthash.h>
 
 #include "preload/preload.h"
-
-#define MAX_CONTEXTS 64
 
 typedef struct entry {
     CUstream handle;
@@ -43,8 +45,8 @@ typedef struct entry {
 
 static entry *streams;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static CUcontext ordered[MAX_CONTEXTS]; /* contexts whose fences were the legacy event alone */
-static int nordered;
+static _Atomic size_t nonblocking; /* non-blocking streams in the registry, all contexts */
+static _Atomic bool ordered_fences; /* a fence was the legacy event alone */
 
 void ca_streams_lock(void) { pthread_mutex_lock(&lock); }
 void ca_streams_unlock(void) { pthread_mutex_unlock(&lock); }
@@ -59,23 +61,26 @@ size_t ca_streams_nonblocking(CUcontext ctx, CUstream *out, size_t cap) {
     return n;
 }
 
-void ca_streams_forget_locked(CUstream s) {
-    entry *e;
-    HASH_FIND_PTR(streams, &s, e);
-    if (!e) return;
+static void drop(entry *e) {
     HASH_DEL(streams, e);
+    if (e->flags & CU_STREAM_NON_BLOCKING) atomic_fetch_sub(&nonblocking, 1);
     free(e);
 }
 
-static bool is_ordered(CUcontext ctx) {
-    for (int i = 0; i < nordered; i++)
-        if (ordered[i] == ctx) return true;
-    return false;
+void ca_streams_forget_locked(CUstream s) {
+    entry *e;
+    HASH_FIND_PTR(streams, &s, e);
+    if (e) drop(e);
 }
 
-void ca_streams_mark_ordered(CUcontext ctx) {
-    if (!is_ordered(ctx) && nordered < MAX_CONTEXTS) ordered[nordered++] = ctx;
+bool ca_streams_none_nonblocking(void) { return atomic_load_explicit(&nonblocking, memory_order_relaxed) == 0; }
+
+bool ca_fence_is_ordered(void) {
+    atomic_store(&ordered_fences, true);
+    return atomic_load(&nonblocking) == 0;
 }
+
+void ca_streams_fenced_ordered(void) { atomic_store(&ordered_fences, true); }
 
 /* `waiter` waits for the work queued so far on `s` (both of the current context). */
 static void wait_for(CUstream waiter, CUstream s) {
@@ -107,9 +112,15 @@ void ca_stream_created(CUstream s, unsigned flags) {
         }
     }
     if (e) {
+        bool was_nb = e->flags & CU_STREAM_NON_BLOCKING, nb = flags & CU_STREAM_NON_BLOCKING;
         e->ctx = ctx;
         e->flags = flags;
-        if ((flags & CU_STREAM_NON_BLOCKING) && is_ordered(ctx)) wait_for(s, CU_STREAM_LEGACY);
+        if (nb && !was_nb) {
+            atomic_fetch_add(&nonblocking, 1);
+            if (atomic_load(&ordered_fences)) wait_for(s, CU_STREAM_LEGACY);
+        } else if (was_nb && !nb) {
+            atomic_fetch_sub(&nonblocking, 1);
+        }
     } else if (flags & CU_STREAM_NON_BLOCKING) {
         /* unknown to fences: never hand a plain free's block out before the device is done */
         ca_warn("no memory to track stream %p: plain frees now wait for the device", (void *)s);
@@ -131,8 +142,7 @@ void ca_stream_destroying(CUstream s) {
         if (push) d->cuCtxPushCurrent_v2(e->ctx);
         wait_for(CU_STREAM_LEGACY, s);
         if (push) d->cuCtxPopCurrent_v2(&popped);
-        HASH_DEL(streams, e);
-        free(e);
+        drop(e);
     }
     ca_streams_unlock();
 }
@@ -141,13 +151,8 @@ void ca_streams_forget_ctx(CUcontext ctx) {
     ca_streams_lock();
     entry *e, *tmp;
     HASH_ITER(hh, streams, e, tmp) {
-        if (e->ctx == ctx) {
-            HASH_DEL(streams, e);
-            free(e);
-        }
+        if (e->ctx == ctx) drop(e);
     }
-    for (int i = 0; i < nordered; i++)
-        if (ordered[i] == ctx) ordered[i--] = ordered[--nordered];
     ca_streams_unlock();
 }
 
@@ -188,5 +193,5 @@ void ca_ptds_pool_used(const ca_device *d) {
 void ca_streams_after_fork(void) {
     pthread_mutex_init(&lock, NULL);
     streams = NULL;
-    nordered = 0;
+    atomic_store(&nonblocking, 0);
 }

@@ -108,6 +108,31 @@ static int side_stream(void) {
     CHECK_DONE("side-stream");
 }
 
+/* Without non-blocking streams the legacy stream orders everything: a
+ * fence's legacy event alone puts every later use of the block after the
+ * work before the free, so the block is reused at once. A non-blocking
+ * stream made afterwards starts behind that event. */
+static int ordered(void) {
+    cudaStream_t b, n;
+    cudaEvent_t e;
+    void *p, *q;
+    CHECK(cudaStreamCreate(&b) == cudaSuccess, "blocking stream");
+    CHECK(cudaMalloc(&p, 4 * MIB) == cudaSuccess, "cudaMalloc");
+    CHECK(hold(b, 1) == 0 && cudaMemsetAsync(p, 1, 4 * MIB, b) == cudaSuccess, "work queued on it");
+    CHECK(cudaFree(p) == cudaSuccess, "cudaFree");
+    uint64_t records = sim().event_records;
+    CHECK(cudaMalloc(&q, 4 * MIB) == cudaSuccess && q == p, "reused at once, after the legacy event");
+    CHECK(sim().event_records == records + 1, "one event: the legacy stream's");
+    CHECK(cudaStreamCreateWithFlags(&n, cudaStreamNonBlocking) == cudaSuccess, "a non-blocking stream now");
+    CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess && cudaEventRecord(e, n) == cudaSuccess,
+          "work on it");
+    CHECK(cudaEventQuery(e) == cudaErrorNotReady, "it starts after the work queued before the free");
+    CHECK(hold(b, 0) == 0 && cudaEventQuery(e) == cudaSuccess, "and runs once that is done");
+    cudaFree(q);
+    all_back(0, "ordered");
+    CHECK_DONE("ordered");
+}
+
 /* sync_free:true: cudaFree waits for the device that owns the pointer (the
  * second device here, while the first is current), then reuses at once. */
 static int sync_free(void) {
@@ -326,13 +351,14 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(mode, "side-stream")) return side_stream();
     if (!strcmp(mode, "sync-free")) return sync_free();
+    if (!strcmp(mode, "ordered")) return ordered();
     if (!strcmp(mode, "memory-short")) return memory_short();
     if (!strcmp(mode, "stream-routes")) return stream_routes();
     if (!strcmp(mode, "ptds")) return ptds();
     if (!strcmp(mode, "cross-device")) return cross_device();
     if (!strcmp(mode, "reset")) return reset();
     if (!strcmp(mode, "exit-pending")) return exit_pending();
-    fprintf(stderr, "usage: %s side-stream|sync-free|memory-short|stream-routes|ptds|cross-device|reset|exit-pending\n",
+    fprintf(stderr, "usage: %s side-stream|ordered|sync-free|memory-short|stream-routes|ptds|cross-device|reset|exit-pending\n",
             argv[0]);
     return 2;
 }

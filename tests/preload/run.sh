@@ -44,6 +44,7 @@ run static-route 0 -- "$bin/prog_driver" static-route
 
 # Plain frees keep cudaFree's promise without its device-wide wait (prog_free.c).
 run free-side-stream 0 -- "$bin/prog_free" side-stream
+run free-ordered 0 -- "$bin/prog_free" ordered
 run free-sync 0 CUDALLOC_CONF=sync_free:true CUDALLOC_SIM_DEVICES=2 -- "$bin/prog_free" sync-free
 run free-memory-short 0 CUDALLOC_SIM_MEMORY=64MiB -- "$bin/prog_free" memory-short
 if grep -q "out of memory" <<<"$out"; then fail=$((fail + 1)); echo "FAIL free-memory-short: an OOM"; else pass=$((pass + 1)); fi
