@@ -67,6 +67,7 @@ void ca_allocator_destroy(ca_allocator *a) {
     if (!a) return;
     for (size_t i = 0; i < pool_count(a); i++) {
         ca_pool *p = a->pools[i];
+        ca_pending_drop(a, p);
         for (int k = 0; k < 2; k++)
             for (ca_segment *seg = p->heap[k].segments, *next; seg; seg = next) {
                 next = seg->next;
@@ -186,11 +187,13 @@ static void release_pool(ca_allocator *a, ca_pool *p) {
     }
 }
 
-/* Every pool gives its cached memory back; the caller holds no pool lock. */
+/* Every pool gives its cached memory back, plain frees included (waiting
+ * for their fences); the caller holds no pool lock. */
 static void release_all(ca_allocator *a) {
     for (size_t i = 0; i < pool_count(a); i++) {
         ca_pool *p = a->pools[i];
         ca_lock_acquire(&p->lock);
+        if (ca_pool_has_pending(p)) ca_pending_settle(a, p);
         release_pool(a, p);
         ca_lock_release(&p->lock);
     }
@@ -262,7 +265,11 @@ int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom
     ca_heap *h = &p->heap[rounded <= CA_SMALL_LIMIT];
     ca_block *b = NULL;
     ca_lock_acquire(&p->lock);
+    if (ca_pool_has_pending(p)) ca_pending_collect(a, p);
     int rc = never ? CA_ERR_OOM : try_alloc(a, h, rounded, &b);
+    /* Short of memory: wait for this pool's plain frees, oldest first, before
+     * giving cached memory back. */
+    while (rc == CA_ERR_OOM && !never && ca_pending_wait_oldest(a, p)) rc = try_alloc(a, h, rounded, &b);
     if (rc == CA_ERR_OOM && !never) {
         /* Give every cached granule and empty segment back, then try again. */
         p->st.num_alloc_retries++;
@@ -287,7 +294,9 @@ int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom
     b->requested = size;
     HASH_ADD(hh, p->live, addr, sizeof(uintptr_t), b);
     CA_STAT(a, h, allocation, 1);
+    CA_STAT(a, h, active, 1);
     CA_STAT(a, h, allocated_bytes, (int64_t)b->size);
+    CA_STAT(a, h, active_bytes, (int64_t)b->size);
     CA_STAT(a, h, requested_bytes, (int64_t)size);
     ca_emit(a, CA_EV_ALLOC, b->addr, b->size, size, stream);
     ca_lock_release(&p->lock);
@@ -297,6 +306,8 @@ int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom
 
 /* b is free: merge it with free neighbours and index the result. */
 static void merge_and_index(ca_pool *p, ca_block *b) {
+    b->allocated = false;
+    b->requested = 0;
     ca_segment *seg = b->seg;
     ca_heap *h = seg->heap;
     ca_block *n = b->next, *prev = b->prev;
@@ -344,28 +355,59 @@ static ca_block *find_live(ca_allocator *a, uintptr_t addr, ca_pool **pool) {
     return NULL;
 }
 
-int ca_free(ca_allocator *a, void *ptr, ca_stream stream) {
-    ca_pool *p;
-    ca_block *b = find_live(a, (uintptr_t)ptr, &p);
-    if (!b) return CA_ERR_INVALID;
+void ca_block_release(ca_allocator *a, ca_pool *p, ca_block *b) {
+    ca_heap *h = b->seg->heap;
+    CA_STAT(a, h, active, -1);
+    CA_STAT(a, h, active_bytes, -(int64_t)b->size);
+    merge_and_index(p, b);
+}
+
+/* The live block at ptr out of its pool's live table, with the pool locked
+ * and the statistics of a free applied; NULL if ptr is not live. */
+static ca_block *take_live(ca_allocator *a, void *ptr, ca_stream stream, ca_pool **pool) {
+    ca_block *b = find_live(a, (uintptr_t)ptr, pool);
+    if (!b) return NULL;
+    ca_pool *p = *pool;
     HASH_DELETE(hh, p->live, b);
     ca_heap *h = b->seg->heap;
     CA_STAT(a, h, allocation, -1);
     CA_STAT(a, h, allocated_bytes, -(int64_t)b->size);
     CA_STAT(a, h, requested_bytes, -(int64_t)b->requested);
     ca_emit(a, CA_EV_FREE, b->addr, b->size, b->requested, stream);
+    b->requested = 0;
+    return b;
+}
+
+int ca_free(ca_allocator *a, void *ptr, ca_stream stream) {
+    ca_pool *p;
+    ca_block *b = take_live(a, ptr, stream, &p);
+    if (!b) return CA_ERR_INVALID;
     /* Freed in another stream's order: the pool's stream, the only one that
-     * will reuse the block, waits for the work queued there so far. */
+     * will reuse the block, waits for the work queued there so far. A pool
+     * stream that cannot be made to wait from here (another thread's
+     * per-thread stream) leaves the block waiting for a fence instead. */
+    bool wait_device = false;
     if (stream != p->stream && a->be->event_record) {
         ca_event ev;
-        if (a->be->event_record(a->be->self, stream, &ev) == CA_OK) {
-            a->be->stream_wait(a->be->self, p->stream, ev);
+        int rc = a->be->event_record(a->be->self, stream, &ev);
+        if (rc == CA_OK) {
+            rc = a->be->stream_wait(a->be->self, p->stream, ev);
             a->be->event_destroy(a->be->self, ev);
         }
+        wait_device = rc != CA_OK && a->be->fence_record;
     }
-    b->allocated = false;
-    b->requested = 0;
-    merge_and_index(p, b);
+    if (wait_device) ca_pending_add(a, p, b);
+    else ca_block_release(a, p, b);
+    ca_lock_release(&p->lock);
+    return CA_OK;
+}
+
+int ca_free_device(ca_allocator *a, void *ptr, int device_idle) {
+    ca_pool *p;
+    ca_block *b = take_live(a, ptr, 0, &p);
+    if (!b) return CA_ERR_INVALID;
+    if (!device_idle && a->be->fence_record) ca_pending_add(a, p, b);
+    else ca_block_release(a, p, b);
     ca_lock_release(&p->lock);
     return CA_OK;
 }
@@ -396,6 +438,15 @@ int ca_contains(ca_allocator *a, const void *ptr) {
 
 void ca_release(ca_allocator *a) { release_all(a); }
 
+void ca_wait_pending(ca_allocator *a) {
+    for (size_t i = 0; i < pool_count(a); i++) {
+        ca_pool *p = a->pools[i];
+        ca_lock_acquire(&p->lock);
+        if (ca_pool_has_pending(p)) ca_pending_settle(a, p);
+        ca_lock_release(&p->lock);
+    }
+}
+
 static void add_stat(ca_stat *dst, const ca_stat *src) {
     for (int k = 0; k < CA_POOL_KINDS; k++) {
         dst[k].current += src[k].current;
@@ -405,7 +456,8 @@ static void add_stat(ca_stat *dst, const ca_stat *src) {
     }
 }
 
-#define STAT_FIELDS(X) X(allocation) X(segment) X(allocated_bytes) X(reserved_bytes) X(requested_bytes)
+#define STAT_FIELDS(X) \
+    X(allocation) X(segment) X(active) X(allocated_bytes) X(reserved_bytes) X(active_bytes) X(requested_bytes)
 
 void ca_get_stats(ca_allocator *a, ca_stats *out) {
     memset(out, 0, sizeof *out);
@@ -428,10 +480,6 @@ void ca_get_stats(ca_allocator *a, ca_stats *out) {
 #undef PEAK
     }
     ca_lock_release(&a->lock);
-    /* A freed block is reusable at once (the next stream waits on the
-     * device instead), so nothing is ever active without being allocated. */
-    memcpy(out->active, out->allocation, sizeof out->active);
-    memcpy(out->active_bytes, out->allocated_bytes, sizeof out->active_bytes);
 }
 
 void ca_reset_peaks(ca_allocator *a) {
@@ -465,7 +513,8 @@ static void visit_heap(ca_allocator *a, ca_heap *h, ca_segment_fn on_segment, ca
         if (on_segment) on_segment(ctx, &sv);
         if (!on_block) continue;
         for (ca_block *b = seg->first; b; b = b->next) {
-            ca_block_view bv = {b->addr, b->size, b->requested, b->allocated ? CA_BLOCK_ALLOCATED : CA_BLOCK_FREE,
+            ca_block_state st = b->pending ? CA_BLOCK_PENDING : b->allocated ? CA_BLOCK_ALLOCATED : CA_BLOCK_FREE;
+            ca_block_view bv = {b->addr, b->size, b->requested, st,
                                 seg->expandable ? ca_exp_block_mapped(a, b) : b->size};
             on_block(ctx, &sv, &bv);
         }

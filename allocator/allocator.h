@@ -57,7 +57,8 @@ typedef struct ca_trace_event {
 typedef void (*ca_observer_fn)(void *ctx, const ca_trace_event *ev);
 
 /* The read-only view for reports: every segment, then its blocks in address order. */
-typedef enum { CA_BLOCK_FREE, CA_BLOCK_ALLOCATED } ca_block_state;
+/* PENDING: freed by ca_free_device, waiting for the device (active, not allocated). */
+typedef enum { CA_BLOCK_FREE, CA_BLOCK_ALLOCATED, CA_BLOCK_PENDING } ca_block_state;
 typedef struct ca_segment_view {
     uintptr_t base;        /* first address */
     size_t size;           /* span of the blocks (virtual, for expandable) */
@@ -87,17 +88,26 @@ void ca_allocator_destroy(ca_allocator *a);
  * granules) fails with CA_ERR_OOM at once: no retry, no backend call, its cost
  * the same whatever its size. Sizes are never rounded past SIZE_MAX. */
 int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom_info *oom);
-/* Free ptr in the order of `stream` (the stream it was allocated on, for a
- * plain free). CA_ERR_INVALID for a pointer the allocator does not own, or a
- * double free: nothing changes. */
+/* Free ptr in the order of `stream` (cudaFreeAsync): reusable by the pool's
+ * stream once that stream has passed the point of the free. CA_ERR_INVALID
+ * for a pointer the allocator does not own, or a double free: nothing changes. */
 int ca_free(ca_allocator *a, void *ptr, ca_stream stream);
+/* Free ptr in the order of the whole device (cudaFree): the block is handed
+ * out again only after a fence recorded after this call (backend.h) has
+ * passed; until then it is pending, counted as active and cached. With
+ * device_idle the caller has synchronized the device: reusable at once, as
+ * it is on a backend without fences. Errors as ca_free. */
+int ca_free_device(ca_allocator *a, void *ptr, int device_idle);
 /* Is ptr the start of a live allocation of ours? Its requested size if so. */
 int ca_owns(ca_allocator *a, const void *ptr, size_t *requested);
 /* Is ptr inside memory this allocator manages, live or not? (A free of such a
  * pointer that is not live is a double free, not someone else's pointer.) */
 int ca_contains(ca_allocator *a, const void *ptr);
-/* Give every free physical granule (and free classic segment) back to the device. */
+/* Give every free physical granule (and free classic segment) back to the
+ * device, pending plain frees included (this waits for their fences). */
 void ca_release(ca_allocator *a);
+/* Wait for every pending plain free: their blocks are free when it returns. */
+void ca_wait_pending(ca_allocator *a);
 
 void ca_get_stats(ca_allocator *a, ca_stats *out);
 void ca_reset_peaks(ca_allocator *a);

@@ -18,6 +18,7 @@ enum {
 
 typedef uint64_t ca_handle; /* a physical memory handle; 0 = none */
 typedef uint64_t ca_event;  /* a device event; 0 = none */
+typedef uint64_t ca_fence;  /* a point in every stream of the device; 0 = passed */
 typedef uintptr_t ca_stream;
 
 typedef struct ca_backend ca_backend;
@@ -43,13 +44,28 @@ struct ca_backend {
 
     /* Stream order. Each pool serves one stream, so a block freed on that stream
      * is safe to reuse at once; a block freed on another stream makes the pool's
-     * stream wait on an event recorded there. Memory is unmapped only after the
-     * pool's stream has finished with it. All NULL when the device finishes work
-     * before calls return (host, count). */
+     * stream wait on an event recorded there (stream_wait fails for a stream
+     * that cannot be named from the calling thread, another thread's per-thread
+     * stream: the block then waits for a fence). Memory is unmapped only after
+     * the pool's stream has finished with it. All NULL when the device finishes
+     * work before calls return (host, count). */
     int (*event_record)(void *self, ca_stream stream, ca_event *ev);
     int (*stream_wait)(void *self, ca_stream stream, ca_event ev);
     void (*event_destroy)(void *self, ca_event ev);
     int (*stream_sync)(void *self, ca_stream stream);
+
+    /* Device order, what a plain cudaFree promises: a fence is the point "now"
+     * in every stream of the device. fence_record records one and gives 0 when
+     * no later work can run before it anyway (every stream orders its later
+     * work after it), so that a block waiting for it is reusable at once.
+     * fence_query never blocks: 1 when the work queued before the fence is
+     * done, 0 when not yet. fence_wait blocks until it is. Errors count as
+     * passed: a device that cannot answer runs nothing more. All NULL when
+     * the device finishes work before calls return (host, count). */
+    int (*fence_record)(void *self, ca_fence *f);
+    int (*fence_query)(void *self, ca_fence f);
+    void (*fence_wait)(void *self, ca_fence f);
+    void (*fence_destroy)(void *self, ca_fence f);
 
     void (*destroy)(ca_backend *be); /* frees the backend itself */
 };

@@ -21,6 +21,7 @@
 #define HASH_KEYCMP(a, b, n) (*(const uintptr_t *)(a) != *(const uintptr_t *)(b))
 
 typedef struct ca_pool ca_pool;
+typedef struct ca_batch ca_batch;
 typedef struct ca_heap ca_heap;
 typedef struct ca_segment ca_segment;
 
@@ -33,7 +34,11 @@ typedef struct ca_block {
     ca_segment *seg;
     struct ca_block *left, *right, *parent; /* free index (treap) links */
     int32_t bin;                       /* free index bin; -1 when not indexed */
-    bool allocated;
+    bool allocated;                    /* not free: held by the program, or pending */
+    bool pending;                      /* freed by a plain free, waiting for a fence
+                                        * (fence.c); `allocated` stays set meanwhile,
+                                        * so nothing merges, maps or unmaps it */
+    struct ca_block *pending_next;     /* in its pool's unfenced list or batch */
     UT_hash_handle hh;                 /* live table, keyed by addr */
 } ca_block;
 
@@ -84,6 +89,12 @@ struct ca_pool {
                              * whenever it empties, which would cost a malloc and a
                              * free on every alloc/free of a lone block */
     ca_stats st;            /* this pool's figures */
+    /* Plain frees waiting for the device (fence.c): blocks freed since the
+     * last fence, then fenced batches, oldest first. */
+    ca_block *unfenced;
+    size_t n_unfenced;
+    ca_batch *oldest, *newest;
+    ca_batch *spare_batches;
     ca_block *spare;        /* recycled block structs */
     void **chunks;          /* block slabs, freed with the pool */
     size_t nchunks, chunks_cap;
@@ -143,6 +154,23 @@ void ca_exp_release(ca_allocator *a, ca_segment *seg);
 void ca_exp_destroy(ca_allocator *a, ca_segment *seg);
 size_t ca_exp_mapped_run(const ca_allocator *a, const ca_block *b);
 size_t ca_exp_block_mapped(const ca_allocator *a, const ca_block *b);
+
+/* fence.c: plain frees wait for a fence before their blocks are free again */
+void ca_pending_add(ca_allocator *a, ca_pool *p, ca_block *b);
+/* Fence the unfenced blocks, then free the blocks of every batch whose fence
+ * passed, oldest first, without blocking. */
+void ca_pending_collect(ca_allocator *a, ca_pool *p);
+/* Wait for the oldest batch (fencing the unfenced blocks first when there is
+ * none) and free its blocks; false when nothing was freed. */
+bool ca_pending_wait_oldest(ca_allocator *a, ca_pool *p);
+/* Everything pending back, waiting as needed. */
+void ca_pending_settle(ca_allocator *a, ca_pool *p);
+/* At destruction: fences dropped without waiting. */
+void ca_pending_drop(ca_allocator *a, ca_pool *p);
+static inline bool ca_pool_has_pending(const ca_pool *p) { return p->unfenced || p->oldest; }
+
+/* allocator.c: a block that is free again (its stats, merged and indexed) */
+void ca_block_release(ca_allocator *a, ca_pool *p, ca_block *b);
 
 /* classic.c */
 int ca_classic_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out);

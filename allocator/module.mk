@@ -1,5 +1,5 @@
 # allocator/: the caching allocator core and its host/count backends.
-ALLOC_SRCS := allocator/allocator.c allocator/expandable.c allocator/classic.c \
+ALLOC_SRCS := allocator/allocator.c allocator/expandable.c allocator/classic.c allocator/fence.c \
               allocator/freeindex.c allocator/block.c allocator/stats.c
 -include allocator/backends.mk
 ALLOC_OBJS := $(patsubst %.c,$(OBJ)/%.o,$(ALLOC_SRCS) $(BACKEND_SRCS))
@@ -24,3 +24,7 @@ $(TESTS_BIN)/test_sizes: $(OBJ)/tests/allocator/test_sizes.o $(LIBCA)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
 UNIT_TESTS += $(TESTS_BIN)/test_sizes
+$(TESTS_BIN)/test_fences: $(OBJ)/tests/allocator/test_fences.o $(LIBCA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
+UNIT_TESTS += $(TESTS_BIN)/test_fences

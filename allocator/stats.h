@@ -14,11 +14,11 @@ enum { CA_POOL_ALL, CA_POOL_SMALL, CA_POOL_LARGE, CA_POOL_KINDS };
 typedef struct ca_stats {
     ca_stat allocation[CA_POOL_KINDS];      /* live allocations (count) */
     ca_stat segment[CA_POOL_KINDS];         /* segments (count) */
-    ca_stat active[CA_POOL_KINDS];          /* allocated or awaiting reuse (count): equal to
-                                               allocation here, as no block awaits reuse */
+    ca_stat active[CA_POOL_KINDS];          /* allocated, or freed by a plain free and
+                                               waiting for the device (count) */
     ca_stat allocated_bytes[CA_POOL_KINDS]; /* rounded sizes of live allocations */
     ca_stat reserved_bytes[CA_POOL_KINDS];  /* physical memory held from the device */
-    ca_stat active_bytes[CA_POOL_KINDS];
+    ca_stat active_bytes[CA_POOL_KINDS];    /* allocated_bytes + bytes waiting for the device */
     ca_stat requested_bytes[CA_POOL_KINDS]; /* sizes as the program asked */
     int64_t num_alloc_retries;
     int64_t num_ooms;

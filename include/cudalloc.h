@@ -39,7 +39,8 @@ typedef struct cudalloc_stats {
 
 /* Statistics of one device's allocator. 0, or -1 for a device never used. */
 int cudalloc_get_stats(int device, cudalloc_stats *out) CUDALLOC_WEAK;
-/* Give every cached free granule back to the device, on all devices. 0. */
+/* Give every cached free granule back to the device, on all devices (after
+ * waiting for the fences of blocks freed with cudaFree that still wait). 0. */
 int cudalloc_empty_cache(void) CUDALLOC_WEAK;
 /* Peaks start again from the current figures. 0. */
 int cudalloc_reset_peak_stats(void) CUDALLOC_WEAK;

@@ -22,7 +22,9 @@ CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream) {
     if (!d) return err;
     void *p;
     ca_oom_info oom;
-    int rc = ca_malloc(d->alloc, size, ca_stream_key(stream), &p, &oom);
+    ca_stream key = ca_stream_key(stream);
+    if (ca_is_ptds_key(key)) ca_ptds_pool_used(d);
+    int rc = ca_malloc(d->alloc, size, key, &p, &oom);
     if (rc == CA_OK) {
         *dptr = (CUdeviceptr)p;
         return CUDA_SUCCESS;
@@ -51,27 +53,43 @@ CUresult ca_do_malloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size
 struct free_args {
     void *ptr;
     ca_stream stream;
+    bool plain, device_idle;
     ca_device *freed_on, *contains;
 };
 
 static void try_free(ca_device *d, void *ctx) {
     struct free_args *f = ctx;
     if (f->freed_on) return;
-    if (ca_free(d->alloc, f->ptr, f->stream) == CA_OK) f->freed_on = d;
+    int rc = f->plain ? ca_free_device(d->alloc, f->ptr, f->device_idle) : ca_free(d->alloc, f->ptr, f->stream);
+    if (rc == CA_OK) f->freed_on = d;
     else if (!f->contains && ca_contains(d->alloc, f->ptr)) f->contains = d;
 }
 
-CUresult ca_do_free(CUdeviceptr ptr, CUstream stream, bool plain) {
-    struct free_args f = {(void *)ptr, ca_stream_key(stream), NULL, NULL};
+/* cudaFree's own semantics: the owning device's work done first (its
+ * context made current for the call: the current one may be another's). */
+static void sync_owner(const void *ptr) {
     const ca_driver *drv = ca_drv();
-    if (plain && ca_conf.sync_free && drv) drv->cuCtxSynchronize(); /* cudaFree's own semantics */
-    ca_devices_foreach(try_free, &f);
-    if (f.freed_on) {
-        /* A plain free orders later work on the device after work queued so
-         * far, as the legacy default stream orders every blocking stream. */
-        if (plain && f.freed_on->barrier) drv->cuEventRecord(f.freed_on->barrier, CU_STREAM_LEGACY);
-        return CUDA_SUCCESS;
+    ca_device *d = ca_owner(ptr);
+    if (!d) return;
+    CUcontext cur = NULL, popped;
+    drv->cuCtxGetCurrent(&cur);
+    bool push = cur != d->ctx && drv->cuCtxPushCurrent_v2;
+    if (push) drv->cuCtxPushCurrent_v2(d->ctx);
+    drv->cuCtxSynchronize();
+    if (push) drv->cuCtxPopCurrent_v2(&popped);
+}
+
+/* A plain free (cudaFree, cuMemFree) is ordered against the whole device
+ * that owns the pointer, whichever device is current: its block waits for a
+ * fence of that device (allocator/fence.c, cuda_backend.c). */
+CUresult ca_do_free(CUdeviceptr ptr, CUstream stream, bool plain) {
+    struct free_args f = {(void *)ptr, ca_stream_key(stream), plain, false, NULL, NULL};
+    if (plain && ca_conf.sync_free) {
+        sync_owner(f.ptr);
+        f.device_idle = true;
     }
+    ca_devices_foreach(try_free, &f);
+    if (f.freed_on) return CUDA_SUCCESS;
     if (f.contains) {
         ca_warn("double free of device pointer %p (not a live allocation; ignored)", (void *)ptr);
         return CUDA_ERROR_INVALID_VALUE;

@@ -45,7 +45,9 @@ CA_EXPORT void *cudalloc_torch_malloc(size_t size, int device, void *stream) {
     }
     void *p = NULL;
     ca_oom_info oom;
-    if (size && ca_malloc(d->alloc, size, ca_stream_key((CUstream)stream), &p, &oom) == CA_ERR_OOM)
+    ca_stream key = ca_stream_key((CUstream)stream);
+    if (ca_is_ptds_key(key)) ca_ptds_pool_used(d);
+    if (size && ca_malloc(d->alloc, size, key, &p, &oom) == CA_ERR_OOM)
         ca_report_oom(d, &oom);
     return p;
 }

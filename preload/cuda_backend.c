@@ -1,17 +1,27 @@
 /* The allocator's backend on the real driver: virtual memory management
  * (cuMemAddressReserve, cuMemCreate, cuMemMap, cuMemSetAccess, cuMemUnmap,
  * cuMemRelease) for expandable segments, cuMemAlloc for classic ones, events
- * for stream order. Calls run in the device's context, made current for the
- * call when the calling thread has another one (or none). */
+ * for stream order and fences for device order (plain frees). Calls run in
+ * the device's context, made current for the call when the calling thread has
+ * another one (or none): a free of another device's pointer orders that
+ * device's streams. */
 #include <stdlib.h>
 
+#include "allocator/lock.h"
 #include "preload/preload.h"
+
+typedef struct cuda_fence cuda_fence;
 
 typedef struct cuda_backend {
     int ordinal;
     CUcontext ctx;
     CUmemAllocationProp prop;
     CUmemAccessDesc access;
+    CUevent barrier;          /* the legacy event of ordered fences, recorded again each time */
+    ca_lock lock;             /* the spare events and fences */
+    CUevent *spare;
+    size_t nspare, spare_cap;
+    cuda_fence *spare_fences;
 } cuda_backend;
 
 /* Run in the device's context: push it only when it is not current already. */
@@ -95,14 +105,50 @@ static int b_mem_info(void *self, size_t *free_bytes, size_t *total) {
     return status(IN_CTX(cb, ca_drv()->cuMemGetInfo_v2(free_bytes, total)));
 }
 
+/* ---- events, kept for reuse: creating one costs more than recording it ---- */
+
+static CUevent get_event(cuda_backend *cb) {
+    CUevent e = NULL;
+    ca_lock_acquire(&cb->lock);
+    if (cb->nspare) e = cb->spare[--cb->nspare];
+    ca_lock_release(&cb->lock);
+    if (!e && IN_CTX(cb, ca_drv()->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) e = NULL;
+    return e;
+}
+
+static void put_event(cuda_backend *cb, CUevent e) {
+    ca_lock_acquire(&cb->lock);
+    if (cb->nspare == cb->spare_cap) {
+        size_t cap = cb->spare_cap ? 2 * cb->spare_cap : 16;
+        CUevent *v = realloc(cb->spare, cap * sizeof *v);
+        if (v) cb->spare = v, cb->spare_cap = cap;
+    }
+    bool kept = cb->nspare < cb->spare_cap;
+    if (kept) cb->spare[cb->nspare++] = e;
+    ca_lock_release(&cb->lock);
+    if (!kept) ca_drv()->cuEventDestroy_v2(e);
+}
+
+/* A pool's key as a stream handle (preload.h: ca_stream_key); false for
+ * another thread's per-thread stream, which cannot be named from here. */
+static bool name_stream(ca_stream key, CUstream *s) {
+    if (ca_is_ptds_key(key)) {
+        *s = CU_STREAM_PER_THREAD;
+        return key == ca_ptds_key();
+    }
+    *s = (CUstream)key;
+    return true;
+}
+
 static int b_event_record(void *self, ca_stream stream, ca_event *ev) {
     cuda_backend *cb = self;
-    const ca_driver *d = ca_drv();
-    CUevent e = NULL;
-    CUresult r = IN_CTX(cb, d->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
-    if (r == CUDA_SUCCESS) r = IN_CTX(cb, d->cuEventRecord(e, (CUstream)stream));
+    CUstream s;
+    if (!name_stream(stream, &s)) return CA_ERR_INVALID;
+    CUevent e = get_event(cb);
+    if (!e) return CA_ERR_BACKEND;
+    CUresult r = IN_CTX(cb, ca_drv()->cuEventRecord(e, s));
     if (r != CUDA_SUCCESS) {
-        if (e) d->cuEventDestroy_v2(e);
+        ca_drv()->cuEventDestroy_v2(e);
         return status(r);
     }
     *ev = (ca_event)(uintptr_t)e;
@@ -111,17 +157,150 @@ static int b_event_record(void *self, ca_stream stream, ca_event *ev) {
 
 static int b_stream_wait(void *self, ca_stream stream, ca_event ev) {
     cuda_backend *cb = self;
-    return status(IN_CTX(cb, ca_drv()->cuStreamWaitEvent((CUstream)stream, (CUevent)(uintptr_t)ev, 0)));
+    CUstream s;
+    if (!name_stream(stream, &s)) return CA_ERR_INVALID;
+    return status(IN_CTX(cb, ca_drv()->cuStreamWaitEvent(s, (CUevent)(uintptr_t)ev, 0)));
 }
 
-static void b_event_destroy(void *self, ca_event ev) { ca_drv()->cuEventDestroy_v2((CUevent)(uintptr_t)ev); }
+/* The wait already took the event's point: the event may be recorded again. */
+static void b_event_destroy(void *self, ca_event ev) { put_event(self, (CUevent)(uintptr_t)ev); }
 
 static int b_stream_sync(void *self, ca_stream stream) {
     cuda_backend *cb = self;
-    return status(IN_CTX(cb, ca_drv()->cuStreamSynchronize((CUstream)stream)));
+    CUstream s;
+    const ca_driver *d = ca_drv();
+    if (!name_stream(stream, &s)) return status(IN_CTX(cb, d->cuCtxSynchronize())); /* the whole device covers it */
+    return status(IN_CTX(cb, d->cuStreamSynchronize(s)));
+}
+
+/* ---- fences: a plain free's point in every stream (streams.c says which) ---- */
+
+typedef struct cuda_fence {
+    struct cuda_fence *next; /* spare list */
+    unsigned n, done, cap;   /* events, how many are known passed, room */
+    CUevent ev[];            /* [0] on the legacy stream, then one per non-blocking stream */
+} cuda_fence;
+
+static cuda_fence *get_fence(cuda_backend *cb, unsigned n) {
+    ca_lock_acquire(&cb->lock);
+    cuda_fence **link = &cb->spare_fences;
+    while (*link && (*link)->cap < n) link = &(*link)->next;
+    cuda_fence *f = *link;
+    if (f) *link = f->next;
+    ca_lock_release(&cb->lock);
+    if (!f && (f = malloc(sizeof *f + n * sizeof f->ev[0]))) f->cap = n;
+    if (f) f->n = f->done = 0;
+    return f;
+}
+
+static void b_fence_destroy(void *self, ca_fence fence) {
+    cuda_backend *cb = self;
+    cuda_fence *f = (cuda_fence *)(uintptr_t)fence;
+    for (unsigned i = 0; i < f->n; i++) put_event(cb, f->ev[i]);
+    ca_lock_acquire(&cb->lock);
+    f->next = cb->spare_fences;
+    cb->spare_fences = f;
+    ca_lock_release(&cb->lock);
+}
+
+/* Records e on s, or gives e back. */
+static bool record_on(cuda_backend *cb, cuda_fence *f, CUevent e, CUstream s) {
+    if (ca_drv()->cuEventRecord(e, s) != CUDA_SUCCESS) {
+        put_event(cb, e);
+        return false;
+    }
+    f->ev[f->n++] = e;
+    return true;
+}
+
+/* The legacy event, then one on each non-blocking stream of the device: the
+ * blocks wait until all of them completed; with none on this device (other
+ * devices have some), the legacy event alone orders later uses (0). Under the
+ * registry's lock. A fence that cannot be recorded is replaced by
+ * synchronizing the device (0). */
+static CUresult record_fence(cuda_backend *cb, ca_fence *out) {
+    CUstream few[16], *nb = few;
+    size_t n = ca_streams_nonblocking(cb->ctx, few, 16);
+    if (n > 16 && (nb = malloc(n * sizeof *nb))) ca_streams_nonblocking(cb->ctx, nb, n);
+    cuda_fence *f = nb ? get_fence(cb, (unsigned)n + 1) : NULL;
+    CUevent e = f ? get_event(cb) : NULL;
+    bool recorded = e && record_on(cb, f, e, CU_STREAM_LEGACY);
+    for (size_t i = 0; recorded && i < n; i++) {
+        if (!(e = get_event(cb))) recorded = false;
+        else if (!record_on(cb, f, e, nb[i])) ca_streams_forget_locked(nb[i]); /* gone behind our back */
+    }
+    if (nb != few) free(nb);
+    bool ordered = recorded && f->n == 1;
+    *out = recorded && !ordered ? (ca_fence)(uintptr_t)f : 0;
+    if (f && !*out) b_fence_destroy(cb, (ca_fence)(uintptr_t)f);
+    if (ordered) ca_streams_fenced_ordered();
+    return recorded ? CUDA_SUCCESS : ca_drv()->cuCtxSynchronize();
+}
+
+/* Without non-blocking streams, the legacy event alone orders every later
+ * use of the blocks after the work before it (streams.c): the fence has
+ * passed at record (0), and costs one event record. */
+static CUresult record_ordered(cuda_backend *cb, bool *ordered) {
+    const ca_driver *d = ca_drv();
+    *ordered = false;
+    CUevent e = __atomic_load_n(&cb->barrier, __ATOMIC_ACQUIRE), mine = NULL;
+    if (!e && d->cuEventCreate(&mine, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+        if (__atomic_compare_exchange_n(&cb->barrier, &e, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) e = mine;
+        else d->cuEventDestroy_v2(mine); /* another thread made it first: e is theirs */
+    }
+    if (!e || d->cuEventRecord(e, CU_STREAM_LEGACY) != CUDA_SUCCESS) return CUDA_SUCCESS;
+    *ordered = ca_fence_is_ordered();
+    return CUDA_SUCCESS;
+}
+
+static int b_fence_record(void *self, ca_fence *out) {
+    cuda_backend *cb = self;
+    bool ordered = false;
+    *out = 0;
+    if (ca_streams_none_nonblocking()) IN_CTX(cb, record_ordered(cb, &ordered));
+    if (ordered) return CA_OK;
+    ca_streams_lock();
+    IN_CTX(cb, record_fence(cb, out));
+    ca_streams_unlock();
+    return CA_OK;
+}
+
+static int b_fence_query(void *self, ca_fence fence) {
+    cuda_fence *f = (cuda_fence *)(uintptr_t)fence;
+    const ca_driver *d = ca_drv();
+    for (; f->done < f->n; f->done++)
+        if (d->cuEventQuery(f->ev[f->done]) == CUDA_ERROR_NOT_READY) return 0;
+    return 1;
+}
+
+static void b_fence_wait(void *self, ca_fence fence) {
+    cuda_fence *f = (cuda_fence *)(uintptr_t)fence;
+    for (; f->done < f->n; f->done++) ca_drv()->cuEventSynchronize(f->ev[f->done]);
+}
+
+void ca_backend_cuda_drop_events(ca_backend *be) {
+    cuda_backend *cb = be->self;
+    ca_lock_acquire(&cb->lock);
+    CUevent *spare = cb->spare;
+    size_t n = cb->nspare;
+    cuda_fence *f = cb->spare_fences;
+    cb->spare = NULL;
+    cb->nspare = cb->spare_cap = 0;
+    cb->spare_fences = NULL;
+    ca_lock_release(&cb->lock);
+    for (size_t i = 0; i < n; i++) ca_drv()->cuEventDestroy_v2(spare[i]);
+    free(spare);
+    if (cb->barrier) ca_drv()->cuEventDestroy_v2(cb->barrier);
+    cb->barrier = NULL;
+    while (f) {
+        cuda_fence *next = f->next;
+        free(f);
+        f = next;
+    }
 }
 
 static void b_destroy(ca_backend *be) {
+    ca_backend_cuda_drop_events(be);
     free(be->self);
     free(be);
 }
@@ -145,7 +324,8 @@ ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx) {
         !granule || (granule & (granule - 1)))
         goto fail;
     bool events = d->cuEventCreate && d->cuEventRecord && d->cuEventDestroy_v2 && d->cuStreamWaitEvent &&
-                  d->cuStreamSynchronize;
+                  d->cuStreamSynchronize && d->cuCtxSynchronize;
+    bool fences = events && d->cuEventQuery && d->cuEventSynchronize;
     *be = (ca_backend){
         .name = "cuda",
         .self = cb,
@@ -163,6 +343,10 @@ ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx) {
         .stream_wait = events ? b_stream_wait : NULL,
         .event_destroy = events ? b_event_destroy : NULL,
         .stream_sync = events ? b_stream_sync : NULL,
+        .fence_record = fences ? b_fence_record : NULL,
+        .fence_query = fences ? b_fence_query : NULL,
+        .fence_wait = fences ? b_fence_wait : NULL,
+        .fence_destroy = fences ? b_fence_destroy : NULL,
         .destroy = b_destroy,
     };
     return be;

@@ -52,10 +52,8 @@ static ca_device *create(int ordinal, CUcontext ctx) {
     }
     d->ordinal = ordinal;
     d->ctx = ctx;
+    d->backend = be;
     if (ca_conf.tracking && !(d->tracker = make_tracker(d))) ca_warn("no memory to track allocations on device %d", ordinal);
-    const ca_driver *drv = ca_drv();
-    if (drv->cuEventCreate && drv->cuEventCreate(&d->barrier, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
-        d->barrier = NULL;
     return d;
 }
 
@@ -106,6 +104,26 @@ ca_device *ca_current_device(CUresult *err) {
 
 ca_device *ca_device_by_ordinal(int ordinal) { return get(ordinal, NULL); }
 
+ca_device *ca_device_by_ctx(CUcontext ctx) {
+    int n = atomic_load_explicit(&nmade, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (made[i]->ctx == ctx) return made[i];
+    return NULL;
+}
+
+ca_device *ca_owner(const void *ptr) {
+    int n = atomic_load_explicit(&nmade, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (ca_contains(made[i]->alloc, ptr)) return made[i];
+    return NULL;
+}
+
+void ca_device_quiesce(ca_device *d) {
+    ca_wait_pending(d->alloc);
+    ca_backend_cuda_drop_events(d->backend);
+    ca_streams_forget_ctx(d->ctx);
+}
+
 void ca_devices_foreach(void (*fn)(ca_device *d, void *ctx), void *ctx) {
     int n = atomic_load_explicit(&nmade, memory_order_acquire);
     for (int i = 0; i < n; i++) fn(made[i], ctx);
@@ -120,6 +138,7 @@ static void after_fork_in_child(void) {
     nmade = 0;
     stacks = NULL;
     ca_report_after_fork();
+    ca_streams_after_fork();
     ca_named_frames_fork_child();
     ca_lock_init(&devices_lock);
     generation++;

@@ -65,6 +65,50 @@ CA_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
     return ca_drv() ? ca_do_mem_info(free_bytes, total_bytes) : no_driver();
 }
 
+/* Streams: plain frees are ordered against every stream of the device, so
+ * the preload knows them (streams.c). */
+CA_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority) {
+    const ca_driver *drv = ca_drv();
+    if (!drv || !drv->cuStreamCreateWithPriority) return no_driver();
+    CUresult r = drv->cuStreamCreateWithPriority(phStream, flags, priority);
+    if (r == CUDA_SUCCESS) ca_stream_created(*phStream, flags);
+    return r;
+}
+
+CA_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int flags) {
+    const ca_driver *drv = ca_drv();
+    if (!drv || !drv->cuStreamCreate) return no_driver();
+    CUresult r = drv->cuStreamCreate(phStream, flags);
+    if (r == CUDA_SUCCESS) ca_stream_created(*phStream, flags);
+    return r;
+}
+
+CA_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream) {
+    const ca_driver *drv = ca_drv();
+    if (!drv || !drv->cuStreamDestroy_v2) return no_driver();
+    ca_stream_destroying(hStream);
+    return drv->cuStreamDestroy_v2(hStream);
+}
+
+/* A context that goes takes its events and streams with it: plain frees on
+ * its device are waited for first, and what we keep of it is forgotten. */
+CA_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+    const ca_driver *drv = ca_drv();
+    if (!drv || !drv->cuDevicePrimaryCtxReset_v2) return no_driver();
+    ca_device *d = ca_device_by_ordinal((int)dev);
+    if (d) ca_device_quiesce(d);
+    return drv->cuDevicePrimaryCtxReset_v2(dev);
+}
+
+CA_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
+    const ca_driver *drv = ca_drv();
+    if (!drv || !drv->cuCtxDestroy_v2) return no_driver();
+    ca_device *d = ca_device_by_ctx(ctx);
+    if (d) ca_device_quiesce(d);
+    else ca_streams_forget_ctx(ctx);
+    return drv->cuCtxDestroy_v2(ctx);
+}
+
 CA_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                                        CUdriverProcAddressQueryResult *symbolStatus);
 CA_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
@@ -83,6 +127,12 @@ void *ca_hook_for_real(void *real) {
         {(void *)drv->cuMemAllocAsync_ptsz, (void *)cuMemAllocAsync_ptsz},
         {(void *)drv->cuMemFreeAsync_ptsz, (void *)cuMemFreeAsync_ptsz},
         {(void *)drv->cuMemGetInfo_v2, (void *)cuMemGetInfo_v2},
+        {(void *)drv->cuStreamCreate, (void *)cuStreamCreate},
+        {(void *)drv->cuStreamCreateWithPriority, (void *)cuStreamCreateWithPriority},
+        {(void *)drv->cuStreamDestroy_v2, (void *)cuStreamDestroy_v2},
+        {(void *)drv->cuStreamDestroy_v1, (void *)cuStreamDestroy_v2},
+        {(void *)drv->cuDevicePrimaryCtxReset_v2, (void *)cuDevicePrimaryCtxReset_v2},
+        {(void *)drv->cuCtxDestroy_v2, (void *)cuCtxDestroy_v2},
         {(void *)drv->cuGetProcAddress_v2, (void *)cuGetProcAddress_v2},
         {(void *)drv->cuGetProcAddress, (void *)cuGetProcAddress},
     };

@@ -133,3 +133,46 @@ CA_EXPORT cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
     if (needs_runtime_init(r) && init_runtime()) r = ca_do_mem_info(free_bytes, total_bytes);
     return runtime_error(r);
 }
+
+/* Streams: the preload keeps the device's streams for plain frees
+ * (streams.c). cudart may reach the driver hooks as well; being told twice
+ * changes nothing. */
+CA_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority) {
+    REAL(cudaStreamCreateWithPriority);
+    if (!real_cudaStreamCreateWithPriority) return cudaErrorInitializationError;
+    cudaError_t e = real_cudaStreamCreateWithPriority(pStream, flags, priority);
+    if (e == cudaSuccess && ca_drv()) ca_stream_created((CUstream)*pStream, flags);
+    return e;
+}
+
+CA_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags) {
+    REAL(cudaStreamCreateWithFlags);
+    if (!real_cudaStreamCreateWithFlags) return cudaErrorInitializationError;
+    cudaError_t e = real_cudaStreamCreateWithFlags(pStream, flags);
+    if (e == cudaSuccess && ca_drv()) ca_stream_created((CUstream)*pStream, flags);
+    return e;
+}
+
+CA_EXPORT cudaError_t cudaStreamCreate(cudaStream_t *pStream) {
+    REAL(cudaStreamCreate);
+    if (!real_cudaStreamCreate) return cudaErrorInitializationError;
+    cudaError_t e = real_cudaStreamCreate(pStream);
+    if (e == cudaSuccess && ca_drv()) ca_stream_created((CUstream)*pStream, cudaStreamDefault);
+    return e;
+}
+
+CA_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+    REAL(cudaStreamDestroy);
+    if (ca_drv()) ca_stream_destroying((CUstream)stream);
+    return real_cudaStreamDestroy ? real_cudaStreamDestroy(stream) : cudaErrorInitializationError;
+}
+
+/* The current device's context goes: plain frees waited for first. */
+CA_EXPORT cudaError_t cudaDeviceReset(void) {
+    REAL(cudaDeviceReset);
+    const ca_driver *drv = ca_drv();
+    CUcontext ctx = NULL;
+    ca_device *d = drv && drv->cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx ? ca_device_by_ctx(ctx) : NULL;
+    if (d) ca_device_quiesce(d);
+    return real_cudaDeviceReset ? real_cudaDeviceReset() : cudaErrorInitializationError;
+}

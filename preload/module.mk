@@ -1,7 +1,8 @@
 # preload/: build/lib/libcudalloc.so, loaded with LD_PRELOAD into CUDA programs.
 ifeq ($(HAVE_CUDA_HEADERS),1)
 PRELOAD_SRCS := preload/real.c preload/config.c preload/devices.c preload/alloc.c preload/cuda_backend.c \
-                preload/hooks_runtime.c preload/hooks_driver.c preload/hooks_dl.c preload/api.c preload/report.c preload/nvtx.c preload/steps.c preload/cupti.c
+                preload/hooks_runtime.c preload/hooks_driver.c preload/hooks_dl.c preload/api.c preload/report.c preload/nvtx.c preload/steps.c preload/cupti.c \
+                preload/streams.c
 PRELOAD_OBJS := $(PRELOAD_SRCS:%.c=$(OBJ)/%.o)
 $(PRELOAD_OBJS): ALL_CFLAGS += -I$(CUDA_INC) -D_GNU_SOURCE
 LIBCUDALLOC := $(LIB)/libcudalloc.so
@@ -49,4 +50,13 @@ ALL_TARGETS += $(PRELOAD_TEST_BIN)/bench_latency $(PRELOAD_TEST_BIN)/prog_runtim
 bench-preload: $(LIBCUDALLOC) $(PRELOAD_TEST_BIN)/bench_preload
 	@LD_LIBRARY_PATH=$(SIM) LD_PRELOAD=$(LIBCUDALLOC) CUDALLOC_CONF=summary:false $(PRELOAD_TEST_BIN)/bench_preload
 BENCHES += bench-preload
+endif
+
+# Plain frees and streams (tests/preload/prog_free.c): the runtime and the driver API.
+ifeq ($(HAVE_CUDA_HEADERS),1)
+$(PRELOAD_TEST_BIN)/prog_free: tests/preload/prog_free.c $(SIM)/libcudart.so $(SIM)/libcuda.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lcuda -ldl -lpthread
+test-preload: $(PRELOAD_TEST_BIN)/prog_free
+ALL_TARGETS += $(PRELOAD_TEST_BIN)/prog_free
 endif

@@ -49,9 +49,17 @@ typedef struct ca_driver {
     CUresult (*cuMemGetAllocationGranularity)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
     CUresult (*cuEventCreate)(CUevent *, unsigned int);
     CUresult (*cuEventRecord)(CUevent, CUstream);
+    CUresult (*cuEventQuery)(CUevent);
+    CUresult (*cuEventSynchronize)(CUevent);
     CUresult (*cuEventDestroy_v2)(CUevent);
     CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned int);
     CUresult (*cuStreamSynchronize)(CUstream);
+    CUresult (*cuStreamCreate)(CUstream *, unsigned int);
+    CUresult (*cuStreamCreateWithPriority)(CUstream *, unsigned int, int);
+    CUresult (*cuStreamDestroy_v2)(CUstream);
+    CUresult (*cuStreamDestroy_v1)(CUstream); /* "cuStreamDestroy", where the driver has it */
+    CUresult (*cuDevicePrimaryCtxReset_v2)(CUdevice);
+    CUresult (*cuCtxDestroy_v2)(CUcontext);
 } ca_driver;
 
 /* The driver, loaded on first use; NULL when libcuda.so.1 cannot be loaded. */
@@ -81,8 +89,8 @@ typedef struct ca_device {
     int ordinal;
     CUcontext ctx;        /* the context the allocator was made in */
     ca_allocator *alloc;
+    ca_backend *backend;  /* the allocator's (owned by it) */
     ca_tracker *tracker;  /* NULL with tracking:false */
-    CUevent barrier;      /* recorded on the legacy stream at each cudaFree */
 } ca_device;
 
 /* The allocator of the calling thread's current device. Sets *err to the
@@ -90,8 +98,12 @@ typedef struct ca_device {
  * current) and returns NULL. */
 ca_device *ca_current_device(CUresult *err);
 ca_device *ca_device_by_ordinal(int ordinal);
-/* The device whose allocator owns ptr (a live allocation or our range). */
-ca_device *ca_owner(const void *ptr, bool *live);
+ca_device *ca_device_by_ctx(CUcontext ctx);
+/* The device whose allocator manages ptr (live or not), or NULL. */
+ca_device *ca_owner(const void *ptr);
+/* Before its context is reset or destroyed: plain frees waited for, the
+ * backend's events destroyed, the context's streams forgotten. */
+void ca_device_quiesce(ca_device *d);
 void ca_devices_foreach(void (*fn)(ca_device *d, void *ctx), void *ctx);
 
 /* ---- alloc.c: what every entry point shares ---- */
@@ -120,6 +132,32 @@ bool ca_cupti_external(int device, uint64_t *allocations, uint64_t *pools);
 
 /* ---- cuda_backend.c ---- */
 ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx);
+/* Destroys the events the backend keeps for reuse (none may be in a fence). */
+void ca_backend_cuda_drop_events(ca_backend *be);
+
+/* ---- streams.c: the streams fences cover; per-thread stream keys ---- */
+/* Hooks call these around the real create (after it) and destroy (before it). */
+void ca_stream_created(CUstream s, unsigned flags);
+void ca_stream_destroying(CUstream s);
+void ca_streams_forget_ctx(CUcontext ctx);
+/* Held while a fence is recorded: no stream comes or goes meanwhile. */
+void ca_streams_lock(void);
+void ca_streams_unlock(void);
+/* Under the lock: the non-blocking streams of ctx (up to cap into out; the
+ * count is returned whole), forgetting a stale one, and saying that a fence
+ * of a context without them was its legacy event alone. */
+size_t ca_streams_nonblocking(CUcontext ctx, CUstream *out, size_t cap);
+void ca_streams_forget_locked(CUstream s);
+void ca_streams_fenced_ordered(void);
+/* After recording a fence's legacy event: true when that event alone orders
+ * every later use of the blocks (no non-blocking stream in the process). */
+bool ca_fence_is_ordered(void);
+/* A hint, read without ordering: whether an ordered fence is worth trying. */
+bool ca_streams_none_nonblocking(void);
+/* The calling thread made a per-thread-stream pool on device d: its stream is
+ * synchronized at thread exit, as a later thread may get the same key. */
+void ca_ptds_pool_used(const ca_device *d);
+void ca_streams_after_fork(void);
 
 /* ---- report.c ---- */
 void ca_report_oom(ca_device *d, const ca_oom_info *oom);
@@ -136,9 +174,17 @@ void ca_report_after_fork(void);
 void ca_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Stream handles as pools know them: the legacy default stream is 0 whether
- * named NULL or CU_STREAM_LEGACY. */
+ * named NULL or CU_STREAM_LEGACY. CU_STREAM_PER_THREAD names a different
+ * stream in each thread: its key is odd (no stream handle is) and made from
+ * the address of a thread-local variable, so each live thread has its own
+ * pool, and a later thread reuses a dead one's. */
+extern __thread __attribute__((tls_model("initial-exec"))) uint64_t ca_tl_ptds_anchor;
+static inline ca_stream ca_ptds_key(void) { return (ca_stream)(uintptr_t)&ca_tl_ptds_anchor | 1; }
+static inline bool ca_is_ptds_key(ca_stream k) { return k & 1; }
 static inline ca_stream ca_stream_key(CUstream s) {
-    return s == CU_STREAM_LEGACY ? 0 : (ca_stream)(uintptr_t)s;
+    if (s == CU_STREAM_LEGACY) return 0;
+    if (s == CU_STREAM_PER_THREAD) return ca_ptds_key();
+    return (ca_stream)(uintptr_t)s;
 }
 
 #endif

@@ -162,9 +162,17 @@ static void load_driver(void) {
     LOAD(h, cuMemGetAllocationGranularity);
     LOAD(h, cuEventCreate);
     LOAD(h, cuEventRecord);
+    LOAD(h, cuEventQuery);
+    LOAD(h, cuEventSynchronize);
     LOAD(h, cuEventDestroy_v2);
     LOAD(h, cuStreamWaitEvent);
     LOAD(h, cuStreamSynchronize);
+    LOAD(h, cuStreamCreate);
+    LOAD(h, cuStreamCreateWithPriority);
+    LOAD(h, cuStreamDestroy_v2);
+    drv.cuStreamDestroy_v1 = (__typeof__(drv.cuStreamDestroy_v1))ca_real_dlsym(h, "cuStreamDestroy");
+    LOAD(h, cuDevicePrimaryCtxReset_v2);
+    LOAD(h, cuCtxDestroy_v2);
     drv.loaded = drv.cuCtxGetCurrent && drv.cuCtxGetDevice && drv.cuMemAlloc_v2 && drv.cuMemFree_v2 &&
                  drv.cuMemGetInfo_v2 && drv.cuMemAddressReserve && drv.cuMemCreate && drv.cuMemMap &&
                  drv.cuMemSetAccess && drv.cuMemUnmap && drv.cuMemRelease && drv.cuMemAddressFree &&

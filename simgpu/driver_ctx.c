@@ -58,7 +58,9 @@ static void destroy_resources(struct CUctx_st *ctx)
     }
     ca_sim_streams_drop_ctx(ctx);
     ca_sim_events_drop_ctx(ctx);
+    ca_sim_holds_drop_ctx(ctx);
     ctx->legacy_wait = ctx->ptds_wait = NULL;
+    ctx->legacy_behind = ctx->ptds_behind = NULL;
 }
 
 CA_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)

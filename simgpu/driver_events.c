@@ -1,8 +1,10 @@
-/* Events, with a late mode for testing code that must not reuse memory before
+/* Events, with two ways of testing code that must not reuse memory before
  * the device is done with it: with CUDALLOC_SIM_LATE_EVENTS=N a recorded event
- * answers CUDA_ERROR_NOT_READY to its first N queries, and completes at once on
- * any synchronize that covers it (event, stream, context). N=0: complete at
- * record, as work here is done when issued. */
+ * answers CUDA_ERROR_NOT_READY to its first N queries; an event behind a held
+ * stream (stream_hold.c) answers it until the hold is released. Either
+ * completes at once on any synchronize that covers it (event, stream,
+ * context). Otherwise events complete at record, as work here is done when
+ * issued. */
 #include <stdlib.h>
 #include <time.h>
 
@@ -35,9 +37,12 @@ void ca_sim_events_complete_stream(const struct ca_sim_stream_ref *ref)
 {
     struct CUevent_st *e, *tmp;
     HASH_ITER(hh, ca_sim.events, e, tmp) {
-        if (covers(ref, e))
+        if (covers(ref, e)) {
             e->late_left = 0;
+            e->held_by = NULL;
+        }
     }
+    ca_sim_hold_clear_stream(ref);
 }
 
 int ca_sim_events_pending_query(const struct ca_sim_stream_ref *ref)
@@ -49,17 +54,27 @@ int ca_sim_events_pending_query(const struct ca_sim_stream_ref *ref)
             e->late_left--;
             pending = 1;
         }
+        if (covers(ref, e) && e->held_by)
+            pending = 1;
     }
-    return pending;
+    return pending || ca_sim_hold_for_record(ref);
 }
 
 void ca_sim_events_complete_ctx(struct CUctx_st *ctx)
 {
     struct CUevent_st *e, *tmp;
     HASH_ITER(hh, ca_sim.events, e, tmp) {
-        if (e->ctx == ctx)
+        if (e->ctx == ctx) {
             e->late_left = 0;
+            e->held_by = NULL;
+        }
     }
+    struct CUstream_st *st, *stmp;
+    HASH_ITER(hh, ca_sim.streams, st, stmp) {
+        if (st->ctx == ctx)
+            st->behind = NULL;
+    }
+    ctx->legacy_behind = ctx->ptds_behind = NULL;
 }
 
 void ca_sim_events_drop_ctx(struct CUctx_st *ctx)
@@ -113,6 +128,7 @@ CA_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream s)
         clock_gettime(CLOCK_MONOTONIC, &ts);
         e->recorded = 1;
         e->late_left = ca_sim.late_events;
+        e->held_by = ca_sim_hold_for_record(&ref);
         e->stream = ref.handle;
         e->thread = pthread_self();
         e->ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
@@ -135,7 +151,10 @@ CA_EXPORT CUresult cuEventQuery(CUevent hEvent)
     struct CUevent_st *e = r == CUDA_SUCCESS ? ca_sim_find_event(hEvent) : NULL;
     if (r == CUDA_SUCCESS && !e)
         r = CUDA_ERROR_INVALID_HANDLE;
-    if (r == CUDA_SUCCESS && e->late_left) {
+    if (r == CUDA_SUCCESS && e->held_by) {
+        ca_sim.n.not_ready++;
+        r = CUDA_ERROR_NOT_READY;
+    } else if (r == CUDA_SUCCESS && e->late_left) {
         e->late_left--;
         ca_sim.n.not_ready++;
         r = CUDA_ERROR_NOT_READY;
@@ -153,6 +172,7 @@ CA_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
         r = CUDA_ERROR_INVALID_HANDLE;
     if (r == CUDA_SUCCESS) {
         e->late_left = 0;
+        e->held_by = NULL;
         ca_sim.n.event_syncs++;
     }
     ca_sim_unlock();
@@ -187,7 +207,7 @@ CA_EXPORT CUresult cuEventElapsedTime_v2(float *ms, CUevent hStart, CUevent hEnd
     else if (r == CUDA_SUCCESS && (!a || !b || !a->recorded || !b->recorded ||
                                    ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING)))
         r = CUDA_ERROR_INVALID_HANDLE;
-    else if (r == CUDA_SUCCESS && (a->late_left || b->late_left))
+    else if (r == CUDA_SUCCESS && (a->late_left || b->late_left || a->held_by || b->held_by))
         r = CUDA_ERROR_NOT_READY;
     if (r == CUDA_SUCCESS)
         *ms = (float)((double)((int64_t)(b->ns - a->ns)) / 1e6);

@@ -100,7 +100,8 @@ CA_EXPORT CUresult cuStreamSynchronize(CUstream s)
     return r;
 }
 
-/* Busy while an event recorded on it is late; each query counts for them all. */
+/* Busy while an event recorded on it is late or held, or while it is held;
+ * each query counts for all its late events. */
 CA_EXPORT CUresult cuStreamQuery(CUstream s)
 {
     struct ca_sim_stream_ref ref;
@@ -115,13 +116,15 @@ CA_EXPORT CUresult cuStreamQuery(CUstream s)
 }
 
 /* Nothing to wait for when work is done at once; the wait is recorded so that
- * tests can see which event each stream was made to wait on. */
+ * tests can see which event each stream was made to wait on. Waiting on an
+ * event behind a held stream puts the waiting stream behind it too. */
 CA_EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
 {
     struct ca_sim_stream_ref ref;
     ca_sim_lock();
     CUresult r = ca_sim_stream_resolve(s, &ref);
-    if (r == CUDA_SUCCESS && !ca_sim_find_event(e))
+    struct CUevent_st *ev = r == CUDA_SUCCESS ? ca_sim_find_event(e) : NULL;
+    if (r == CUDA_SUCCESS && !ev)
         r = CUDA_ERROR_INVALID_HANDLE;
     if (r == CUDA_SUCCESS && (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL))
         r = CUDA_ERROR_INVALID_VALUE;
@@ -132,6 +135,7 @@ CA_EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
             ref.ctx->ptds_wait = e;
         else
             ref.ctx->legacy_wait = e;
+        ca_sim_hold_wait(&ref, ev->held_by);
         ca_sim.n.stream_waits++;
     }
     ca_sim_unlock();

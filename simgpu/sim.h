@@ -30,6 +30,8 @@ struct CUctx_st {
     unsigned flags;
     CUevent legacy_wait;        /* last cuStreamWaitEvent on the legacy stream */
     CUevent ptds_wait;          /* ... and on the per-thread stream */
+    CUstream legacy_behind;     /* the held stream the legacy stream waits behind */
+    CUstream ptds_behind;       /* ... and the per-thread streams */
 };
 
 struct CUstream_st {
@@ -37,6 +39,7 @@ struct CUstream_st {
     struct CUctx_st *ctx;
     unsigned flags;
     CUevent last_wait;
+    CUstream behind;            /* a held stream it waits behind (stream_hold.c) */
     UT_hash_handle hh;
 };
 
@@ -46,6 +49,7 @@ struct CUevent_st {
     unsigned flags;
     int recorded;
     unsigned late_left;         /* queries still to answer CUDA_ERROR_NOT_READY */
+    CUstream held_by;           /* behind the work of this held stream: not ready */
     CUstream stream;            /* where it was recorded: a handle, NULL = legacy */
     pthread_t thread;           /* recording thread, for the per-thread stream */
     uint64_t ns;                /* CLOCK_MONOTONIC at record */
@@ -101,6 +105,12 @@ struct ca_sim {
     struct ca_sim_regions resv; /* cuMemAddressReserve ranges */
     struct CUstream_st *streams;
     struct CUevent_st *events;
+    struct ca_sim_hold {        /* held streams (stream_hold.c); handles outlive streams */
+        CUstream handle;
+        struct CUctx_st *ctx;
+        unsigned flags;
+    } holds[SIMGPU_MAX_HOLDS];
+    int nholds;
     struct ca_sim_phys *phys;
     unsigned long long next_id;
     simgpu_counters_t n;        /* call counters; byte figures are filled on read */
@@ -154,6 +164,14 @@ struct ca_sim_stream_ref {
 };
 CUresult ca_sim_stream_resolve(CUstream s, struct ca_sim_stream_ref *out);
 void ca_sim_streams_drop_ctx(struct CUctx_st *ctx);
+
+/* Held streams (stream_hold.c). The held stream an event recorded on `ref`
+ * now is behind, or NULL; a stream made to wait on an event behind a held
+ * stream is behind it too; dropping a context drops its holds. */
+CUstream ca_sim_hold_for_record(const struct ca_sim_stream_ref *ref);
+void ca_sim_hold_wait(const struct ca_sim_stream_ref *ref, CUstream held);
+void ca_sim_hold_clear_stream(const struct ca_sim_stream_ref *ref);
+void ca_sim_holds_drop_ctx(struct CUctx_st *ctx);
 
 /* Events (driver_events.c). */
 void ca_sim_events_complete_stream(const struct ca_sim_stream_ref *ref);

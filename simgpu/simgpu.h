@@ -11,6 +11,7 @@
 
 #define SIMGPU_MAX_DEVICES 8
 #define SIMGPU_MAX_WAITS 64
+#define SIMGPU_MAX_HOLDS 16
 
 typedef struct simgpu_counters {
     /* Memory: linear allocations (sizes rounded up to 512 B) and cuMemCreate
@@ -53,5 +54,19 @@ int simgpu_counters(simgpu_counters_t *out);
  * handles mean those of the calling thread's current context. 0, or -1 when the
  * stream is unknown. */
 int simgpu_stream_last_wait(void *stream, void **event);
+
+/* Hold a stream's work (hold 1) or let it run (hold 0), for tests of code
+ * that must not reuse memory a stream may still be using. While a stream is
+ * held, work issued to it has not run: an event recorded on it answers
+ * CUDA_ERROR_NOT_READY, so does one recorded on the legacy stream while a
+ * blocking stream of its context is held (the legacy stream waits for
+ * blocking streams), and so does one recorded on any stream made to wait
+ * (cuStreamWaitEvent) on such an event. A synchronize that covers an event
+ * (the event, its stream, the context) runs that work: the event completes,
+ * the hold stays for later work. Destroying a held stream leaves its work
+ * queued, as on a GPU: its events stay not ready until released (hold 0 with
+ * the old handle) or synchronized. 0, or -1 for a stream that is not a live
+ * stream (hold 1), not held (hold 0), or when SIMGPU_MAX_HOLDS are held. */
+int simgpu_stream_hold(void *stream, int hold);
 
 #endif

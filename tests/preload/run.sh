@@ -59,6 +59,18 @@ run classic 0 CUDALLOC_CONF=expandable_segments:false -- "$bin/prog_runtime" thr
 run driver-direct 0 -- "$bin/prog_driver" direct
 run static-route 0 -- "$bin/prog_driver" static-route
 
+# Plain frees keep cudaFree's promise without its device-wide wait (prog_free.c).
+run free-side-stream 0 -- "$bin/prog_free" side-stream
+run free-ordered 0 -- "$bin/prog_free" ordered
+run free-sync 0 CUDALLOC_CONF=sync_free:true CUDALLOC_SIM_DEVICES=2 -- "$bin/prog_free" sync-free
+run free-memory-short 0 CUDALLOC_SIM_MEMORY=64MiB -- "$bin/prog_free" memory-short
+if grep -q "out of memory" <<<"$out"; then fail=$((fail + 1)); echo "FAIL free-memory-short: an OOM"; else pass=$((pass + 1)); fi
+run free-stream-routes 0 -- "$bin/prog_free" stream-routes
+run free-ptds 0 -- "$bin/prog_free" ptds
+run free-cross-device 0 CUDALLOC_SIM_DEVICES=2 -- "$bin/prog_free" cross-device
+run free-reset 0 -- "$bin/prog_free" reset
+run free-exit-pending 0 -- timeout 20 "$bin/prog_free" exit-pending
+
 run nvtx 0 NVTX_INJECTION64_PATH="$lib" -- "$bin/prog_nvtx"
 run nvtx-other-name 1 NVTX_INJECTION64_PATH="$lib" CUDALLOC_CONF=nvtx_range:iteration -- "$bin/prog_nvtx"
 

@@ -1,5 +1,5 @@
-/* simgpu streams and events: late events (CUDALLOC_SIM_LATE_EVENTS) and what
- * completes them, stream waits as the counters show them, elapsed time,
+/* simgpu streams and events: late events (CUDALLOC_SIM_LATE_EVENTS), held
+ * streams (simgpu_stream_hold) and what completes them, stream waits as the counters show them, elapsed time,
  * invalid handles, the per-thread default stream. */
 #include <dlfcn.h>
 #include <time.h>
@@ -227,6 +227,83 @@ START_TEST(per_thread_default_stream)
 }
 END_TEST
 
+
+/* A held stream's work has not run: its events, and the legacy stream's while
+ * a blocking stream is held, are not ready until the hold ends. */
+START_TEST(held_streams_hold_their_events)
+{
+    CUstream nb, blk;
+    sim_ctx();
+    CK(cuStreamCreate(&nb, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamCreate(&blk, CU_STREAM_DEFAULT));
+    ck_assert_int_eq(simgpu_stream_hold(nb, 1), 0);
+    CUevent on_nb = event(), legacy = event(), on_blk = event();
+    CK(cuEventRecord(on_nb, nb));
+    CK(cuEventRecord(legacy, NULL));
+    CK(cuEventRecord(on_blk, blk));
+    ck_assert_int_eq(cuEventQuery(on_nb), CUDA_ERROR_NOT_READY);
+    ck_assert_int_eq(cuEventQuery(on_nb), CUDA_ERROR_NOT_READY); /* not a count: held */
+    ck_assert_int_eq(cuStreamQuery(nb), CUDA_ERROR_NOT_READY);
+    CK(cuEventQuery(legacy)); /* the legacy stream does not wait for non-blocking streams */
+    CK(cuEventQuery(on_blk));
+    ck_assert_int_eq(simgpu_stream_hold(blk, 1), 0);
+    CK(cuEventRecord(legacy, NULL));
+    ck_assert_int_eq(cuEventQuery(legacy), CUDA_ERROR_NOT_READY); /* it waits for blocking ones */
+    ck_assert_int_eq(simgpu_stream_hold(blk, 0), 0);
+    CK(cuEventQuery(legacy));
+    ck_assert_int_eq(cuEventQuery(on_nb), CUDA_ERROR_NOT_READY);
+    ck_assert_int_eq(simgpu_stream_hold(nb, 0), 0);
+    CK(cuEventQuery(on_nb));
+    CK(cuStreamQuery(nb));
+    ck_assert_int_eq(simgpu_stream_hold(nb, 0), -1); /* not held */
+    ck_assert_int_eq(simgpu_stream_hold(NULL, 1), -1); /* only created streams */
+}
+END_TEST
+
+/* A synchronize that covers an event runs the work before it; the hold stays
+ * for work issued later. */
+START_TEST(synchronize_runs_held_work)
+{
+    CUstream s;
+    sim_ctx();
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    ck_assert_int_eq(simgpu_stream_hold(s, 1), 0);
+    CUevent a = event(), b = event(), c = event();
+    CK(cuEventRecord(a, s));
+    CK(cuEventRecord(b, s));
+    CK(cuEventSynchronize(a));
+    CK(cuEventQuery(a));
+    ck_assert_int_eq(cuEventQuery(b), CUDA_ERROR_NOT_READY);
+    CK(cuStreamSynchronize(s));
+    CK(cuEventQuery(b));
+    CK(cuEventRecord(c, s));
+    ck_assert_int_eq(cuEventQuery(c), CUDA_ERROR_NOT_READY);
+    CK(cuCtxSynchronize());
+    CK(cuEventQuery(c));
+}
+END_TEST
+
+/* Waiting on an event behind a held stream puts the waiter behind it; a
+ * destroyed held stream's work stays queued until released. */
+START_TEST(waits_and_destroyed_streams_stay_behind_the_hold)
+{
+    CUstream s;
+    sim_ctx();
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    ck_assert_int_eq(simgpu_stream_hold(s, 1), 0);
+    CUevent tail = event(), later = event();
+    CK(cuEventRecord(tail, s));
+    CK(cuStreamWaitEvent(NULL, tail, 0));
+    CK(cuStreamDestroy(s));
+    CK(cuEventRecord(later, NULL));
+    ck_assert_int_eq(cuEventQuery(tail), CUDA_ERROR_NOT_READY);
+    ck_assert_int_eq(cuEventQuery(later), CUDA_ERROR_NOT_READY);
+    ck_assert_int_eq(simgpu_stream_hold(s, 0), 0); /* the old handle releases it */
+    CK(cuEventQuery(tail));
+    CK(cuEventQuery(later));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("simgpu events");
@@ -242,6 +319,9 @@ int main(void)
     tcase_add_test(tc, elapsed_time_waits_for_late_events);
     tcase_add_test(tc, destroyed_handles_are_invalid);
     tcase_add_test(tc, per_thread_default_stream);
+    tcase_add_test(tc, held_streams_hold_their_events);
+    tcase_add_test(tc, synchronize_runs_held_work);
+    tcase_add_test(tc, waits_and_destroyed_streams_stay_behind_the_hold);
     suite_add_tcase(s, tc);
     return sim_run(s);
 }

@@ -1,0 +1,118 @@
+/* Plain frees: cudaFree promises that the memory is not used again until the
+ * work the device has queued so far, on every stream, is done (it waits for
+ * the whole device). Here a plain free does not wait: its block becomes
+ * pending, and is free again once a fence recorded after the free has passed
+ * (backend.h: fence_record). A fence recorded later than a free still covers
+ * the work queued before it, only more of it, so one fence serves every block
+ * freed since the last one: a burst of frees costs one fence, recorded by the
+ * next allocation of the pool (or after CA_FENCE_BATCH frees). Allocations
+ * poll the oldest fences without blocking; they wait on them only when the
+ * memory is otherwise short (allocator.c). Pending blocks stay `allocated`
+ * in the segment, so nothing merges, maps or unmaps them, and count as active
+ * and cached, not allocated, as PyTorch counts blocks awaiting their events. */
+#include <stdlib.h>
+
+#include "internal.h"
+
+/* Frees after which a fence is recorded without waiting for an allocation, so
+ * that the blocks of a long run of frees do not wait for work queued after it. */
+#define CA_FENCE_BATCH 64
+
+struct ca_batch {
+    ca_fence fence;
+    ca_block *blocks;    /* linked by pending_next */
+    ca_batch *next;      /* newer */
+};
+
+static void free_blocks(ca_allocator *a, ca_pool *p, ca_block *b) {
+    while (b) {
+        ca_block *next = b->pending_next;
+        b->pending = false;
+        b->pending_next = NULL;
+        ca_block_release(a, p, b);
+        b = next;
+    }
+}
+
+static void batch_done(ca_allocator *a, ca_pool *p, ca_batch *bt) {
+    a->be->fence_destroy(a->be->self, bt->fence);
+    free_blocks(a, p, bt->blocks);
+    bt->next = p->spare_batches;
+    p->spare_batches = bt;
+}
+
+/* One fence for every block freed since the last one. */
+static void fence_unfenced(ca_allocator *a, ca_pool *p) {
+    if (!p->unfenced) return;
+    ca_fence f = 0;
+    if (a->be->fence_record(a->be->self, &f) != CA_OK) f = 0; /* errors count as passed */
+    ca_block *blocks = p->unfenced;
+    p->unfenced = NULL;
+    p->n_unfenced = 0;
+    if (!f) { /* passed already: every later use is ordered after it */
+        free_blocks(a, p, blocks);
+        return;
+    }
+    ca_batch *bt = p->spare_batches;
+    if (bt) p->spare_batches = bt->next;
+    else if (!(bt = malloc(sizeof *bt))) {
+        /* no memory to keep the batch: wait for its fence now */
+        a->be->fence_wait(a->be->self, f);
+        a->be->fence_destroy(a->be->self, f);
+        free_blocks(a, p, blocks);
+        return;
+    }
+    *bt = (ca_batch){f, blocks, NULL};
+    if (p->newest) p->newest->next = bt;
+    else p->oldest = bt;
+    p->newest = bt;
+}
+
+void ca_pending_add(ca_allocator *a, ca_pool *p, ca_block *b) {
+    b->pending = true;
+    b->pending_next = p->unfenced;
+    p->unfenced = b;
+    if (++p->n_unfenced >= CA_FENCE_BATCH) fence_unfenced(a, p);
+}
+
+static void pop_oldest(ca_allocator *a, ca_pool *p) {
+    ca_batch *bt = p->oldest;
+    p->oldest = bt->next;
+    if (!p->oldest) p->newest = NULL;
+    batch_done(a, p, bt);
+}
+
+void ca_pending_collect(ca_allocator *a, ca_pool *p) {
+    fence_unfenced(a, p);
+    while (p->oldest && a->be->fence_query(a->be->self, p->oldest->fence)) pop_oldest(a, p);
+}
+
+bool ca_pending_wait_oldest(ca_allocator *a, ca_pool *p) {
+    bool unfenced = p->unfenced;
+    if (!p->oldest) fence_unfenced(a, p);
+    if (!p->oldest) return unfenced; /* a fence passed at record freed them */
+    a->be->fence_wait(a->be->self, p->oldest->fence);
+    pop_oldest(a, p);
+    return true;
+}
+
+void ca_pending_settle(ca_allocator *a, ca_pool *p) {
+    fence_unfenced(a, p);
+    while (ca_pending_wait_oldest(a, p)) {
+    }
+}
+
+void ca_pending_drop(ca_allocator *a, ca_pool *p) {
+    for (ca_batch *bt = p->oldest, *next; bt; bt = next) {
+        next = bt->next;
+        a->be->fence_destroy(a->be->self, bt->fence);
+        free(bt);
+    }
+    for (ca_batch *bt = p->spare_batches, *next; bt; bt = next) {
+        next = bt->next;
+        free(bt);
+    }
+    p->oldest = p->newest = p->spare_batches = NULL;
+    p->unfenced = NULL;
+    p->n_unfenced = 0;
+}

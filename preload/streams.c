@@ -1,0 +1,197 @@
+/* The streams a device fence must cover (cuda_backend.c), and the pool keys of
+ * per-thread default streams.
+ *
+ * The legacy default stream orders itself against every blocking stream and
+ * every per-thread default stream of its context: an operation on it starts
+ * after their earlier work, and their later work starts after it. So one event
+ * on it covers the work of all of those, including other threads' per-thread
+ * streams, which cannot be named from here. Non-blocking streams
+ * (cudaStreamNonBlocking, CU_STREAM_NON_BLOCKING) escape that order and need
+ * an event each: this registry knows them, per context, as they are created
+ * and destroyed through the runtime or the driver (hooks_runtime.c,
+ * hooks_driver.c; the driver's entries also through cuGetProcAddress and
+ * dlsym).
+ *
+ * While the process has no non-blocking stream, a fence is the legacy event
+ * alone and the blocks behind it are handed out at once: whatever uses them
+ * later is ordered after it (ca_fence_is_ordered). Two rules keep that true:
+ *   - A non-blocking stream created after such a fence would not be ordered,
+ *     so once one was recorded, each new non-blocking stream first waits for
+ *     an event on the legacy stream.
+ *   - cuStreamDestroy returns at once and the stream's work still runs. Before
+ *     a stream goes, the legacy stream is made to wait for its last work, so
+ *     later fences, and work issued later, still come after it.
+ * The order of the atomic steps makes this hold without a lock: a fence
+ * records its event, then reads the count; a stream is counted, then reads
+ * whether a fence went first. The lock is held while a fence with events on
+ * non-blocking streams is recorded and while streams come and go, so such a
+ * fence sees each stream either alive or folded into the legacy stream. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(e) (hash_oom = 1)
+#include <uthash.h>
+
+#include "preload/preload.h"
+
+typedef struct entry {
+    CUstream handle;
+    CUcontext ctx;
+    unsigned flags;
+    UT_hash_handle hh;
+} entry;
+
+static entry *streams;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic size_t nonblocking; /* non-blocking streams in the registry, all contexts */
+static _Atomic bool ordered_fences; /* a fence was the legacy event alone */
+
+void ca_streams_lock(void) { pthread_mutex_lock(&lock); }
+void ca_streams_unlock(void) { pthread_mutex_unlock(&lock); }
+
+size_t ca_streams_nonblocking(CUcontext ctx, CUstream *out, size_t cap) {
+    size_t n = 0;
+    for (entry *e = streams; e; e = e->hh.next)
+        if (e->ctx == ctx && (e->flags & CU_STREAM_NON_BLOCKING)) {
+            if (n < cap) out[n] = e->handle;
+            n++;
+        }
+    return n;
+}
+
+static void drop(entry *e) {
+    HASH_DEL(streams, e);
+    if (e->flags & CU_STREAM_NON_BLOCKING) atomic_fetch_sub(&nonblocking, 1);
+    free(e);
+}
+
+void ca_streams_forget_locked(CUstream s) {
+    entry *e;
+    HASH_FIND_PTR(streams, &s, e);
+    if (e) drop(e);
+}
+
+bool ca_streams_none_nonblocking(void) { return atomic_load_explicit(&nonblocking, memory_order_relaxed) == 0; }
+
+bool ca_fence_is_ordered(void) {
+    atomic_store(&ordered_fences, true);
+    return atomic_load(&nonblocking) == 0;
+}
+
+void ca_streams_fenced_ordered(void) { atomic_store(&ordered_fences, true); }
+
+/* `waiter` waits for the work queued so far on `s` (both of the current context). */
+static void wait_for(CUstream waiter, CUstream s) {
+    const ca_driver *d = ca_drv();
+    CUevent ev;
+    if (d->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+        d->cuStreamSynchronize(s); /* no event: wait here instead */
+        return;
+    }
+    if (d->cuEventRecord(ev, s) == CUDA_SUCCESS) d->cuStreamWaitEvent(waiter, ev, 0);
+    else d->cuStreamSynchronize(s);
+    d->cuEventDestroy_v2(ev);
+}
+
+void ca_stream_created(CUstream s, unsigned flags) {
+    const ca_driver *d = ca_drv();
+    CUcontext ctx = NULL;
+    if (!d || !s || d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) return;
+    ca_streams_lock();
+    entry *e;
+    HASH_FIND_PTR(streams, &s, e);
+    if (!e && (e = calloc(1, sizeof *e))) {
+        int hash_oom = 0;
+        e->handle = s;
+        HASH_ADD_PTR(streams, handle, e);
+        if (hash_oom) {
+            free(e);
+            e = NULL;
+        }
+    }
+    if (e) {
+        bool was_nb = e->flags & CU_STREAM_NON_BLOCKING, nb = flags & CU_STREAM_NON_BLOCKING;
+        e->ctx = ctx;
+        e->flags = flags;
+        if (nb && !was_nb) {
+            atomic_fetch_add(&nonblocking, 1);
+            if (atomic_load(&ordered_fences)) wait_for(s, CU_STREAM_LEGACY);
+        } else if (was_nb && !nb) {
+            atomic_fetch_sub(&nonblocking, 1);
+        }
+    } else if (flags & CU_STREAM_NON_BLOCKING) {
+        /* unknown to fences: never hand a plain free's block out before the device is done */
+        ca_warn("no memory to track stream %p: plain frees now wait for the device", (void *)s);
+        ca_conf.sync_free = true;
+    }
+    ca_streams_unlock();
+}
+
+void ca_stream_destroying(CUstream s) {
+    const ca_driver *d = ca_drv();
+    if (!d || !s) return;
+    ca_streams_lock();
+    entry *e;
+    HASH_FIND_PTR(streams, &s, e);
+    if (e) {
+        CUcontext cur = NULL, popped;
+        d->cuCtxGetCurrent(&cur);
+        bool push = cur != e->ctx && d->cuCtxPushCurrent_v2;
+        if (push) d->cuCtxPushCurrent_v2(e->ctx);
+        wait_for(CU_STREAM_LEGACY, s);
+        if (push) d->cuCtxPopCurrent_v2(&popped);
+        drop(e);
+    }
+    ca_streams_unlock();
+}
+
+void ca_streams_forget_ctx(CUcontext ctx) {
+    ca_streams_lock();
+    entry *e, *tmp;
+    HASH_ITER(hh, streams, e, tmp) {
+        if (e->ctx == ctx) drop(e);
+    }
+    ca_streams_unlock();
+}
+
+/* ---- per-thread default streams ---- */
+
+__thread __attribute__((tls_model("initial-exec"))) uint64_t ca_tl_ptds_anchor;
+static __thread __attribute__((tls_model("initial-exec"))) uint64_t tl_ptds_devices;
+static pthread_key_t exit_key;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+
+/* A new thread may get a dead thread's key (its TLS address) and with it the
+ * pool: the dead thread's stream must be done with that pool's blocks first. */
+static void thread_exit(void *unused) {
+    const ca_driver *d = ca_drv();
+    for (int i = 0; d && i < 64; i++) {
+        if (!(tl_ptds_devices >> i & 1)) continue;
+        ca_device *dev = ca_device_by_ordinal(i);
+        CUcontext popped;
+        if (dev && d->cuCtxPushCurrent_v2 && d->cuCtxPushCurrent_v2(dev->ctx) == CUDA_SUCCESS) {
+            d->cuStreamSynchronize(CU_STREAM_PER_THREAD);
+            d->cuCtxPopCurrent_v2(&popped);
+        }
+    }
+    tl_ptds_devices = 0;
+}
+
+static void make_exit_key(void) { pthread_key_create(&exit_key, thread_exit); }
+
+void ca_ptds_pool_used(const ca_device *d) {
+    uint64_t bit = (uint64_t)1 << (d->ordinal & 63);
+    if (tl_ptds_devices & bit) return;
+    tl_ptds_devices |= bit;
+    pthread_once(&exit_key_once, make_exit_key);
+    pthread_setspecific(exit_key, (void *)1);
+}
+
+/* In a fork child: the parent's streams are not the child's. */
+void ca_streams_after_fork(void) {
+    pthread_mutex_init(&lock, NULL);
+    streams = NULL;
+    atomic_store(&nonblocking, 0);
+}

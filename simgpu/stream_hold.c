@@ -1,0 +1,115 @@
+/* Held streams (simgpu_stream_hold, for tests): work here runs when it is
+ * issued, so "work still queued on a stream" exists only where a test asks for
+ * it. An event remembers the held stream it is behind (held_by); releasing the
+ * hold, or a synchronize that covers the event, completes it. What an event
+ * is behind, by the stream it is recorded on:
+ *   - a held stream: that stream;
+ *   - the legacy stream: any held blocking stream of its context (it waits
+ *     for blocking streams, as on a GPU);
+ *   - any stream made to wait on an event behind a held stream: that stream,
+ *     until a synchronize of the waiting stream or of the context.
+ * One held stream per event is enough for the tests; a hold on the legacy or
+ * per-thread stream is not offered. */
+#include "simgpu/sim.h"
+
+static struct ca_sim_hold *find_hold(CUstream handle)
+{
+    for (int i = 0; i < ca_sim.nholds; i++)
+        if (ca_sim.holds[i].handle == handle)
+            return &ca_sim.holds[i];
+    return NULL;
+}
+
+static CUstream still_held(CUstream s)
+{
+    return s && find_hold(s) ? s : NULL;
+}
+
+CUstream ca_sim_hold_for_record(const struct ca_sim_stream_ref *ref)
+{
+    if (!ca_sim.nholds)
+        return NULL;
+    if (ref->obj)
+        return find_hold(ref->handle) ? ref->handle : still_held(ref->obj->behind);
+    if (ref->handle == CU_STREAM_PER_THREAD)
+        return still_held(ref->ctx->ptds_behind);
+    for (int i = 0; i < ca_sim.nholds; i++) {
+        const struct ca_sim_hold *h = &ca_sim.holds[i];
+        if (h->ctx == ref->ctx && !(h->flags & CU_STREAM_NON_BLOCKING))
+            return h->handle;
+    }
+    return still_held(ref->ctx->legacy_behind);
+}
+
+static CUstream *behind_of(const struct ca_sim_stream_ref *ref)
+{
+    if (ref->obj)
+        return &ref->obj->behind;
+    return ref->handle == CU_STREAM_PER_THREAD ? &ref->ctx->ptds_behind : &ref->ctx->legacy_behind;
+}
+
+void ca_sim_hold_wait(const struct ca_sim_stream_ref *ref, CUstream held)
+{
+    if (held)
+        *behind_of(ref) = held;
+}
+
+void ca_sim_hold_clear_stream(const struct ca_sim_stream_ref *ref)
+{
+    *behind_of(ref) = NULL;
+}
+
+static void remove_hold(struct ca_sim_hold *h)
+{
+    *h = ca_sim.holds[--ca_sim.nholds];
+}
+
+void ca_sim_holds_drop_ctx(struct CUctx_st *ctx)
+{
+    for (int i = ca_sim.nholds; i-- > 0;)
+        if (ca_sim.holds[i].ctx == ctx)
+            remove_hold(&ca_sim.holds[i]);
+}
+
+/* The work behind `handle` ran: its events complete, nothing waits behind it. */
+static void release(CUstream handle)
+{
+    struct CUevent_st *e, *etmp;
+    HASH_ITER(hh, ca_sim.events, e, etmp) {
+        if (e->held_by == handle)
+            e->held_by = NULL;
+    }
+    struct CUstream_st *st, *stmp;
+    HASH_ITER(hh, ca_sim.streams, st, stmp) {
+        if (st->behind == handle)
+            st->behind = NULL;
+    }
+    for (int d = 0; d < ca_sim.ndev; d++) {
+        struct CUctx_st *c = &ca_sim.dev[d].primary;
+        if (c->legacy_behind == handle)
+            c->legacy_behind = NULL;
+        if (c->ptds_behind == handle)
+            c->ptds_behind = NULL;
+    }
+}
+
+CA_EXPORT int simgpu_stream_hold(void *stream, int hold)
+{
+    int rc = 0;
+    ca_sim_lock();
+    struct ca_sim_hold *h = find_hold(stream);
+    if (hold) {
+        struct CUstream_st *st = ca_sim.initialized ? ca_sim_find_stream(stream) : NULL;
+        if (!st || ca_sim.nholds == SIMGPU_MAX_HOLDS)
+            rc = -1;
+        else if (!h)
+            ca_sim.holds[ca_sim.nholds++] = (struct ca_sim_hold){stream, st->ctx, st->flags};
+    } else if (!h) {
+        rc = -1;
+    } else {
+        remove_hold(h);
+        release(stream);
+    }
+    ca_sim_unlock();
+    return rc;
+}

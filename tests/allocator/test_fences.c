@@ -1,0 +1,314 @@
+/* Unit tests of plain frees (ca_free_device): blocks wait for a fence before
+ * they are handed out again. The device is a fake: the count backend with
+ * fence operations whose progress the test sets (fences up to `passed` are
+ * done), counting what the allocator asked. */
+#include <check.h>
+#include <string.h>
+
+#include "allocator/allocator.h"
+#include "tests/check_run.h"
+
+#define MIB ((size_t)1 << 20)
+#define G (2 * MIB)
+#define UNNAMEABLE ((ca_stream)0xbad1) /* a stream another thread owns */
+
+static struct fake {
+    uint64_t recorded, passed; /* fences 1..recorded exist; 1..passed are done */
+    int records, queries, waits, destroys, stream_waits;
+    int fail_record; /* fence_record fails */
+    int ordered;     /* fence_record answers 0: later work is ordered after it */
+} fk;
+
+static int f_record(void *self, ca_fence *f) {
+    fk.records++;
+    if (fk.fail_record) return CA_ERR_BACKEND;
+    *f = fk.ordered ? 0 : ++fk.recorded;
+    return CA_OK;
+}
+static int f_query(void *self, ca_fence f) {
+    fk.queries++;
+    return f <= fk.passed;
+}
+static void f_wait(void *self, ca_fence f) {
+    fk.waits++;
+    if (fk.passed < f) fk.passed = f;
+}
+static void f_destroy(void *self, ca_fence f) { fk.destroys++; }
+static int e_record(void *self, ca_stream s, ca_event *ev) {
+    *ev = 1;
+    return CA_OK;
+}
+static int s_wait(void *self, ca_stream s, ca_event ev) {
+    fk.stream_waits++;
+    return s == UNNAMEABLE ? CA_ERR_INVALID : CA_OK;
+}
+static void e_destroy(void *self, ca_event ev) {}
+
+static ca_allocator *make(int fences, size_t capacity, int expandable) {
+    memset(&fk, 0, sizeof fk);
+    ca_backend *be = ca_backend_count_new(capacity, G);
+    ck_assert_ptr_nonnull(be);
+    if (fences) {
+        be->fence_record = f_record;
+        be->fence_query = f_query;
+        be->fence_wait = f_wait;
+        be->fence_destroy = f_destroy;
+        be->event_record = e_record;
+        be->stream_wait = s_wait;
+        be->event_destroy = e_destroy;
+    }
+    ca_options opt;
+    ca_options_default(&opt);
+    opt.expandable = expandable;
+    ca_allocator *a;
+    ck_assert_int_eq(ca_allocator_new(be, &opt, &a), CA_OK);
+    return a;
+}
+
+static void *must_alloc(ca_allocator *a, size_t size, ca_stream s) {
+    void *p = NULL;
+    ck_assert_int_eq(ca_malloc(a, size, s, &p, NULL), CA_OK);
+    return p;
+}
+
+static ca_stats stats(ca_allocator *a) {
+    ca_stats s;
+    ca_get_stats(a, &s);
+    return s;
+}
+
+/* Bytes of blocks in each state. */
+struct states {
+    size_t bytes[3];
+    int count[3];
+};
+static void count_state(void *ctx, const ca_segment_view *s, const ca_block_view *b) {
+    struct states *st = ctx;
+    st->bytes[b->state] += b->size;
+    st->count[b->state]++;
+}
+static struct states states(ca_allocator *a) {
+    struct states st;
+    memset(&st, 0, sizeof st);
+    ca_visit(a, NULL, count_state, &st);
+    return st;
+}
+
+START_TEST(without_fences_the_block_is_reused_at_once) {
+    ca_allocator *a = make(0, 0, 1);
+    void *p = must_alloc(a, 4 * MIB, 0);
+    ck_assert_int_eq(ca_free_device(a, p, 0), CA_OK);
+    ck_assert_ptr_eq(must_alloc(a, 4 * MIB, 0), p);
+    ca_stats s = stats(a);
+    ck_assert_int_eq(s.active_bytes[CA_POOL_ALL].current, s.allocated_bytes[CA_POOL_ALL].current);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+START_TEST(block_waits_for_its_fence) {
+    for (int exp = 0; exp <= 1; exp++) {
+        ca_allocator *a = make(1, 0, exp);
+        void *p = must_alloc(a, 4 * MIB, 0);
+        ck_assert_int_eq(ca_free_device(a, p, 0), CA_OK);
+        ck_assert_int_eq(fk.records, 0); /* the free records nothing itself */
+        struct states st = states(a);
+        ck_assert_int_eq(st.count[CA_BLOCK_PENDING], 1);
+        ck_assert_uint_eq(st.bytes[CA_BLOCK_PENDING], 4 * MIB);
+        /* the next allocation fences it, finds the fence not passed, and
+         * does not hand the block out */
+        void *q = must_alloc(a, 4 * MIB, 0);
+        ck_assert_ptr_ne(q, p);
+        ck_assert_int_eq(fk.records, 1);
+        ck_assert_int_ge(fk.queries, 1);
+        ck_assert_int_eq(fk.waits, 0); /* memory was not short: nobody blocked */
+        ck_assert_int_eq(states(a).count[CA_BLOCK_PENDING], 1);
+        /* the device passes the fence: the block is free again */
+        fk.passed = fk.recorded;
+        ck_assert_ptr_eq(must_alloc(a, 4 * MIB, 0), p);
+        ck_assert_int_eq(states(a).count[CA_BLOCK_PENDING], 0);
+        ck_assert_int_eq(fk.destroys, 1);
+        ca_allocator_destroy(a);
+    }
+}
+END_TEST
+
+START_TEST(pending_bytes_are_active_and_cached_not_allocated) {
+    ca_allocator *a = make(1, 0, 1);
+    void *p = must_alloc(a, 4 * MIB, 0), *q = must_alloc(a, 2 * MIB, 0);
+    ca_free_device(a, p, 0);
+    ca_stats s = stats(a);
+    ck_assert_int_eq(s.allocated_bytes[CA_POOL_ALL].current, (int64_t)(2 * MIB));
+    ck_assert_int_eq(s.active_bytes[CA_POOL_ALL].current, (int64_t)(6 * MIB));
+    ck_assert_int_eq(s.active[CA_POOL_ALL].current, 2);
+    ck_assert_int_eq(s.allocation[CA_POOL_ALL].current, 1);
+    ck_assert_int_eq(s.reserved_bytes[CA_POOL_ALL].current, (int64_t)(6 * MIB));
+    ck_assert_int_eq(s.active_bytes[CA_POOL_ALL].peak, (int64_t)(6 * MIB));
+    /* nothing lost: once the fence passed, everything is free and released */
+    ca_free_device(a, q, 0);
+    ca_release(a);
+    s = stats(a);
+    ck_assert_int_eq(s.active_bytes[CA_POOL_ALL].current, 0);
+    ck_assert_int_eq(s.active[CA_POOL_ALL].current, 0);
+    ck_assert_int_eq(s.reserved_bytes[CA_POOL_ALL].current, 0);
+    ck_assert_int_eq(s.active_bytes[CA_POOL_ALL].freed, s.active_bytes[CA_POOL_ALL].allocated);
+    ck_assert_int_eq(fk.destroys, fk.records);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+START_TEST(one_fence_per_burst) {
+    ca_allocator *a = make(1, 0, 1);
+    void *p[10];
+    for (int i = 0; i < 10; i++) p[i] = must_alloc(a, 2 * MIB, 0);
+    for (int i = 0; i < 10; i++) ca_free_device(a, p[i], 0);
+    must_alloc(a, 512, 0);
+    ck_assert_int_eq(fk.records, 1);
+    fk.passed = fk.recorded;
+    /* the ten blocks come back merged into one run */
+    ck_assert_ptr_eq(must_alloc(a, 20 * MIB, 0), p[0]);
+    ck_assert_int_eq(fk.records, 1);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+START_TEST(long_runs_of_frees_are_fenced_without_an_allocation) {
+    ca_allocator *a = make(1, 0, 1);
+    void *p[200];
+    for (int i = 0; i < 200; i++) p[i] = must_alloc(a, 4096, 0);
+    for (int i = 0; i < 200; i++) ca_free_device(a, p[i], 0);
+    ck_assert_int_eq(fk.records, 200 / 64);
+    ca_allocator_destroy(a);
+    ck_assert_int_eq(fk.destroys, fk.records); /* dropped with the allocator, unwaited */
+    ck_assert_int_eq(fk.waits, 0);
+}
+END_TEST
+
+START_TEST(short_memory_waits_instead_of_failing) {
+    ca_allocator *a = make(1, 8 * MIB, 1);
+    void *p = must_alloc(a, 6 * MIB, 0);
+    ca_free_device(a, p, 0);
+    void *q;
+    ck_assert_int_eq(ca_malloc(a, 6 * MIB, 0, &q, NULL), CA_OK);
+    ck_assert_ptr_eq(q, p);
+    ck_assert_int_eq(fk.waits, 1);
+    ca_stats s = stats(a);
+    ck_assert_int_eq(s.num_ooms, 0);
+    ck_assert_int_eq(s.num_alloc_retries, 0); /* the pool's own frees sufficed */
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+START_TEST(short_memory_waits_for_other_pools_too) {
+    ca_allocator *a = make(1, 8 * MIB, 1);
+    void *p = must_alloc(a, 6 * MIB, 1);
+    ca_free_device(a, p, 0); /* pending in stream 1's pool */
+    void *q;
+    ck_assert_int_eq(ca_malloc(a, 6 * MIB, 2, &q, NULL), CA_OK);
+    ck_assert_int_eq(fk.waits, 1);
+    ca_stats s = stats(a);
+    ck_assert_int_eq(s.num_ooms, 0);
+    ck_assert_int_eq(s.num_alloc_retries, 1); /* stream 1's cache was given back */
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+START_TEST(ordered_fences_free_the_block_at_the_next_allocation) {
+    ca_allocator *a = make(1, 0, 1);
+    fk.ordered = 1;
+    void *p = must_alloc(a, 4 * MIB, 0);
+    ca_free_device(a, p, 0);
+    ck_assert_int_eq(states(a).count[CA_BLOCK_PENDING], 1);
+    ck_assert_ptr_eq(must_alloc(a, 4 * MIB, 0), p);
+    ck_assert_int_eq(fk.records, 1);
+    ck_assert_int_eq(fk.queries, 0);
+    ck_assert_int_eq(fk.destroys, 0);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+START_TEST(a_fence_that_cannot_be_recorded_counts_as_passed) {
+    ca_allocator *a = make(1, 0, 1);
+    fk.fail_record = 1;
+    void *p = must_alloc(a, 4 * MIB, 0);
+    ca_free_device(a, p, 0);
+    ck_assert_ptr_eq(must_alloc(a, 4 * MIB, 0), p);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+START_TEST(a_synchronized_device_reuses_at_once) {
+    ca_allocator *a = make(1, 0, 1);
+    void *p = must_alloc(a, 4 * MIB, 0);
+    ck_assert_int_eq(ca_free_device(a, p, 1), CA_OK);
+    ck_assert_ptr_eq(must_alloc(a, 4 * MIB, 0), p);
+    ck_assert_int_eq(fk.records, 0);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+START_TEST(pending_block_freed_again_is_a_double_free) {
+    ca_allocator *a = make(1, 0, 1);
+    void *p = must_alloc(a, 4096, 0);
+    ck_assert_int_eq(ca_free_device(a, p, 0), CA_OK);
+    ca_stats before = stats(a);
+    ck_assert_int_eq(ca_free_device(a, p, 0), CA_ERR_INVALID);
+    ck_assert_int_eq(ca_free(a, p, 0), CA_ERR_INVALID);
+    ck_assert(!ca_owns(a, p, NULL) && ca_contains(a, p));
+    ca_stats after = stats(a);
+    ck_assert_mem_eq(&before, &after, sizeof before);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+START_TEST(release_waits_for_pending_frees) {
+    ca_allocator *a = make(1, 0, 1);
+    void *p = must_alloc(a, 4 * MIB, 0);
+    must_alloc(a, 4 * MIB, 0);
+    ca_free_device(a, p, 0);
+    must_alloc(a, 512, 1); /* another pool: p's stays unfenced */
+    int64_t reserved = stats(a).reserved_bytes[CA_POOL_ALL].current;
+    /* releasing waits for the fence first: p is then free and given back */
+    ca_release(a);
+    ck_assert_int_eq(fk.waits, 1);
+    ck_assert_int_eq(stats(a).reserved_bytes[CA_POOL_ALL].current, reserved - (int64_t)(4 * MIB));
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+/* A stream-ordered free into a pool whose stream cannot be made to wait
+ * (another thread's per-thread stream) waits for a fence instead. */
+START_TEST(unnameable_pool_stream_falls_back_to_a_fence) {
+    ca_allocator *a = make(1, 0, 1);
+    void *p = must_alloc(a, 4096, UNNAMEABLE);
+    ck_assert_int_eq(ca_free(a, p, 7), CA_OK);
+    ck_assert_int_eq(fk.stream_waits, 1);
+    ck_assert_ptr_ne(must_alloc(a, 4096, UNNAMEABLE), p);
+    fk.passed = fk.recorded;
+    ck_assert_ptr_eq(must_alloc(a, 4096, UNNAMEABLE), p);
+    /* a nameable stream waits, and the block is reused at once */
+    void *q = must_alloc(a, 4096, 3);
+    ck_assert_int_eq(ca_free(a, q, 7), CA_OK);
+    ck_assert_ptr_eq(must_alloc(a, 4096, 3), q);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("fences");
+    TCase *tc = tcase_create("plain frees");
+    tcase_add_test(tc, without_fences_the_block_is_reused_at_once);
+    tcase_add_test(tc, block_waits_for_its_fence);
+    tcase_add_test(tc, pending_bytes_are_active_and_cached_not_allocated);
+    tcase_add_test(tc, one_fence_per_burst);
+    tcase_add_test(tc, long_runs_of_frees_are_fenced_without_an_allocation);
+    tcase_add_test(tc, short_memory_waits_instead_of_failing);
+    tcase_add_test(tc, short_memory_waits_for_other_pools_too);
+    tcase_add_test(tc, ordered_fences_free_the_block_at_the_next_allocation);
+    tcase_add_test(tc, a_fence_that_cannot_be_recorded_counts_as_passed);
+    tcase_add_test(tc, a_synchronized_device_reuses_at_once);
+    tcase_add_test(tc, pending_block_freed_again_is_a_double_free);
+    tcase_add_test(tc, release_waits_for_pending_frees);
+    tcase_add_test(tc, unnameable_pool_stream_falls_back_to_a_fence);
+    suite_add_tcase(s, tc);
+    return ca_check_run(s);
+}
