@@ -1,7 +1,9 @@
 # cudalloc: one Makefile; each directory adds its own rules in module.mk.
 #   make          build everything this machine can build, into build/
-#   make test     every test (units, whole programs, units again under ASan+UBSan)
+#   make test     every test (units, whole programs, units again under ASan+UBSan,
+#                 each fuzz harness briefly)
 #   make bench    the benchmarks (figures go to BENCHMARKS.md by hand)
+#   make fuzz     every libFuzzer harness for FUZZ_SECONDS (tests/fuzz)
 #   make demo     the demo trainer under cudalloc, clean and leaking
 #   make deps     install what is missing (Debian packages)
 
@@ -51,6 +53,7 @@ $(OBJ)/%.o: %.c | $(DEPS_STAMP)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
 include $(sort $(wildcard */module.mk))
+include tests/fuzz/fuzz.mk
 
 all: $(ALL_TARGETS)
 
@@ -68,6 +71,7 @@ test: all
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory system
 	@$(MAKE) --no-print-directory sanitize
+	@$(MAKE) --no-print-directory fuzz-smoke
 	@echo "make test: all suites passed"
 
 bench: all $(BENCHES)
