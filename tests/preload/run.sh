@@ -47,7 +47,7 @@ run nvtx-other-name 1 NVTX_INJECTION64_PATH="$lib" CUDALLOC_CONF=nvtx_range:iter
 
 # Reports: at exit (every file, mode 0600, JSON with its keys), on SIGUSR1 and
 # on cudalloc_report(); an unwritable path is one warning and the program goes on.
-rdir=$(mktemp -d); trap 'rm -rf "$rdir"' EXIT
+rdir=$(mktemp -d); trap 'umount "$rdir/full" 2>/dev/null; rm -rf "$rdir"' EXIT
 run reports-exit 0 CUDALLOC_REPORT="$rdir/exit" -- "$bin/prog_runtime" basic
 for ext in txt json html pickle csv; do
     if [ "$(stat -c %a "$rdir/exit.$ext" 2>/dev/null)" = 600 ]; then pass=$((pass + 1)); else
@@ -67,6 +67,31 @@ fi
 run reports-on-demand 0 CUDALLOC_REPORT="$rdir/demand" -- "$bin/prog_runtime" reports
 run reports-unwritable 0 CUDALLOC_REPORT=/nonexistent/dir/r -- "$bin/prog_runtime" basic
 expect reports-unwritable-warning "cannot write report"
+# A symlink at a report's name is replaced, never followed; 0600 even under umask 000.
+echo precious >"$rdir/victim"
+ln -s "$rdir/victim" "$rdir/sym.txt"
+old_umask=$(umask); umask 000
+run reports-symlink 0 CUDALLOC_REPORT="$rdir/sym" -- "$bin/prog_runtime" basic
+umask "$old_umask"
+if [ "$(cat "$rdir/victim")" = precious ] && [ ! -L "$rdir/sym.txt" ] && [ "$(stat -c %a "$rdir/sym.txt")" = 600 ] &&
+    [ "$(stat -c %a "$rdir/sym.json")" = 600 ]; then pass=$((pass + 1)); else
+    fail=$((fail + 1)); echo "FAIL reports-symlink: victim changed, link followed, or not 0600"; fi
+# A full disk (a small tmpfs, when we may mount one) loses the reports, not the
+# program and not the previous reports: one warning, exit 0, no temporary left.
+full=$rdir/full; mkdir "$full"
+if [ $on_gpu = 0 ] && mount -t tmpfs -o size=128k tmpfs "$full" 2>/dev/null; then
+    run full-disk-before 0 CUDALLOC_REPORT="$full/r" -- "$bin/prog_runtime" basic
+    before=$(cd "$full" && md5sum r.*)
+    head -c 1M /dev/zero >"$full/filler" 2>/dev/null
+    run full-disk 0 CUDALLOC_REPORT="$full/r" -- "$bin/prog_runtime" basic
+    expect full-disk-warning "warning: report $full/r not written (cannot write report '$full/r.txt': the file system of '$full' is full"
+    if [ "$(grep -c 'not written' <<<"$out")" = 1 ] && [ "$(cd "$full" && md5sum r.*)" = "$before" ] &&
+        [ -z "$(find "$full" -name '*.tmp')" ]; then pass=$((pass + 1)); else
+        fail=$((fail + 1)); echo "FAIL full-disk: not one warning, previous reports changed, or a temporary left"; fi
+    umount "$full"
+else
+    echo "preload: full-disk check skipped (cannot mount a tmpfs here; tests/reports/test_fileout covers ulimit -f)"
+fi
 
 # A typo in the configuration stops the program at start, naming the key.
 run bad-key 2 CUDALLOC_CONF=expandable_segment:true -- "$bin/prog_runtime" basic
