@@ -51,6 +51,17 @@ CA_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
     return ca_drv() ? ca_do_mem_info(free_bytes, total_bytes) : no_driver();
 }
 
+/* Reset frees every allocation of the context: ours first (cudaDeviceReset
+ * reaches this through cudart's cuGetProcAddress). */
+CA_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+    const ca_driver *drv = ca_drv();
+    if (!drv || !drv->cuDevicePrimaryCtxReset_v2) return no_driver();
+    ca_device_reset_begin((int)dev);
+    CUresult r = drv->cuDevicePrimaryCtxReset_v2(dev);
+    ca_device_reset_done((int)dev);
+    return r;
+}
+
 CA_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                                        CUdriverProcAddressQueryResult *symbolStatus);
 CA_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
@@ -68,6 +79,7 @@ void *ca_hook_for_real(void *real) {
         {(void *)drv->cuMemAllocAsync_ptsz, (void *)cuMemAllocAsync_ptsz},
         {(void *)drv->cuMemFreeAsync_ptsz, (void *)cuMemFreeAsync_ptsz},
         {(void *)drv->cuMemGetInfo_v2, (void *)cuMemGetInfo_v2},
+        {(void *)drv->cuDevicePrimaryCtxReset_v2, (void *)cuDevicePrimaryCtxReset_v2},
         {(void *)drv->cuGetProcAddress_v2, (void *)cuGetProcAddress_v2},
         {(void *)drv->cuGetProcAddress, (void *)cuGetProcAddress},
     };

@@ -13,6 +13,12 @@
 #include "reports/tracker.h"
 #include "util/export.h"
 
+/* A sanitizer's runtime, loaded first, looks up the functions it intercepts
+ * with dlsym (ours) while it starts, before its shadow memory exists: the code
+ * on that path (hooks_dl.c, real.c) must not be instrumented to touch it,
+ * nor call libc functions the runtime wraps (strcmp, memcmp). */
+#define CA_NO_SANITIZE __attribute__((no_sanitize_address, no_sanitize_thread))
+
 /* ---- real.c: the functions we stand in front of ---- */
 void *ca_real_dlsym(void *handle, const char *name);
 void *ca_real_dlvsym(void *handle, const char *name, const char *version);
@@ -51,6 +57,7 @@ typedef struct ca_driver {
     CUresult (*cuEventDestroy_v2)(CUevent);
     CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned int);
     CUresult (*cuStreamSynchronize)(CUstream);
+    CUresult (*cuDevicePrimaryCtxReset_v2)(CUdevice);
 } ca_driver;
 
 /* The driver, loaded on first use; NULL when libcuda.so.1 cannot be loaded. */
@@ -92,6 +99,14 @@ ca_device *ca_device_by_ordinal(int ordinal);
 /* The device whose allocator owns ptr (a live allocation or our range). */
 ca_device *ca_owner(const void *ptr, bool *live);
 void ca_devices_foreach(void (*fn)(ca_device *d, void *ctx), void *ctx);
+/* The device's primary context is about to be reset (cudaDeviceReset, which
+ * cudart does with cuDevicePrimaryCtxReset): every allocation on it is freed
+ * (the tracker sees each), its memory goes back to the driver while the
+ * context can still take it, and a fresh allocator takes over. After the real
+ * reset, ca_device_reset_done. As CUDA requires, no other thread may be using
+ * the device meanwhile. */
+void ca_device_reset_begin(int ordinal);
+void ca_device_reset_done(int ordinal);
 
 /* ---- alloc.c: what every entry point shares ---- */
 /* stream: CUstream as given, 0 for the legacy default stream. */

@@ -24,7 +24,7 @@ expect() { # name, text that the last output must contain
 
 run basic 0 -- "$bin/prog_runtime" basic
 expect basic-on-sim "simulated device checks on"
-expect double-free-warning "double free of device pointer 0x"
+expect double-free-warning "bad free of device pointer 0x[0-9a-f]*: not the start of a live allocation"
 expect exit-summary "iterations (none); peak allocated 3.00 MiB, peak reserved 4.00 MiB"
 run meminfo 0 -- "$bin/prog_runtime" meminfo
 run oom 0 CUDALLOC_CONF=max_reserved:64MiB -- "$bin/prog_runtime" oom
@@ -41,6 +41,7 @@ run fork 0 -- "$bin/prog_runtime" fork
 run classic 0 CUDALLOC_CONF=expandable_segments:false -- "$bin/prog_runtime" threads
 run driver-direct 0 -- "$bin/prog_driver" direct
 run static-route 0 -- "$bin/prog_driver" static-route
+run dlsym-next 0 -- "$bin/prog_driver" dlsym-next
 
 run nvtx 0 NVTX_INJECTION64_PATH="$lib" -- "$bin/prog_nvtx"
 run nvtx-other-name 1 NVTX_INJECTION64_PATH="$lib" CUDALLOC_CONF=nvtx_range:iteration -- "$bin/prog_nvtx"
