@@ -32,6 +32,15 @@ if run mix "$bin" mix -t 16 -s 4 -d "$secs"; then
     ooms=$(grep -c "cudalloc: out of memory on device 0" "$err")
     grep -q " $ooms OOMs survived" <<<"$line" || { fail=1; echo "FAIL stress mix: $ooms OOM messages"; }
 fi
+# Again, shorter, with reports written at every OOM while the others allocate.
+rdir=$(mktemp -d); trap 'rm -rf "$rdir"' EXIT
+if run mix-reports CUDALLOC_REPORT="$rdir/r" "$bin" mix -t 8 -s 2 -d 1; then
+    case "$(cat "$out")" in *" 0 OOMs survived"*) ;; *)
+        for ext in txt json html pickle csv; do
+            [ -s "$rdir/r.$ext" ] || { fail=1; echo "FAIL stress mix-reports: no r.$ext after OOMs"; }
+        done;;
+    esac
+fi
 run bad-frees CUDALLOC_CONF=summary:false "$bin" bad-frees
 case "${STRESS_RUNTIME:-}" in
 *libasan*) # GCC 12's ASan keeps no allocator lock across fork: a child that
