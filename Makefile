@@ -1,7 +1,10 @@
 # cudalloc: one Makefile; each directory adds its own rules in module.mk.
 #   make          build everything this machine can build, into build/
-#   make test     every test (units, whole programs, units again under ASan+UBSan)
+#   make test     every test (units, whole programs, units again under ASan+UBSan,
+#                 each fuzz harness briefly)
 #   make bench    the benchmarks (figures go to BENCHMARKS.md by hand)
+#   make fuzz     every libFuzzer harness for FUZZ_SECONDS (tests/fuzz)
+#   make tsan     allocator unit tests and the stress test under ThreadSanitizer
 #   make demo     the demo trainer under cudalloc, clean and leaking
 #   make deps     install what is missing (Debian packages)
 
@@ -14,6 +17,9 @@ ALL_CFLAGS = -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Werror=implicit-fun
              -fPIC -fvisibility=hidden -Iinclude -I. $(SANFLAGS) $(CFLAGS)
 ifeq ($(SAN),1)
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+ifeq ($(TSAN),1)
+SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
 endif
 LDLIBS_CHECK := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
 
@@ -51,6 +57,8 @@ $(OBJ)/%.o: %.c | $(DEPS_STAMP)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
 include $(sort $(wildcard */module.mk))
+include tests/fuzz/fuzz.mk
+include tests/stress/stress.mk
 
 all: $(ALL_TARGETS)
 
@@ -68,6 +76,8 @@ test: all
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory system
 	@$(MAKE) --no-print-directory sanitize
+	@$(MAKE) --no-print-directory sanitize-stress
+	@$(MAKE) --no-print-directory fuzz-smoke
 	@echo "make test: all suites passed"
 
 bench: all $(BENCHES)

@@ -331,8 +331,12 @@ static void merge_and_index(ca_pool *p, ca_block *b) {
     ca_free_index_insert(&h->free, b);
 }
 
+/* Read without the pool's lock: the size (stored last, with release) first,
+ * and the base only once the size says it is there (TSan: a race when the
+ * base was read first, unordered with the store). */
 static bool in_range(const ca_heap *h, uintptr_t addr) {
-    return addr - h->range_base < __atomic_load_n(&h->range_size, __ATOMIC_ACQUIRE);
+    size_t size = __atomic_load_n(&h->range_size, __ATOMIC_ACQUIRE);
+    return size && addr - h->range_base < size;
 }
 
 /* The pool that owns addr, with its lock held, and the block; NULL if none. */
@@ -464,6 +468,9 @@ void ca_get_stats(ca_allocator *a, ca_stats *out) {
     for (size_t i = 0; i < pool_count(a); i++) {
         ca_pool *p = a->pools[i];
         ca_lock_acquire(&p->lock);
+        /* Plain frees whose fence has passed are free, not active: a program
+         * that synchronized and asks sees its frees complete. (No waiting.) */
+        if (ca_pool_has_pending(p)) ca_pending_collect(a, p);
 #define ADD(f) add_stat(out->f, p->st.f);
         STAT_FIELDS(ADD)
 #undef ADD

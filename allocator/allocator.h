@@ -109,6 +109,8 @@ void ca_release(ca_allocator *a);
 /* Wait for every pending plain free: their blocks are free when it returns. */
 void ca_wait_pending(ca_allocator *a);
 
+/* The figures now; pending plain frees whose fence has passed are collected
+ * first (a non-blocking query), so they count as free, not active. */
 void ca_get_stats(ca_allocator *a, ca_stats *out);
 void ca_reset_peaks(ca_allocator *a);
 /* Largest allocation that would succeed now without new physical memory. */

@@ -91,7 +91,8 @@ CUresult ca_do_free(CUdeviceptr ptr, CUstream stream, bool plain) {
     ca_devices_foreach(try_free, &f);
     if (f.freed_on) return CUDA_SUCCESS;
     if (f.contains) {
-        ca_warn("double free of device pointer %p (not a live allocation; ignored)", (void *)ptr);
+        ca_warn("bad free of device pointer %p: not the start of a live allocation (freed already, or inside "
+                "a block); ignored", (void *)ptr);
         return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_ERROR_NOT_FOUND;

@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "preload/preload.h"
+#include "util/quote.h"
 #include "util/size.h"
 
 ca_config ca_conf;
@@ -31,6 +32,11 @@ static const struct option {
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 
+/* A value from the environment inside a one-line message: control bytes
+ * escaped, long values cut. */
+#define SHOWN 80
+#define QUOTED(s) ca_quote((s), strlen(s), SHOWN, (char[CA_QUOTE_BUF(SHOWN)]){0}, CA_QUOTE_BUF(SHOWN))
+
 static int parse_bool(const char *v, bool *out) {
     if (!strcasecmp(v, "true") || !strcmp(v, "1") || !strcasecmp(v, "yes")) *out = true;
     else if (!strcasecmp(v, "false") || !strcmp(v, "0") || !strcasecmp(v, "no")) *out = false;
@@ -53,12 +59,12 @@ static int set_option(ca_config *c, const char *key, const char *value, char *er
         switch (o->kind) {
         case BOOL:
             if (parse_bool(value, field) == 0) return 0;
-            snprintf(err, errlen, "CUDALLOC_CONF: bad value '%s' for %s: accepted: true, false, 1, 0", value, key);
+            snprintf(err, errlen, "CUDALLOC_CONF: bad value '%s' for %s: accepted: true, false, 1, 0", QUOTED(value), key);
             return -1;
         case SIZE:
             if (ca_parse_size(value, field) == 0) return 0;
             snprintf(err, errlen, "CUDALLOC_CONF: bad value '%s' for %s: accepted: a size such as 512MiB, 20GiB",
-                     value, key);
+                     QUOTED(value), key);
             return -1;
         case PATH:
         case NAME: {
@@ -67,7 +73,7 @@ static int set_option(ca_config *c, const char *key, const char *value, char *er
                 strcpy(field, value);
                 return 0;
             }
-            snprintf(err, errlen, "CUDALLOC_CONF: bad value '%s' for %s: accepted: %s of 1 to %zu bytes", value, key,
+            snprintf(err, errlen, "CUDALLOC_CONF: bad value '%s' for %s: accepted: %s of 1 to %zu bytes", QUOTED(value), key,
                      o->kind == PATH ? "a path prefix" : "a name", cap - 1);
             return -1;
         }
@@ -75,7 +81,7 @@ static int set_option(ca_config *c, const char *key, const char *value, char *er
     }
     char keys[512];
     accepted_keys(keys, sizeof keys);
-    snprintf(err, errlen, "CUDALLOC_CONF: unknown key '%s': accepted: %s", key, keys);
+    snprintf(err, errlen, "CUDALLOC_CONF: unknown key '%s': accepted: %s", QUOTED(key), keys);
     return -1;
 }
 
@@ -95,7 +101,7 @@ int ca_config_parse(const char *conf, ca_config *out, char *err, size_t errlen) 
         if (!*item) continue;
         char *colon = strchr(item, ':');
         if (!colon) {
-            snprintf(err, errlen, "CUDALLOC_CONF: '%s' is not key:value", item);
+            snprintf(err, errlen, "CUDALLOC_CONF: '%s' is not key:value", QUOTED(item));
             return -1;
         }
         *colon = 0;

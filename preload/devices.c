@@ -9,6 +9,7 @@
 #include "allocator/lock.h"
 #include "preload/preload.h"
 #include "reports/named_frames.h"
+#include "reports/stacks.h"
 
 #define MAX_DEVICES 64
 
@@ -37,22 +38,32 @@ static ca_tracker *make_tracker(ca_device *d) {
     return t;
 }
 
-static ca_device *create(int ordinal, CUcontext ctx) {
+/* A fresh allocator over a fresh backend for the device's context; the
+ * allocator owns the backend, which *backend names for the device. */
+static ca_allocator *new_allocator(int ordinal, CUcontext ctx, ca_backend **backend) {
     ca_backend *be = ca_backend_cuda_new(ordinal, ctx);
     if (!be) return NULL;
     ca_options opt;
     ca_options_default(&opt);
     opt.expandable = ca_conf.expandable;
     opt.max_reserved = ca_conf.max_reserved;
-    ca_device *d = calloc(1, sizeof *d);
-    if (!d || ca_allocator_new(be, &opt, &d->alloc) != CA_OK) {
-        free(d);
+    ca_allocator *a = NULL;
+    if (ca_allocator_new(be, &opt, &a) != CA_OK) {
         be->destroy(be);
+        return NULL;
+    }
+    *backend = be;
+    return a;
+}
+
+static ca_device *create(int ordinal, CUcontext ctx) {
+    ca_device *d = calloc(1, sizeof *d);
+    if (!d || !(d->alloc = new_allocator(ordinal, ctx, &d->backend))) {
+        free(d);
         return NULL;
     }
     d->ordinal = ordinal;
     d->ctx = ctx;
-    d->backend = be;
     if (ca_conf.tracking && !(d->tracker = make_tracker(d))) ca_warn("no memory to track allocations on device %d", ordinal);
     return d;
 }
@@ -129,14 +140,76 @@ void ca_devices_foreach(void (*fn)(ca_device *d, void *ctx), void *ctx) {
     for (int i = 0; i < n; i++) fn(made[i], ctx);
 }
 
+/* ---- reset of the device's primary context ---- */
+
+typedef struct live_blocks {
+    uintptr_t *addr;
+    ca_stream *stream;
+    size_t n, cap;
+} live_blocks;
+
+static void collect_live(void *ctx, const ca_segment_view *seg, const ca_block_view *b) {
+    live_blocks *l = ctx;
+    if (b->state != CA_BLOCK_ALLOCATED) return;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        uintptr_t *a = realloc(l->addr, cap * sizeof *a);
+        if (a) l->addr = a;
+        ca_stream *s = a ? realloc(l->stream, cap * sizeof *s) : NULL;
+        if (s) l->stream = s;
+        if (!a || !s) return; /* out of host memory: that block stays (the old allocator still goes) */
+        l->cap = cap;
+    }
+    l->addr[l->n] = b->addr;
+    l->stream[l->n++] = seg->stream;
+}
+
+void ca_device_reset_begin(int ordinal) {
+    ca_device *d = get(ordinal, NULL);
+    const ca_driver *drv = ca_drv();
+    if (!d || !drv) return;
+    CUcontext popped;
+    if (drv->cuCtxPushCurrent_v2(d->ctx) == CUDA_SUCCESS) { /* work queued on it ends first */
+        drv->cuCtxSynchronize();
+        drv->cuCtxPopCurrent_v2(&popped);
+    }
+    ca_device_quiesce(d); /* plain frees come back; our events go before the context does */
+    /* Each live block freed in its own stream's order, so the tracker and the
+     * statistics see the reset as the frees it is. */
+    live_blocks l = {0};
+    ca_visit(d->alloc, NULL, collect_live, &l);
+    for (size_t i = 0; i < l.n; i++) ca_free(d->alloc, (void *)l.addr[i], l.stream[i]);
+    free(l.addr);
+    free(l.stream);
+    ca_release(d->alloc); /* the granules go back while the context can take them */
+    ca_backend *be;
+    ca_allocator *fresh = new_allocator(ordinal, d->ctx, &be);
+    if (fresh) {
+        ca_allocator *old = d->alloc;
+        ca_set_observer(old, NULL, NULL);
+        if (d->tracker) ca_tracker_attach(d->tracker, fresh);
+        __atomic_store_n(&d->backend, be, __ATOMIC_RELEASE);
+        __atomic_store_n(&d->alloc, fresh, __ATOMIC_RELEASE);
+        ca_allocator_destroy(old); /* and the address ranges */
+    }
+}
+
 /* The child of a fork starts with no allocator: its parent's device memory is
  * not its own, and CUDA in the child needs a fresh context anyway. The
  * parent's structures are left alone (another thread may have held a lock at
  * the fork), never touched again. */
+static ca_device *parents_made[MAX_DEVICES]; /* kept only so the parent's copy stays reachable */
+static ca_stacks *parents_stacks;              /* (not leaked: deliberately let be) */
+
 static void after_fork_in_child(void) {
-    for (int i = 0; i < MAX_DEVICES; i++) devices[i] = made[i] = NULL;
+    for (int i = 0; i < MAX_DEVICES; i++) {
+        parents_made[i] = made[i];
+        devices[i] = made[i] = NULL;
+    }
     nmade = 0;
+    parents_stacks = stacks;
     stacks = NULL;
+    ca_stacks_thread_caches_fork_child();
     ca_report_after_fork();
     ca_streams_after_fork();
     ca_named_frames_fork_child();
@@ -154,4 +227,5 @@ __attribute__((constructor)) static void preload_init(void) {
     if (ca_config_parse(getenv("CUDALLOC_CONF"), &ca_conf, err, sizeof err) != 0) fail_config(err);
     pthread_atfork(NULL, NULL, after_fork_in_child);
     atexit(ca_report_exit);
+    if (ca_conf.tracking) ca_stacks_init_unwinder();
 }

@@ -7,7 +7,7 @@
 
 #include "preload/preload.h"
 
-static void *lookup(void *handle, const char *name, const char *version, const void *caller) {
+CA_NO_SANITIZE static void *lookup(void *handle, const char *name, const char *version, const void *caller) {
     void *real = handle == RTLD_NEXT ? ca_next_symbol(caller, name)
                  : version           ? ca_real_dlvsym(handle, name, version)
                                      : ca_real_dlsym(handle, name);
@@ -19,10 +19,10 @@ static void *lookup(void *handle, const char *name, const char *version, const v
     return real;
 }
 
-CA_EXPORT void *dlsym(void *handle, const char *name) {
+CA_NO_SANITIZE CA_EXPORT void *dlsym(void *handle, const char *name) {
     return lookup(handle, name, NULL, __builtin_return_address(0));
 }
 
-CA_EXPORT void *dlvsym(void *handle, const char *name, const char *version) {
+CA_NO_SANITIZE CA_EXPORT void *dlvsym(void *handle, const char *name, const char *version) {
     return lookup(handle, name, version, __builtin_return_address(0));
 }

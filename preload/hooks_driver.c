@@ -90,16 +90,17 @@ CA_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream) {
     return drv->cuStreamDestroy_v2(hStream);
 }
 
-/* A context that goes takes its events and streams with it: plain frees on
- * its device are waited for first, and what we keep of it is forgotten. */
+/* Reset frees every allocation of the context: ours first (cudaDeviceReset
+ * reaches this through cudart's cuGetProcAddress), after its plain frees. */
 CA_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
     const ca_driver *drv = ca_drv();
     if (!drv || !drv->cuDevicePrimaryCtxReset_v2) return no_driver();
-    ca_device *d = ca_device_by_ordinal((int)dev);
-    if (d) ca_device_quiesce(d);
+    ca_device_reset_begin((int)dev);
     return drv->cuDevicePrimaryCtxReset_v2(dev);
 }
 
+/* A context that goes takes its events and streams with it: plain frees on
+ * its device are waited for first, and what we keep of it is forgotten. */
 CA_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
     const ca_driver *drv = ca_drv();
     if (!drv || !drv->cuCtxDestroy_v2) return no_driver();

@@ -7,9 +7,15 @@
 
 #include "preload/preload.h"
 
+/* The real function, looked up once; threads racing to look it up store the
+ * same pointer (atomically: the race is then no data race). */
 #define REAL(name)                                                                         \
-    static __typeof__(&name) real_##name;                                                  \
-    if (!real_##name) real_##name = (__typeof__(&name))ca_real_dlsym(RTLD_NEXT, #name);
+    static __typeof__(&name) real_##name##_found;                                          \
+    __typeof__(&name) real_##name = __atomic_load_n(&real_##name##_found, __ATOMIC_ACQUIRE); \
+    if (!real_##name) {                                                                    \
+        real_##name = (__typeof__(&name))ca_real_dlsym(RTLD_NEXT, #name);                  \
+        __atomic_store_n(&real_##name##_found, real_##name, __ATOMIC_RELEASE);             \
+    }
 
 static cudaError_t runtime_error(CUresult r) {
     switch (r) {

@@ -30,6 +30,12 @@ $(PRELOAD_TEST_BIN)/prog_driver: tests/preload/prog_driver.c $(SIM)/libcuda.so
 $(PRELOAD_TEST_BIN)/prog_nvtx: tests/preload/prog_nvtx.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -I$(CUDA_INC) -o $@ $< -ldl
+# CUDALLOC_CONF parsing, alone (Check).
+$(OBJ)/tests/preload/test_config.o: ALL_CFLAGS += -I$(CUDA_INC) -D_GNU_SOURCE
+$(PRELOAD_TEST_BIN)/test_config: $(OBJ)/tests/preload/test_config.o $(OBJ)/preload/config.o $(UTIL_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK)
+UNIT_TESTS += $(PRELOAD_TEST_BIN)/test_config
 .PHONY: test-preload
 test-preload: $(LIBCUDALLOC) $(BIN)/cudalloc $(PRELOAD_TEST_BIN)/prog_runtime $(PRELOAD_TEST_BIN)/prog_driver \
               $(PRELOAD_TEST_BIN)/prog_nvtx

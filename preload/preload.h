@@ -13,6 +13,12 @@
 #include "reports/tracker.h"
 #include "util/export.h"
 
+/* A sanitizer's runtime, loaded first, looks up the functions it intercepts
+ * with dlsym (ours) while it starts, before its shadow memory exists: the code
+ * on that path (hooks_dl.c, real.c) must not be instrumented to touch it,
+ * nor call libc functions the runtime wraps (strcmp, memcmp). */
+#define CA_NO_SANITIZE __attribute__((no_sanitize_address, no_sanitize_thread))
+
 /* ---- real.c: the functions we stand in front of ---- */
 void *ca_real_dlsym(void *handle, const char *name);
 void *ca_real_dlvsym(void *handle, const char *name, const char *version);
@@ -105,6 +111,12 @@ ca_device *ca_owner(const void *ptr);
  * backend's events destroyed, the context's streams forgotten. */
 void ca_device_quiesce(ca_device *d);
 void ca_devices_foreach(void (*fn)(ca_device *d, void *ctx), void *ctx);
+/* The device's primary context is about to be reset (cudaDeviceReset, which
+ * cudart does with cuDevicePrimaryCtxReset): plain frees are waited for, every
+ * allocation on it is freed (the tracker sees each), its memory goes back to
+ * the driver while the context can still take it, and a fresh allocator takes
+ * over. As CUDA requires, no other thread may be using the device meanwhile. */
+void ca_device_reset_begin(int ordinal);
 
 /* ---- alloc.c: what every entry point shares ---- */
 /* stream: CUstream as given, 0 for the legacy default stream. */

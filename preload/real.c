@@ -6,6 +6,7 @@
 #include <link.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/auxv.h>
 
 #include "preload/preload.h"
 
@@ -14,32 +15,41 @@ typedef void *(*dlvsym_fn)(void *, const char *, const char *);
 static dlsym_fn real_dlsym;
 static dlvsym_fn real_dlvsym;
 
-static uint32_t gnu_hash(const char *s) {
+/* strcmp without libc: a sanitizer's strcmp interceptor is not ready yet
+ * when its runtime asks our dlsym for the real functions. */
+CA_NO_SANITIZE static bool same_name(const char *a, const char *b) {
+    while (*a && *a == *b) a++, b++;
+    return *a == *b;
+}
+
+CA_NO_SANITIZE static uint32_t gnu_hash(const char *s) {
     uint32_t h = 5381;
     for (; *s; s++) h = h * 33 + (unsigned char)*s;
     return h;
 }
 
+/* The loaded objects are walked through the dynamic linker's link_map list
+ * (the order RTLD_NEXT follows), not dl_iterate_phdr: sanitizer runtimes wrap
+ * that, and cannot serve it while they start and ask our dlsym for the real
+ * functions. */
+
 /* d_ptr values are relocated in place by glibc on most targets, not all. */
-static uintptr_t dyn_ptr(const struct dl_phdr_info *info, ElfW(Addr) p) {
-    return p < info->dlpi_addr ? info->dlpi_addr + p : p;
+CA_NO_SANITIZE static uintptr_t dyn_ptr(const struct link_map *m, ElfW(Addr) p) {
+    return p < m->l_addr ? m->l_addr + p : p;
 }
 
-static void *lookup(const struct dl_phdr_info *info, const char *name) {
-    const ElfW(Dyn) *dyn = NULL;
-    for (int i = 0; i < info->dlpi_phnum; i++)
-        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-            dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+CA_NO_SANITIZE static void *lookup(const struct link_map *m, const char *name) {
+    const ElfW(Dyn) *dyn = m->l_ld;
     if (!dyn) return NULL;
     const ElfW(Sym) *symtab = NULL;
     const char *strtab = NULL;
     const uint32_t *gh = NULL;
     const ElfW(Half) *versym = NULL;
     for (; dyn->d_tag != DT_NULL; dyn++) {
-        if (dyn->d_tag == DT_SYMTAB) symtab = (const ElfW(Sym) *)dyn_ptr(info, dyn->d_un.d_ptr);
-        else if (dyn->d_tag == DT_STRTAB) strtab = (const char *)dyn_ptr(info, dyn->d_un.d_ptr);
-        else if (dyn->d_tag == DT_GNU_HASH) gh = (const uint32_t *)dyn_ptr(info, dyn->d_un.d_ptr);
-        else if (dyn->d_tag == DT_VERSYM) versym = (const ElfW(Half) *)dyn_ptr(info, dyn->d_un.d_ptr);
+        if (dyn->d_tag == DT_SYMTAB) symtab = (const ElfW(Sym) *)dyn_ptr(m, dyn->d_un.d_ptr);
+        else if (dyn->d_tag == DT_STRTAB) strtab = (const char *)dyn_ptr(m, dyn->d_un.d_ptr);
+        else if (dyn->d_tag == DT_GNU_HASH) gh = (const uint32_t *)dyn_ptr(m, dyn->d_un.d_ptr);
+        else if (dyn->d_tag == DT_VERSYM) versym = (const ElfW(Half) *)dyn_ptr(m, dyn->d_un.d_ptr);
     }
     if (!symtab || !strtab || !gh) return NULL;
     uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_size = gh[2];
@@ -54,70 +64,73 @@ static void *lookup(const struct dl_phdr_info *info, const char *name) {
         uint32_t h2 = chain[idx - symoffset];
         /* a defined symbol of that name in its default version, as dlsym finds */
         if ((h | 1) == (h2 | 1) && sym->st_shndx != SHN_UNDEF && !(versym && (versym[idx] & 0x8000)) &&
-            !strcmp(name, strtab + sym->st_name))
-            return (void *)(info->dlpi_addr + sym->st_value);
+            same_name(name, strtab + sym->st_name)) {
+            void *addr = (void *)(m->l_addr + sym->st_value);
+            /* An IFUNC (glibc's memcmp, strlen, memcpy...) is its resolver: call
+             * it for the implementation, as dlsym does (x86-64 resolvers take no
+             * argument, others take AT_HWCAP). */
+            if ((sym->st_info & 0xf) == STT_GNU_IFUNC) /* ELF32_ST_TYPE = ELF64_ST_TYPE */
+                addr = ((void *(*)(unsigned long))addr)(getauxval(AT_HWCAP));
+            return addr;
+        }
         if (h2 & 1) return NULL;
     }
 }
 
-static int find_cb(struct dl_phdr_info *info, size_t size, void *data) {
-    const char *n = info->dlpi_name;
-    if (!n || (!strstr(n, "/libc.so") && !strstr(n, "/libdl.so") && strncmp(n, "libc.so", 7))) return 0;
-    void **out = data;
-    if (!out[0]) out[0] = lookup(info, "dlsym");
-    if (!out[1]) out[1] = lookup(info, "dlvsym");
-    return out[0] && out[1];
+/* The link_map of the object holding addr. */
+CA_NO_SANITIZE static struct link_map *object_of(const void *addr) {
+    Dl_info di;
+    struct link_map *m = NULL;
+    return dladdr1(addr, &di, (void **)&m, RTLD_DL_LINKMAP) ? m : NULL;
 }
 
-static void find_real(void) {
-    void *found[2] = {NULL, NULL};
-    dl_iterate_phdr(find_cb, found);
-    real_dlsym = (dlsym_fn)found[0];
-    real_dlvsym = (dlvsym_fn)found[1];
-}
-
-static pthread_once_t real_once = PTHREAD_ONCE_INIT;
-
-struct next_search {
-    uintptr_t caller_base;
-    const char *name;
-    bool after_caller;
-    void *found;
-};
-
-static int next_cb(struct dl_phdr_info *info, size_t size, void *data) {
-    struct next_search *s = data;
-    if (!s->after_caller) {
-        s->after_caller = info->dlpi_addr == s->caller_base;
-        return 0;
+CA_NO_SANITIZE static bool has_part(const char *s, const char *part) {
+    for (; *s; s++) {
+        size_t i = 0;
+        while (part[i] && s[i] == part[i]) i++;
+        if (!part[i]) return true;
     }
-    return (s->found = lookup(info, s->name)) != NULL;
+    return false;
+}
+
+/* Found on first use, without pthread_once (sanitizer runtimes wrap it too):
+ * two threads racing here find the same two addresses. */
+CA_NO_SANITIZE static void find_real(void) {
+    dlsym_fn ds = NULL;
+    dlvsym_fn dvs = NULL;
+    struct link_map *m = object_of((const void *)find_real);
+    while (m && m->l_prev) m = m->l_prev;
+    for (; m && !(ds && dvs); m = m->l_next) {
+        const char *n = m->l_name;
+        if (!n || !(has_part(n, "/libc.so") || has_part(n, "/libdl.so") || (n[0] == 'l' && has_part(n, "libc.so"))))
+            continue;
+        if (!ds) ds = (dlsym_fn)lookup(m, "dlsym");
+        if (!dvs) dvs = (dlvsym_fn)lookup(m, "dlvsym");
+    }
+    __atomic_store_n(&real_dlvsym, dvs, __ATOMIC_RELEASE);
+    __atomic_store_n(&real_dlsym, ds, __ATOMIC_RELEASE);
 }
 
 /* The objects after the caller's, in load order: what RTLD_NEXT searches. */
-void *ca_next_symbol(const void *caller, const char *name) {
-    Dl_info di;
-    if (!dladdr(caller, &di)) return NULL;
-    struct next_search s = {0, name, false, NULL};
-    /* dladdr gives the load address of a shared object; the main program of a
-     * non-PIE build has base 0, as dl_iterate_phdr reports it */
-    s.caller_base = (uintptr_t)di.dli_fbase;
-    dl_iterate_phdr(next_cb, &s);
-    if (!s.after_caller) { /* the main program reports its own base differently */
-        s.caller_base = 0;
-        dl_iterate_phdr(next_cb, &s);
+CA_NO_SANITIZE void *ca_next_symbol(const void *caller, const char *name) {
+    struct link_map *m = object_of(caller);
+    for (m = m ? m->l_next : NULL; m; m = m->l_next) {
+        void *found = lookup(m, name);
+        if (found) return found;
     }
-    return s.found;
+    return NULL;
 }
 
-void *ca_real_dlsym(void *handle, const char *name) {
-    pthread_once(&real_once, find_real);
-    return real_dlsym ? real_dlsym(handle, name) : NULL;
+CA_NO_SANITIZE void *ca_real_dlsym(void *handle, const char *name) {
+    if (!__atomic_load_n(&real_dlsym, __ATOMIC_ACQUIRE)) find_real();
+    dlsym_fn f = __atomic_load_n(&real_dlsym, __ATOMIC_ACQUIRE);
+    return f ? f(handle, name) : NULL;
 }
 
-void *ca_real_dlvsym(void *handle, const char *name, const char *version) {
-    pthread_once(&real_once, find_real);
-    return real_dlvsym ? real_dlvsym(handle, name, version) : NULL;
+CA_NO_SANITIZE void *ca_real_dlvsym(void *handle, const char *name, const char *version) {
+    if (!__atomic_load_n(&real_dlsym, __ATOMIC_ACQUIRE)) find_real();
+    dlvsym_fn f = __atomic_load_n(&real_dlvsym, __ATOMIC_ACQUIRE);
+    return f ? f(handle, name, version) : NULL;
 }
 
 /* ---- the driver ---- */

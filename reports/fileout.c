@@ -4,10 +4,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TMP_ATTEMPTS 100
@@ -16,6 +21,8 @@ struct ca_out {
     FILE *f;
     char *final_path;
     char *tmp_path;
+    sigset_t old_mask;   /* the thread's mask before SIGXFSZ was blocked */
+    int xfsz_was_pending;
 };
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -105,13 +112,35 @@ static void split(const char *path, size_t *dir_len, const char **base)
     *base = slash ? slash + 1 : path;
 }
 
+/* A secret of this process, so that nobody else can tell the temporary names
+ * in advance and plant something at all of them. Drawn once; a forked child
+ * shares it, but its pid is in the name too. */
+static uint64_t name_secret(void)
+{
+    static uint64_t secret;
+    uint64_t s = __atomic_load_n(&secret, __ATOMIC_RELAXED);
+    if (s)
+        return s;
+    if (getrandom(&s, sizeof s, GRND_NONBLOCK) != (ssize_t)sizeof s) {
+        struct timespec t;   /* no entropy yet (early boot): still not a constant */
+        clock_gettime(CLOCK_REALTIME, &t);
+        s = (uint64_t)t.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)t.tv_sec ^ (uintptr_t)&t;
+    }
+    s |= 1;   /* never 0, which means "not drawn yet" */
+    uint64_t expected = 0;
+    __atomic_compare_exchange_n(&secret, &expected, s, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    return __atomic_load_n(&secret, __ATOMIC_RELAXED);
+}
+
 int ca_out_tmp_name(const char *final_path, unsigned i, char *buf, size_t len)
 {
     size_t dir_len;
     const char *base;
     split(final_path, &dir_len, &base);
     char suffix[64];
-    int sn = snprintf(suffix, sizeof suffix, ".%ld.%u.tmp", (long)getpid(), i);
+    /* i varies the secret's bits, so consecutive names share no visible pattern */
+    uint64_t tag = name_secret() * (2 * (uint64_t)i + 1) + i;
+    int sn = snprintf(suffix, sizeof suffix, ".%ld.%016llx.tmp", (long)getpid(), (unsigned long long)tag);
     /* Keep the temporary name within NAME_MAX however long the base is. */
     size_t base_len = strlen(base);
     size_t room = NAME_MAX - 1 - (size_t)sn;
@@ -155,9 +184,44 @@ static void explain(char *err, size_t errlen, const char *what, const char *path
     case EISDIR:
         set_err(err, errlen, "cannot %s report '%s': that path is a directory", what, path);
         break;
+    case ENOSPC:
+    case EDQUOT:
+        set_err(err, errlen, "cannot %s report '%s': the file system of '%s' is full (%s)", what, path, dir,
+                strerror(e));
+        break;
+    case EFBIG:
+        set_err(err, errlen, "cannot %s report '%s': over the file size limit (ulimit -f) (%s)", what, path,
+                strerror(e));
+        break;
     default:
         set_err(err, errlen, "cannot %s report '%s': %s", what, path, strerror(e));
     }
+}
+
+/* Over RLIMIT_FSIZE a write fails with EFBIG and the kernel also sends
+ * SIGXFSZ, whose default action kills the program. A report must never do
+ * that: while one is open the signal is blocked in this thread, and one it
+ * caused is taken off the pending set before the mask is restored. */
+static void xfsz_block(ca_out *o)
+{
+    sigset_t xfsz, pending;
+    sigemptyset(&xfsz);
+    sigaddset(&xfsz, SIGXFSZ);
+    pthread_sigmask(SIG_BLOCK, &xfsz, &o->old_mask);
+    o->xfsz_was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ);
+}
+
+static void xfsz_restore(ca_out *o)
+{
+    sigset_t xfsz, pending;
+    sigemptyset(&xfsz);
+    sigaddset(&xfsz, SIGXFSZ);
+    if (!o->xfsz_was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ)) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&xfsz, NULL, &zero) < 0 && errno == EINTR) {
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &o->old_mask, NULL);
 }
 
 ca_out *ca_out_open(const char *final_path, char *err, size_t errlen)
@@ -216,6 +280,7 @@ ca_out *ca_out_open(const char *final_path, char *err, size_t errlen)
         ca_out_abort(o);
         return NULL;
     }
+    xfsz_block(o);
     return o;
 }
 
@@ -246,6 +311,7 @@ int ca_out_commit(ca_out *o, char *err, size_t errlen)
     if (fclose(o->f) != 0 && !e)
         e = errno ? errno : EIO;
     o->f = NULL;
+    xfsz_restore(o);
     if (!e && rename(o->tmp_path, o->final_path) != 0)
         e = errno;
     if (e) {
@@ -263,8 +329,10 @@ void ca_out_abort(ca_out *o)
 {
     if (!o)
         return;
-    if (o->f)
+    if (o->f) {
         fclose(o->f);
+        xfsz_restore(o);
+    }
     if (o->tmp_path)
         unlink(o->tmp_path);
     free(o->tmp_path);

@@ -4,11 +4,20 @@
  * directory and renamed over the final name only once it is completely
  * written, so a reader never sees half a report and a crash leaves the
  * previous one in place. The temporary file is created with
- * O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600: a symlink or file planted at its
- * name makes that name fail (the next one is tried), never redirects the
- * write. rename() replaces a symlink at the final name by the report; the
- * symlink's target is not touched. No fsync: reports are diagnostics, and
- * a file the kernel has not yet written back is still complete to readers.
+ * O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600 (whatever the umask), under a name
+ * that holds a random secret of this process, so nobody can plant files at
+ * the names in advance; a symlink or file at a name makes that name fail
+ * (the next one is tried), never redirects the write. rename() replaces a
+ * symlink at the final name by the report; the symlink's target is not
+ * touched. No fsync: reports are diagnostics, and a file the kernel has not
+ * yet written back is still complete to readers.
+ *
+ * A full disk or the file size limit (ENOSPC, EDQUOT, EFBIG on a write, the
+ * flush or the close) fails the commit: the temporary file goes, a previous
+ * report stays. Between open and commit/abort SIGXFSZ is blocked in the
+ * calling thread (and one the writes caused is discarded), so going over
+ * `ulimit -f` loses the report, not the program: open, write and commit in
+ * one thread.
  *
  * Every failure comes with a one-line message (no newline) in the caller's
  * buffer, meant to be printed once. */
@@ -46,8 +55,8 @@ int ca_out_commit(ca_out *o, char *err, size_t errlen);
 void ca_out_abort(ca_out *o);
 
 /* The i-th temporary name tried for final_path by this process (i from 0),
- * written to buf. Exposed so tests can plant files at those names. Returns
- * 0, or -1 if it does not fit. */
+ * written to buf: ".BASE.PID.SECRET.tmp" in the same directory. Exposed so
+ * tests can plant files at those names. Returns 0, or -1 if it does not fit. */
 int ca_out_tmp_name(const char *final_path, unsigned i, char *buf, size_t len);
 
 #endif

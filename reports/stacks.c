@@ -234,6 +234,7 @@ typedef struct centry {
 } centry;
 
 typedef struct tcache {
+    struct tcache *prev, *next; /* every thread's cache, for a fork child */
     uint64_t serial;        /* of the ca_stacks the entries belong to */
     uintptr_t lo, hi;       /* this thread's stack */
     uint8_t next_way[CACHE_SETS];
@@ -249,8 +250,43 @@ static TLS uint64_t tl_hits, tl_walks;
 static pthread_key_t cache_key;
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
 
-static void cache_destroy(void *p) { free(p); }
+/* All threads' caches: a forked child frees those of the threads it did not
+ * inherit (they would stay allocated, unreachable, for its whole life). */
+static pthread_mutex_t caches_mu = PTHREAD_MUTEX_INITIALIZER;
+static tcache *caches;
+
+static void cache_unlink(tcache *tc) {
+    if (tc->prev) tc->prev->next = tc->next;
+    else caches = tc->next;
+    if (tc->next) tc->next->prev = tc->prev;
+}
+
+static void cache_destroy(void *p) {
+    pthread_mutex_lock(&caches_mu);
+    cache_unlink(p);
+    pthread_mutex_unlock(&caches_mu);
+    free(p);
+}
 static void cache_key_init(void) { pthread_key_create(&cache_key, cache_destroy); }
+
+void ca_stacks_thread_caches_fork_child(void) {
+    pthread_mutex_init(&caches_mu, NULL);
+    for (tcache *tc = caches, *next; tc; tc = next) {
+        next = tc->next;
+        if (tc != tl_cache) free(tc);
+    }
+    caches = tl_cache;
+    if (tl_cache) tl_cache->prev = tl_cache->next = NULL;
+}
+
+/* libunwind sets up its global state (a signal mask, caches) on its first
+ * walk, and other threads read it unlocked afterwards: do that first walk
+ * while the process has one thread. */
+void ca_stacks_init_unwinder(void) {
+    unw_context_t uc;
+    unw_cursor_t c;
+    if (unw_getcontext(&uc) == 0 && unw_init_local(&c, &uc) == 0) unw_step(&c);
+}
 
 size_t ca_stacks_thread_cache_bytes(void) { return sizeof(tcache); }
 
@@ -282,6 +318,11 @@ static tcache *thread_cache(const ca_stacks *s) {
     tc->serial = s->serial;
     pthread_once(&cache_once, cache_key_init);
     pthread_setspecific(cache_key, tc);
+    pthread_mutex_lock(&caches_mu);
+    tc->next = caches;
+    if (caches) caches->prev = tc;
+    caches = tc;
+    pthread_mutex_unlock(&caches_mu);
     tl_cache = tc;
     tl_cache_failed = 0;
     return tc;

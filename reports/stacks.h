@@ -54,6 +54,12 @@ void ca_stacks_set_skip_range(ca_stacks *s, uintptr_t lo, uintptr_t hi);
 
 /* In a fork child: the table's insert lock starts free again. */
 void ca_stacks_fork_child(ca_stacks *s);
+/* In a fork child: the per-thread capture caches of the threads that did not
+ * come along are freed (once per fork, whatever the tables). */
+void ca_stacks_thread_caches_fork_child(void);
+/* Does libunwind's one-time set-up now: call while the process has one thread
+ * (a library constructor), so no capture races it later. */
+void ca_stacks_init_unwinder(void);
 
 /* The calling thread's capture counters: cache hits and full walks. */
 void ca_stacks_thread_counts(uint64_t *hits, uint64_t *walks);

@@ -5,7 +5,8 @@
 include allocator/backends.mk
 
 $(eval $(call ca_check_test,util/test_size,$(UTIL_OBJS)))
-$(eval $(call ca_check_test,tools/test_trace,$(TRACE_OBJS)))
+$(eval $(call ca_check_test,util/test_quote,$(UTIL_OBJS)))
+$(eval $(call ca_check_test,tools/test_trace,$(TRACE_OBJS) $(UTIL_OBJS)))
 
 # cudalloc-replay
 REPLAY_SRCS := tools/replay.c tools/replay_run.c tools/replay_foreign.c

@@ -1,6 +1,8 @@
 /* RMM-style CSV allocation logs into an array of ops with dense ids; see trace.h. */
 #include "tools/trace.h"
 
+#include "util/quote.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -148,6 +150,7 @@ static ca_trace_op *push_op(parser *p)
 }
 
 #define SHOWN 40 /* at most this much of a bad field is quoted back */
+#define QUOTED(f) ca_quote((f).s, (f).n, SHOWN, (char[CA_QUOTE_BUF(SHOWN)]){0}, CA_QUOTE_BUF(SHOWN))
 
 static int row(parser *p, const char *s, size_t n)
 {
@@ -168,8 +171,8 @@ static int row(parser *p, const char *s, size_t n)
     else if (is_word(f[F_ACTION], "allocate failure")) kind = CA_TRACE_ALLOC_FAIL;
     else if (is_word(f[F_ACTION], "iteration")) kind = CA_TRACE_ITERATION;
     else
-        return fail(p, "unknown action '%.*s' (allocate, free, allocate failure, iteration)",
-                    (int)(f[F_ACTION].n < SHOWN ? f[F_ACTION].n : SHOWN), f[F_ACTION].s);
+        return fail(p, "unknown action '%s' (allocate, free, allocate failure, iteration)",
+                    QUOTED(f[F_ACTION]));
 
     static const char *const col[N_FIELDS] = {"Thread", "Time", "Action", "Pointer", "Size",
                                               "Stream"};
@@ -179,12 +182,11 @@ static int row(parser *p, const char *s, size_t n)
         /* An iteration row names no pointer: Pointer may be empty. */
         if (i == F_POINTER && kind == CA_TRACE_ITERATION && f[i].n == 0) continue;
         int rc = parse_u64(f[i], i != F_SIZE, &v[i]);
-        int shown = (int)(f[i].n < SHOWN ? f[i].n : SHOWN);
         if (rc == NUM_TOO_LARGE)
-            return fail(p, "bad %s '%.*s': larger than %s, the most 64 bits hold", col[i], shown, f[i].s,
+            return fail(p, "bad %s '%s': larger than %s, the most 64 bits hold", col[i], QUOTED(f[i]),
                         is_hex(f[i]) ? "0xffffffffffffffff" : "18446744073709551615");
         if (rc != NUM_OK)
-            return fail(p, "bad %s '%.*s': expected %s", col[i], shown, f[i].s,
+            return fail(p, "bad %s '%s': expected %s", col[i], QUOTED(f[i]),
                         i == F_SIZE ? "decimal bytes" : "a hex (0x...) or decimal number");
     }
 

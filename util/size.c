@@ -19,6 +19,8 @@ static uint64_t unit_mult(const char *u, size_t len)
         {"m", 20},  {"mb", 20}, {"mib", 20},
         {"g", 30},  {"gb", 30}, {"gib", 30},
         {"t", 40},  {"tb", 40}, {"tib", 40},
+        {"p", 50},  {"pb", 50}, {"pib", 50}, /* ca_format_size prints these too */
+        {"e", 60},  {"eb", 60}, {"eib", 60},
     };
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         const char *name = units[i].name;

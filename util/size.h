@@ -7,7 +7,8 @@
 
 /* Parse a size: optional spaces, a decimal number (a fraction only with a
  * unit: "1.5GiB"), optional spaces, an optional unit, optional spaces.
- * Units, case-insensitive: B; K, KB, KiB; M, MB, MiB; G, GB, GiB; T, TB, TiB.
+ * Units, case-insensitive: B; K, KB, KiB; M, MB, MiB; G, GB, GiB; T, TB, TiB;
+ * P, PB, PiB; E, EB, EiB (so whatever ca_format_size prints parses back).
  * All are powers of 1024: "8GB" means 8 GiB, as PyTorch users and
  * PYTORCH_CUDA_ALLOC_CONF mean it; nobody sizes device memory in powers of 1000.
  * "Spaces" are blanks, tabs and line ends (a value read with fgets parses).

@@ -161,11 +161,27 @@ static int sizes(void) {
     CHECK_DONE("driver-sizes");
 }
 
+/* dlsym(RTLD_NEXT, ...) passes through our dlsym: what it finds must be the
+ * function, also for glibc's IFUNCs (memcmp, strlen), whose symbol is a
+ * resolver. Sanitizer runtimes find every libc function they wrap this way. */
+static int dlsym_next(void) {
+    typedef int (*memcmp_fn)(const void *, const void *, size_t);
+    typedef size_t (*strlen_fn)(const char *);
+    memcmp_fn mc = (memcmp_fn)dlsym(RTLD_NEXT, "memcmp");
+    strlen_fn sl = (strlen_fn)dlsym(RTLD_NEXT, "strlen");
+    char a[] = "cudalloc", b[] = "cudalloc";
+    CHECK(mc && mc(a, b, sizeof a) == 0 && mc(a, "cudallo!", 8) > 0, "memcmp through dlsym(RTLD_NEXT)");
+    CHECK(sl && sl(a) == 8, "strlen through dlsym(RTLD_NEXT)");
+    CHECK(dlsym(RTLD_NEXT, "getpid") == dlsym(RTLD_DEFAULT, "getpid"), "a plain function is itself");
+    CHECK_DONE("dlsym-next");
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (!strcmp(mode, "direct")) return direct();
     if (!strcmp(mode, "static-route")) return static_route();
     if (!strcmp(mode, "sizes")) return sizes();
-    fprintf(stderr, "usage: %s direct|static-route|sizes\n", argv[0]);
+    if (!strcmp(mode, "dlsym-next")) return dlsym_next();
+    fprintf(stderr, "usage: %s direct|static-route|sizes|dlsym-next\n", argv[0]);
     return 2;
 }

@@ -24,7 +24,7 @@ expect() { # name, text that the last output must contain
 
 run basic 0 -- "$bin/prog_runtime" basic
 expect basic-on-sim "simulated device checks on"
-expect double-free-warning "double free of device pointer 0x"
+expect double-free-warning "bad free of device pointer 0x[0-9a-f]*: not the start of a live allocation"
 expect exit-summary "iterations (none); peak allocated 3.00 MiB, peak reserved 4.00 MiB"
 run meminfo 0 -- "$bin/prog_runtime" meminfo
 run oom 0 CUDALLOC_CONF=max_reserved:64MiB -- "$bin/prog_runtime" oom
@@ -58,6 +58,7 @@ run fork 0 -- "$bin/prog_runtime" fork
 run classic 0 CUDALLOC_CONF=expandable_segments:false -- "$bin/prog_runtime" threads
 run driver-direct 0 -- "$bin/prog_driver" direct
 run static-route 0 -- "$bin/prog_driver" static-route
+run dlsym-next 0 -- "$bin/prog_driver" dlsym-next
 
 # Plain frees keep cudaFree's promise without its device-wide wait (prog_free.c).
 run free-side-stream 0 -- "$bin/prog_free" side-stream
@@ -76,7 +77,7 @@ run nvtx-other-name 1 NVTX_INJECTION64_PATH="$lib" CUDALLOC_CONF=nvtx_range:iter
 
 # Reports: at exit (every file, mode 0600, JSON with its keys), on SIGUSR1 and
 # on cudalloc_report(); an unwritable path is one warning and the program goes on.
-rdir=$(mktemp -d); trap 'rm -rf "$rdir"' EXIT
+rdir=$(mktemp -d); trap 'umount "$rdir/full" 2>/dev/null; rm -rf "$rdir"' EXIT
 run reports-exit 0 CUDALLOC_REPORT="$rdir/exit" -- "$bin/prog_runtime" basic
 for ext in txt json html pickle csv; do
     if [ "$(stat -c %a "$rdir/exit.$ext" 2>/dev/null)" = 600 ]; then pass=$((pass + 1)); else
@@ -96,6 +97,31 @@ fi
 run reports-on-demand 0 CUDALLOC_REPORT="$rdir/demand" -- "$bin/prog_runtime" reports
 run reports-unwritable 0 CUDALLOC_REPORT=/nonexistent/dir/r -- "$bin/prog_runtime" basic
 expect reports-unwritable-warning "cannot write report"
+# A symlink at a report's name is replaced, never followed; 0600 even under umask 000.
+echo precious >"$rdir/victim"
+ln -s "$rdir/victim" "$rdir/sym.txt"
+old_umask=$(umask); umask 000
+run reports-symlink 0 CUDALLOC_REPORT="$rdir/sym" -- "$bin/prog_runtime" basic
+umask "$old_umask"
+if [ "$(cat "$rdir/victim")" = precious ] && [ ! -L "$rdir/sym.txt" ] && [ "$(stat -c %a "$rdir/sym.txt")" = 600 ] &&
+    [ "$(stat -c %a "$rdir/sym.json")" = 600 ]; then pass=$((pass + 1)); else
+    fail=$((fail + 1)); echo "FAIL reports-symlink: victim changed, link followed, or not 0600"; fi
+# A full disk (a small tmpfs, when we may mount one) loses the reports, not the
+# program and not the previous reports: one warning, exit 0, no temporary left.
+full=$rdir/full; mkdir "$full"
+if [ $on_gpu = 0 ] && mount -t tmpfs -o size=128k tmpfs "$full" 2>/dev/null; then
+    run full-disk-before 0 CUDALLOC_REPORT="$full/r" -- "$bin/prog_runtime" basic
+    before=$(cd "$full" && md5sum r.*)
+    head -c 1M /dev/zero >"$full/filler" 2>/dev/null
+    run full-disk 0 CUDALLOC_REPORT="$full/r" -- "$bin/prog_runtime" basic
+    expect full-disk-warning "warning: report $full/r not written (cannot write report '$full/r.txt': the file system of '$full' is full"
+    if [ "$(grep -c 'not written' <<<"$out")" = 1 ] && [ "$(cd "$full" && md5sum r.*)" = "$before" ] &&
+        [ -z "$(find "$full" -name '*.tmp')" ]; then pass=$((pass + 1)); else
+        fail=$((fail + 1)); echo "FAIL full-disk: not one warning, previous reports changed, or a temporary left"; fi
+    umount "$full"
+else
+    echo "preload: full-disk check skipped (cannot mount a tmpfs here; tests/reports/test_fileout covers ulimit -f)"
+fi
 
 # A typo in the configuration stops the program at start, naming the key.
 run bad-key 2 CUDALLOC_CONF=expandable_segment:true -- "$bin/prog_runtime" basic

@@ -5,6 +5,10 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 
 #include "reports/fileout.h"
 
@@ -248,6 +252,163 @@ START_TEST(all_temp_names_taken)
 }
 END_TEST
 
+/* Temporary names hold a secret of the process: not the old ".NAME.PID.I.tmp"
+ * an attacker could plant in advance, and all different. */
+START_TEST(temp_names_are_not_predictable)
+{
+    char t[4096], prefix[128], seen[100][4096];
+    snprintf(prefix, sizeof prefix, "/d/.r.json.%ld.", (long)getpid());
+    for (unsigned i = 0; i < 100; i++) {
+        ck_assert_int_eq(ca_out_tmp_name("/d/r.json", i, t, sizeof t), 0);
+        ck_assert_msg(!strncmp(t, prefix, strlen(prefix)), "%s", t);
+        const char *tag = t + strlen(prefix);
+        ck_assert_uint_eq(strspn(tag, "0123456789abcdef"), 16);
+        ck_assert_str_eq(tag + 16, ".tmp");
+        for (unsigned j = 0; j < i; j++)
+            ck_assert_str_ne(seen[j], t);
+        strcpy(seen[i], t);
+    }
+    char old[128];
+    snprintf(old, sizeof old, "/d/.r.json.%ld.0.tmp", (long)getpid());
+    ck_assert_str_ne(seen[0], old);
+}
+END_TEST
+
+/* In a child with RLIMIT_FSIZE at 1000 bytes, where Check's own message file
+ * (and a log that stderr may be) would fail too: a failed check exits with
+ * its line number, and nothing is printed. */
+#define CHILD_CHECK(cond)                                                      \
+    do {                                                                       \
+        if (!(cond)) _exit(__LINE__ % 200 + 50);                               \
+    } while (0)
+
+static int child_write(const char *path, size_t bytes)
+{
+    ca_out *o = ca_out_open(path, err, sizeof err);
+    if (!o) return -2;
+    char line[64];
+    memset(line, 'r', sizeof line - 1);
+    line[sizeof line - 1] = '\n';
+    for (size_t n = 0; n < bytes; n += sizeof line)
+        fwrite(line, 1, sizeof line, ca_out_file(o)); /* failures show at commit */
+    return ca_out_commit(o, err, sizeof err);
+}
+
+static void child_lost_report(const char *dir, const char *path, size_t bytes, int before)
+{
+    CHILD_CHECK(child_write(path, bytes) == -1);
+    CHILD_CHECK(strstr(err, "file size limit") && !strchr(err, '\n'));
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    CHILD_CHECK(n == before); /* no temporary left */
+    char back[64] = "";
+    FILE *f = fopen(path, "r");
+    CHILD_CHECK(f && fgets(back, sizeof back, f));
+    fclose(f);
+    CHILD_CHECK(!strcmp(back, "previous report\n"));
+}
+
+/* Over `ulimit -f` every write fails with EFBIG and the kernel sends SIGXFSZ,
+ * whose default action kills: the report is lost, the process (SIGXFSZ at its
+ * default) lives on, with its signal mask as it was and no SIGXFSZ left
+ * pending. Both where the failure shows: inside the writes (a report bigger
+ * than stdio's buffer) and only at the final flush; and an abort. */
+START_TEST(file_size_limit_loses_the_report_not_the_program)
+{
+    const char *dir = scratch();
+    char *path = path_in(dir, "r.txt");
+    write_report(path, "previous report\n");
+    int before = count_entries(dir);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_DFL);
+        struct rlimit lim;
+        CHILD_CHECK(getrlimit(RLIMIT_FSIZE, &lim) == 0);
+        lim.rlim_cur = 1000;
+        CHILD_CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+        child_lost_report(dir, path, 256 << 10, before); /* fails inside the writes */
+        child_lost_report(dir, path, 2000, before);      /* fails at commit's flush */
+        ca_out *o = ca_out_open(path, err, sizeof err);  /* an abort after failed writes */
+        CHILD_CHECK(o);
+        for (int i = 0; i < 100; i++) fputs("0123456789012345678901234567890123456789", ca_out_file(o));
+        fflush(ca_out_file(o));
+        ca_out_abort(o);
+        sigset_t mask, pending;
+        CHILD_CHECK(pthread_sigmask(SIG_SETMASK, NULL, &mask) == 0 && !sigismember(&mask, SIGXFSZ));
+        CHILD_CHECK(sigpending(&pending) == 0 && !sigismember(&pending, SIGXFSZ));
+        CHILD_CHECK(child_write(path, 100) == 0); /* a report that fits is still written */
+        _exit(0);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status), "the writer died of signal %d", WTERMSIG(status));
+    ck_assert_msg(WEXITSTATUS(status) == 0, "check at line ~%d failed in the child", WEXITSTATUS(status) - 50);
+    free(path);
+    scratch_cleanup();
+}
+END_TEST
+
+/* Writes `bytes` of report through ca_out into path: the commit's result. */
+static int write_big(const char *path, size_t bytes)
+{
+    ca_out *o = ca_out_open(path, err, sizeof err);
+    ck_assert_msg(o != NULL, "open %s: %s", path, err);
+    char line[64];
+    memset(line, 'r', sizeof line - 1);
+    line[sizeof line - 1] = '\n';
+    for (size_t n = 0; n < bytes; n += sizeof line)
+        fwrite(line, 1, sizeof line, ca_out_file(o)); /* failures show at commit */
+    return ca_out_commit(o, err, sizeof err);
+}
+
+/* A failed report: an error naming the cause, the temporary file gone, the
+ * previous report intact. */
+static void expect_lost_report(const char *dir, const char *path, size_t bytes, const char *why)
+{
+    int before = count_entries(dir);
+    ck_assert_int_eq(write_big(path, bytes), -1);
+    ck_assert_msg(strstr(err, why) != NULL, "error '%s' lacks '%s'", err, why);
+    ck_assert_ptr_null(strchr(err, '\n'));
+    ck_assert_int_eq(count_entries(dir), before);
+    char *back = read_file(path, NULL);
+    ck_assert_str_eq(back, "previous report\n");
+    free(back);
+}
+
+/* A full file system (a 64 KiB tmpfs; needs the right to mount, else this
+ * test says so and checks nothing): ENOSPC loses the report, not the old one. */
+START_TEST(full_disk_loses_the_report_not_the_previous_one)
+{
+    const char *dir = scratch();
+    char *mnt = path_in(dir, "small");
+    ck_assert_int_eq(mkdir(mnt, 0700), 0);
+    if (mount("tmpfs", mnt, "tmpfs", 0, "size=64k") != 0) {
+        fprintf(stderr, "fileout: full_disk test skipped: cannot mount a tmpfs (%s)\n", strerror(errno));
+        free(mnt);
+        scratch_cleanup();
+        return;
+    }
+    char *path = path_in(mnt, "r.txt");
+    write_report(path, "previous report\n");
+    expect_lost_report(mnt, path, 1 << 20, "is full");
+    char *filler = path_in(mnt, "filler");   /* the disk full before a small report: fails at the flush */
+    FILE *f = fopen(filler, "w");
+    ck_assert(f);
+    while (fputs("fill fill fill fill", f) >= 0 && fflush(f) == 0) {
+    }
+    fclose(f);
+    expect_lost_report(mnt, path, 100, "is full");
+    ck_assert_int_eq(umount(mnt), 0);
+    free(filler);
+    free(path);
+    free(mnt);
+    scratch_cleanup();
+}
+END_TEST
+
 static Suite *fileout_suite(void)
 {
     Suite *s = suite_create("fileout");
@@ -258,6 +419,9 @@ static Suite *fileout_suite(void)
     tcase_add_test(tc, planted_temp_names_do_not_redirect);
     tcase_add_test(tc, unwritable_places_are_errors);
     tcase_add_test(tc, all_temp_names_taken);
+    tcase_add_test(tc, temp_names_are_not_predictable);
+    tcase_add_test(tc, file_size_limit_loses_the_report_not_the_program);
+    tcase_add_test(tc, full_disk_loses_the_report_not_the_previous_one);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -223,8 +223,21 @@ START_TEST(unknown_action)
                 "t.csv:3: unknown action 'deallocate' (allocate, free, allocate failure, iteration)");
     /* A long bad field is quoted only in part. */
     parse_fails(HDR "1,0,xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx,0x10,256,0x0\n",
-                "t.csv:2: unknown action 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx' "
+                "t.csv:2: unknown action 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...' "
                 "(allocate, free, allocate failure, iteration)");
+    /* Found by fuzzing (tests/fuzz/corpus/trace/regress_cr_in_action): a
+     * carriage return inside a field printed raw made the message overwrite
+     * itself on a terminal ('allocate' shown, 'alloc\rate' meant). Control
+     * bytes are escaped, so the message stays one readable line. */
+    parse_fails(HDR "1,0,alloc\rate,0x10,256,0x0\n",
+                "t.csv:2: unknown action 'alloc\\x0date' (allocate, free, allocate failure, iteration)");
+    parse_fails(HDR "1,0,allocate,0x1\x01,256,0x0\n",
+                "t.csv:2: bad Pointer '0x1\\x01': expected a hex (0x...) or decimal number");
+    static const char nul_row[] = HDR "1,0,free\0x,0x10,256,0x0\n";
+    ca_trace t;
+    char err[256];
+    ck_assert_int_eq(ca_trace_parse_buffer("t.csv", nul_row, sizeof nul_row - 1, &t, err, sizeof err), -1);
+    ck_assert_str_eq(err, "t.csv:2: unknown action 'free\\x00x' (allocate, free, allocate failure, iteration)");
 }
 END_TEST
 

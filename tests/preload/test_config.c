@@ -1,0 +1,91 @@
+/* CUDALLOC_CONF parsing (preload/config.c): every key, the defaults, and
+ * every rejection as one line that names what was wrong. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "preload/preload.h"
+#include "tests/check_run.h"
+
+static char err[512];
+
+static ca_config parse_ok(const char *conf)
+{
+    ca_config c;
+    ck_assert_msg(ca_config_parse(conf, &c, err, sizeof err) == 0, "'%s': %s", conf, err);
+    return c;
+}
+
+static void parse_fails(const char *conf, const char *want)
+{
+    ca_config c;
+    ck_assert_msg(ca_config_parse(conf, &c, err, sizeof err) == -1, "'%s' should fail", conf);
+    ck_assert_str_eq(err, want);
+}
+
+START_TEST(defaults_and_every_key)
+{
+    unsetenv("CUDALLOC_REPORT");
+    ca_config c = parse_ok(NULL);
+    ck_assert(c.expandable && !c.sync_free && c.summary && c.tracking && c.trace_iterations && c.oom_message);
+    ck_assert_uint_eq(c.max_reserved, 0);
+    ck_assert_str_eq(c.report, "");
+    ck_assert_str_eq(c.nvtx_range, "step");
+    c = parse_ok(" expandable_segments:false, sync_free:1 ,max_reserved:1.5GiB,report:/tmp/r-%p,nvtx_range:iter,"
+                 "summary:no,trace_iterations:0,tracking:FALSE,oom_message:false,,");
+    ck_assert(!c.expandable && c.sync_free && !c.summary && !c.tracking && !c.trace_iterations && !c.oom_message);
+    ck_assert_uint_eq(c.max_reserved, 3ull << 29);
+    ck_assert_str_eq(c.report, "/tmp/r-%p");
+    ck_assert_str_eq(c.nvtx_range, "iter");
+    setenv("CUDALLOC_REPORT", "/tmp/from-env", 1);
+    ck_assert_str_eq(parse_ok("").report, "/tmp/from-env");
+    ck_assert_str_eq(parse_ok("report:/tmp/conf").report, "/tmp/conf"); /* the setting wins */
+    unsetenv("CUDALLOC_REPORT");
+}
+END_TEST
+
+START_TEST(rejections_name_the_problem)
+{
+    parse_fails("expandable_segment:true",
+                "CUDALLOC_CONF: unknown key 'expandable_segment': accepted: expandable_segments, sync_free, "
+                "max_reserved, report, nvtx_range, summary, trace_iterations, tracking, oom_message");
+    parse_fails("summary", "CUDALLOC_CONF: 'summary' is not key:value");
+    parse_fails("summary:maybe", "CUDALLOC_CONF: bad value 'maybe' for summary: accepted: true, false, 1, 0");
+    parse_fails("max_reserved:lots",
+                "CUDALLOC_CONF: bad value 'lots' for max_reserved: accepted: a size such as 512MiB, 20GiB");
+    parse_fails("nvtx_range:", "CUDALLOC_CONF: bad value '' for nvtx_range: accepted: a name of 1 to 127 bytes");
+}
+END_TEST
+
+/* Found by fuzzing (tests/fuzz/corpus/conf/regress_cr_in_value): a line break
+ * or carriage return in the environment value was echoed raw, so the "one
+ * line" error became several, or overwrote itself on a terminal. */
+START_TEST(control_bytes_in_values_are_escaped)
+{
+    parse_fails("expandable_segments:t\r\rrue",
+                "CUDALLOC_CONF: bad value 't\\x0d\\x0drue' for expandable_segments: accepted: true, false, 1, 0");
+    parse_fails("summary\n:true", "CUDALLOC_CONF: unknown key 'summary\\x0a': accepted: expandable_segments, "
+                                  "sync_free, max_reserved, report, nvtx_range, summary, trace_iterations, "
+                                  "tracking, oom_message");
+    parse_fails("a\nb", "CUDALLOC_CONF: 'a\\x0ab' is not key:value");
+    /* a huge value is cut, the message still ends with what is accepted */
+    char conf[3000] = "max_reserved:";
+    memset(conf + strlen(conf), '9', 2000);
+    strcat(conf, "x");
+    ca_config c;
+    ck_assert_int_eq(ca_config_parse(conf, &c, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "999...' for max_reserved: accepted: a size"));
+    ck_assert_ptr_null(strchr(err, '\n'));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("config");
+    TCase *tc = tcase_create("config");
+    tcase_add_test(tc, defaults_and_every_key);
+    tcase_add_test(tc, rejections_name_the_problem);
+    tcase_add_test(tc, control_bytes_in_values_are_escaped);
+    suite_add_tcase(s, tc);
+    return ca_check_run(s);
+}
