@@ -3,7 +3,7 @@
 # (Kept apart from the writers' rules there; objects join libcareports.a.)
 
 TRACKING_SRCS := reports/clock.c reports/stacks.c reports/period.c reports/leaks.c reports/oom.c \
-                 reports/tracker.c reports/fragmentation.c reports/symbolize.c reports/named_frames.c reports/report.c \
+                 reports/tracker.c reports/fragmentation.c reports/symbolize.c reports/named_frames.c reports/pyframes.c reports/report.c \
                  reports/report_txt.c reports/report_json.c reports/report_csv.c \
                  reports/report_pickle.c reports/report_html.c
 TRACKING_OBJS := $(TRACKING_SRCS:%.c=$(OBJ)/%.o)
