@@ -27,7 +27,10 @@ static __thread __attribute__((tls_model("initial-exec"))) unsigned tl_generatio
 static ca_stacks *stacks;
 
 static ca_tracker *make_tracker(ca_device *d) {
-    if (!stacks && !(stacks = ca_stacks_new(32))) return NULL;
+    if (!stacks) {
+        if (!(stacks = ca_stacks_new(32))) return NULL;
+        ca_stacks_set_python(stacks, ca_conf.python_frames);
+    }
     ca_tracker_options o;
     ca_tracker_options_default(&o);
     o.device = d->ordinal;

@@ -36,6 +36,15 @@ test-preload: $(LIBCUDALLOC) $(BIN)/cudalloc $(PRELOAD_TEST_BIN)/prog_runtime $(
 SYSTEM_TESTS += test-preload
 endif
 
+# Python programs under the preload (ctypes -> the simulated libcudart), with
+# each Python at hand: Python frames in call sites, iterations without marks.
+ifeq ($(HAVE_CUDA_HEADERS),1)
+.PHONY: test-python
+test-python: $(LIBCUDALLOC) $(BIN)/cudalloc $(SIM)/libcudart.so $(SIM)/libcuda.so
+	@bash tests/python/preload.sh $(BUILD)
+SYSTEM_TESTS += test-python
+endif
+
 ifeq ($(HAVE_CUDA_HEADERS),1)
 $(PRELOAD_TEST_BIN)/bench_preload: tests/preload/bench_preload.c $(LIBCA) $(SIM)/libcudart.so
 	@mkdir -p $(@D)
