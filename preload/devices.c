@@ -9,6 +9,7 @@
 #include "allocator/lock.h"
 #include "preload/preload.h"
 #include "reports/named_frames.h"
+#include "reports/pyframes.h"
 
 #define MAX_DEVICES 64
 
@@ -124,6 +125,7 @@ static void after_fork_in_child(void) {
     stacks = NULL;
     ca_report_after_fork();
     ca_named_frames_fork_child();
+    ca_py_fork_child();
     ca_lock_init(&devices_lock);
     generation++;
 }

@@ -204,10 +204,13 @@ unsigned ca_py_walk(ca_py_frame *out, unsigned max, uint64_t *hash) {
         n++;
     }
     if (n) out[n - 1].ends_call = 1;
+    /* Each frame's word is multiplied on its own (the products pipeline) and
+     * folded in with a rotation: the chain stays a cycle or two a frame. */
     uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
     for (unsigned i = 0; i < n; i++) {
-        h = mix(h, out[i].code);
-        h = mix(h, out[i].ident ^ ((uint64_t)(uint32_t)out[i].lasti << 1 | out[i].ends_call));
+        uint64_t w = out[i].code * 0xC2B2AE3D27D4EB4Full + out[i].ident + ((uint64_t)(uint32_t)out[i].lasti << 1 | out[i].ends_call);
+        uint64_t p = (w ^ (0x9E3779B97F4A7C15ull * (i + 1))) * 0xff51afd7ed558ccdull;
+        h = ((h << 7) | (h >> 57)) ^ p ^ (p >> 31);
     }
     *hash = h;
     return n;
@@ -350,33 +353,53 @@ void ca_py_classify(const uintptr_t *ips, unsigned n, uint8_t *kind) {
     pthread_mutex_unlock(&mu);
 }
 
+/* Native frames kept next to the call site when a stack is too long. */
+#define KEEP_INNER 8
+
 unsigned ca_py_interleave(const uintptr_t *c, const uint8_t *kind, unsigned nc, const uintptr_t *py_ips,
                           const uint8_t *ends_call, unsigned np, uintptr_t *out, unsigned max) {
+    enum { ROOM = 256 };
+    uintptr_t all[ROOM];
+    int first_py = -1;
+    if (nc > ROOM - CA_PY_MAX_FRAMES) nc = ROOM - CA_PY_MAX_FRAMES;
+    if (np > CA_PY_MAX_FRAMES) np = CA_PY_MAX_FRAMES;
     int last_eval = -1, first_internal = -1;
     for (unsigned i = 0; i < nc; i++) {
         if (kind[i] == CA_PY_EVAL) last_eval = (int)i;
         if (kind[i] != CA_PY_NATIVE && first_internal < 0) first_internal = (int)i;
     }
     unsigned n = 0, p = 0;
-#define PUT(x) (n < max ? (void)(out[n++] = (x)) : (void)0)
+#define PY(k) (first_py < 0 ? first_py = (int)n : 0, all[n++] = py_ips[k])
     for (unsigned i = 0; i < nc; i++) {
         if (kind[i] == CA_PY_EVAL) {
             while (p < np) { /* the frames of this call, up to the one that ends it */
-                PUT(py_ips[p]);
+                PY(p);
                 if (ends_call[p++]) break;
             }
             if ((int)i == last_eval)
-                while (p < np) PUT(py_ips[p++]);
+                while (p < np) PY(p++);
         } else if (kind[i] == CA_PY_INTERNAL) {
             if (last_eval < 0 && (int)i == first_internal)
-                while (p < np) PUT(py_ips[p++]);
+                while (p < np) PY(p++);
         } else {
-            PUT(c[i]);
+            all[n++] = c[i];
         }
     }
-    while (p < np) PUT(py_ips[p++]);
-#undef PUT
-    return n;
+    while (p < np) PY(p++);
+#undef PY
+    /* Too long: leave out native frames just above the first Python frame
+     * (the middle of a deep native stack, such as a framework's dispatch
+     * between its Python binding and the CUDA runtime), keeping the
+     * innermost ones; then, if need be, the outermost frames. */
+    unsigned drop = 0, at = first_py > KEEP_INNER ? (unsigned)first_py : 0;
+    if (n > max && at) {
+        drop = n - max;
+        if (drop > at - KEEP_INNER) drop = at - KEEP_INNER;
+    }
+    unsigned k = 0;
+    for (unsigned i = 0; i < n && k < max; i++)
+        if (i < at - drop || i >= at) out[k++] = all[i];
+    return k;
 }
 
 void ca_py_fork_child(void) { pthread_mutex_init(&mu, NULL); }

@@ -56,7 +56,9 @@ void ca_py_classify(const uintptr_t *ips, unsigned n, uint8_t *kind);
  * the Python frames of its call, other interpreter frames are dropped.
  * Python frames whose eval-loop frame was not recognized go after the last
  * one that was (or where the interpreter's frames start, or at the end).
- * Returns the frames written (at most max). */
+ * More than max frames: native frames just above the first Python frame are
+ * left out (the 8 innermost stay), then the outermost frames, so the Python
+ * frames survive a deep C++ stack. Returns the frames written (<= max). */
 unsigned ca_py_interleave(const uintptr_t *c, const uint8_t *kind, unsigned nc, const uintptr_t *py,
                           const uint8_t *ends_call, unsigned np, uintptr_t *out, unsigned max);
 

@@ -3,6 +3,7 @@
  * (walker.py) and what it costs (bench.py). It holds its own stack table and,
  * for the benchmark, an allocator on the count backend with a tracker. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,9 +64,11 @@ CA_EXPORT const char *pyprobe_python(void) {
 
 /* ---- benchmark: ns per tracked alloc+free pair at the caller's Python depth ---- */
 
+/* The thread's CPU time: the machines these run on are shared, and time
+ * spent descheduled is not the code's. */
 static double now_ns(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
@@ -120,4 +123,47 @@ CA_EXPORT void pyprobe_counts(unsigned long long *hits, unsigned long long *buil
     ca_stacks_python_counts(&h, &b);
     *hits = h;
     *builds = b;
+}
+
+static volatile uint64_t keep; /* what the timed loops computed: they must run */
+
+/* ns per ca_py_walk of the caller's frames (the hot path's Python part). */
+CA_EXPORT double pyprobe_walk_bench(long n) {
+    ca_py_frame f[CA_PY_MAX_FRAMES];
+    uint64_t h, sink = 0;
+    double t0 = now_ns();
+    for (long i = 0; i < n; i++) sink += ca_py_walk(f, CA_PY_MAX_FRAMES, &h) + h;
+    double ns = (now_ns() - t0) / (double)n;
+    keep = sink;
+    return ns;
+}
+
+/* For comparison, the same frames through CPython's public API (3.11+; the
+ * GIL must be held: call through ctypes.PyDLL): PyThreadState_GetFrame,
+ * PyFrame_GetBack, PyFrame_GetCode, PyFrame_GetLasti, each a new reference,
+ * frame objects made for frames that had none. ns per walk; -1 without the API. */
+CA_EXPORT double pyprobe_api_bench(long n) {
+    void *(*get_ts)(void) = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyThreadState_Get");
+    void *(*get_frame)(void *) = (void *(*)(void *))dlsym(RTLD_DEFAULT, "PyThreadState_GetFrame");
+    void *(*back)(void *) = (void *(*)(void *))dlsym(RTLD_DEFAULT, "PyFrame_GetBack");
+    void *(*code)(void *) = (void *(*)(void *))dlsym(RTLD_DEFAULT, "PyFrame_GetCode");
+    int (*lasti)(void *) = (int (*)(void *))dlsym(RTLD_DEFAULT, "PyFrame_GetLasti");
+    void (*decref)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "Py_DecRef");
+    if (!get_ts || !get_frame || !back || !code || !lasti || !decref) return -1;
+    uint64_t sink = 0;
+    double t0 = now_ns();
+    for (long i = 0; i < n; i++) {
+        void *f = get_frame(get_ts());
+        while (f) {
+            void *c = code(f);
+            sink += (uintptr_t)c + (unsigned)lasti(f);
+            decref(c);
+            void *b = back(f);
+            decref(f);
+            f = b;
+        }
+    }
+    double ns = (now_ns() - t0) / (double)n;
+    keep = sink;
+    return ns;
 }

@@ -15,7 +15,7 @@ enum { N = CA_PY_NATIVE, E = CA_PY_EVAL, I = CA_PY_INTERNAL };
 /* Native frames are 1..99, Python frames 100 and up. */
 static unsigned run(const uintptr_t *c, const uint8_t *kind, unsigned nc, const uint8_t *ends, unsigned np,
                     uintptr_t *out, unsigned max) {
-    uintptr_t py[16];
+    uintptr_t py[64];
     for (unsigned i = 0; i < np; i++) py[i] = 100 + i;
     return ca_py_interleave(c, kind, nc, py, ends, np, out, max);
 }
@@ -79,6 +79,33 @@ START_TEST(extra_eval_frames_and_limit) {
 }
 END_TEST
 
+/* A deep native stack under the Python frames (a framework's dispatch): its
+ * frames just above the Python ones make room, the 8 innermost stay. */
+START_TEST(deep_native_stack) {
+    uintptr_t c[80];
+    uint8_t k[80], ends[16] = {0};
+    for (unsigned i = 0; i < 80; i++) c[i] = 1 + i, k[i] = i < 70 ? N : i == 70 ? E : I;
+    c[79] = 99, k[79] = N; /* main, say */
+    ends[15] = 1;
+    uintptr_t out[64];
+    unsigned n = run(c, k, 80, ends, 16, out, 64);
+    ck_assert_uint_eq(n, 64);
+    /* 47 innermost native frames, the 16 Python frames, main */
+    for (unsigned i = 0; i < 47; i++) ck_assert_uint_eq(out[i], 1 + i);
+    for (unsigned i = 0; i < 16; i++) ck_assert_uint_eq(out[47 + i], 100 + i);
+    ck_assert_uint_eq(out[63], 99);
+    /* Python frames beyond room: 8 native stay, the outermost go. */
+    uintptr_t c2[40];
+    uint8_t k2[40], ends2[16] = {0};
+    for (unsigned i = 0; i < 40; i++) c2[i] = 1 + i, k2[i] = i < 39 ? N : E;
+    ends2[15] = 1;
+    n = run(c2, k2, 40, ends2, 16, out, 20);
+    ck_assert_uint_eq(n, 20);
+    for (unsigned i = 0; i < 8; i++) ck_assert_uint_eq(out[i], 1 + i);
+    for (unsigned i = 0; i < 12; i++) ck_assert_uint_eq(out[8 + i], 100 + i);
+}
+END_TEST
+
 /* A program without Python: no Python frames, stacks as before. */
 static __attribute__((noinline)) uint32_t capture_here(ca_stacks *s) {
     uint32_t r = ca_stacks_capture(s);
@@ -125,6 +152,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, unrecognized_eval_frame);
     tcase_add_test(tc, no_eval_frame);
     tcase_add_test(tc, extra_eval_frames_and_limit);
+    tcase_add_test(tc, deep_native_stack);
     tcase_add_test(tc, no_python_here);
     suite_add_tcase(s, tc);
     return s;
