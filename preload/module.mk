@@ -39,8 +39,11 @@ endif
 # Python programs under the preload (ctypes -> the simulated libcudart), with
 # each Python at hand: Python frames in call sites, iterations without marks.
 ifeq ($(HAVE_CUDA_HEADERS),1)
+$(PRELOAD_TEST_BIN)/embed_python: tests/python/embed.c $(SIM)/libcudart.so $(SIM)/libcuda.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -ldl
 .PHONY: test-python
-test-python: $(LIBCUDALLOC) $(BIN)/cudalloc $(SIM)/libcudart.so $(SIM)/libcuda.so
+test-python: $(LIBCUDALLOC) $(BIN)/cudalloc $(SIM)/libcudart.so $(SIM)/libcuda.so $(PRELOAD_TEST_BIN)/embed_python
 	@bash tests/python/preload.sh $(BUILD)
 SYSTEM_TESTS += test-python
 endif

@@ -88,6 +88,10 @@ static void look(void) {
         atomic_store_explicit(&state, ABSENT, memory_order_release);
         return;
     }
+    /* One more reference to its object: it can never be unloaded under the
+     * function pointers kept below (the handle is kept on purpose). */
+    Dl_info where;
+    if (dladdr((void *)get_version, &where) && where.dli_fname) (void)dlopen(where.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
     const char *v = get_version();
     unsigned major = 0, minor = 0;
     static char why[96];
@@ -139,9 +143,7 @@ refuse:
 }
 
 void ca_py_recheck(void) {
-    static _Atomic unsigned calls;
     if (atomic_load_explicit(&state, memory_order_acquire) != ABSENT) return;
-    if (atomic_fetch_add_explicit(&calls, 1, memory_order_relaxed) % 64) return; /* slow paths only, and not each */
     pthread_mutex_lock(&mu);
     if (atomic_load(&state) == ABSENT && loaded_count() != py.adds) look();
     pthread_mutex_unlock(&mu);
@@ -168,8 +170,8 @@ static inline uint64_t mix(uint64_t h, uint64_t v) {
 }
 
 unsigned ca_py_walk(ca_py_frame *out, unsigned max, uint64_t *hash) {
-    if (__builtin_expect(atomic_load_explicit(&state, memory_order_acquire) != FOUND, 1) && !ca_py_version(NULL))
-        return 0;
+    int st = atomic_load_explicit(&state, memory_order_acquire);
+    if (st != FOUND && !(st == LOOK && ca_py_version(NULL))) return 0;
     const ca_py_layout *L = py.L;
     if (!py.initialized()) return 0; /* not yet, or finalizing */
     const char *ts = py.thread_state();

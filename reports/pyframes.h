@@ -62,8 +62,10 @@ void ca_py_classify(const uintptr_t *ips, unsigned n, uint8_t *kind);
 unsigned ca_py_interleave(const uintptr_t *c, const uint8_t *kind, unsigned nc, const uintptr_t *py,
                           const uint8_t *ends_call, unsigned np, uintptr_t *out, unsigned max);
 
-/* Looks for the interpreter again if objects were loaded since the last look
- * (cheap when none were; called on slow paths). */
+/* While there is no Python: looks again if objects were loaded since (a
+ * program may dlopen one later). 15 ns when none were; stack capture calls
+ * it on each full native walk, which the first allocation from a newly
+ * loaded interpreter always makes (its native stack is new). */
 void ca_py_recheck(void);
 
 /* "3.11" when a supported interpreter was found, else NULL; why: the reason

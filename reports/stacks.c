@@ -441,7 +441,7 @@ __attribute__((noinline)) uint32_t ca_stacks_capture(ca_stacks *s) {
         }
     }
     tl_walks++;
-    if (s->python) ca_py_recheck(); /* a Python loaded since shows first as new stacks */
+    if (s->python) ca_py_recheck(); /* a Python loaded since shows first as a new native stack */
     unsigned max = s->max_frames + 16 < RAW_MAX ? s->max_frames + 16 : RAW_MAX;
     unsigned n = walk(raw, slots, max);
     site = intern_skipping(s, raw, n);

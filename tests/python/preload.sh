@@ -100,6 +100,16 @@ for py in "${supported[@]}"; do
     refuse "$v python_frames:false: no Python frames" "keep_metric"
     run "$v reports" "$py" --report "$tmp/r" --marks
     check_files "$v reports" "$py" "$tmp/r"
+    # Loaded late: a C program allocates, then dlopens this Python's library.
+    libpy=$("$py" -c 'import os, sysconfig as s; p = os.path.join(s.get_config_var("LIBDIR"), s.get_config_var("INSTSONAME") or ""); print(p if os.path.isfile(p) else "")')
+    if [ -n "$libpy" ]; then
+        out=$(PYTHONHOME=$("$py" -c 'import sys; print(sys.prefix)') "$build/bin/cudalloc" run --sim 1GiB -- \
+            "$build/tests/preload/embed_python" "$libpy" "$prog" 2>&1)
+        expect "$v loaded with dlopen: the leak named by its Python line" "since iteration 1: $want"
+        detected "$v loaded with dlopen"
+    else
+        echo "($v: no shared libpython: the dlopen case not run)"
+    fi
 done
 for py in "${unsupported[@]}"; do
     v=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
