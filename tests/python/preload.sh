@@ -111,6 +111,14 @@ for py in "${supported[@]}"; do
         echo "($v: no shared libpython: the dlopen case not run)"
     fi
 done
+# A library between the program and cudaMalloc (PyTorch's Python layers are
+# one): the leak is named by the program's line, not the library's.
+mkdir -p "$tmp/site-packages"
+printf 'import ctypes\ncudart = ctypes.CDLL("libcudart.so.13")\n\ndef malloc(pp, n):\n    return cudart.cudaMalloc(pp, ctypes.c_size_t(n))\n' \
+    >"$tmp/site-packages/devlib.py"
+run "library frames" "${supported[0]}" --marks --lib "$tmp/site-packages"
+expect "library frames: the program's line names the leak" "since iteration 1: $want"
+
 for py in "${unsupported[@]}"; do
     v=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
     run "$v (unsupported)" "$py" --marks

@@ -3,12 +3,13 @@ ctypes -> libcudart's cudaMalloc (the way PyTorch's tensors reach it), 40
 steps, each with a few activations freed at its end, and keep_metric keeping
 1 MiB per step for ever (a real leak).
 
-    train_loop.py [--marks] [--healthy] [--gil] [--thread]
+    train_loop.py [--marks] [--healthy] [--gil] [--thread] [--lib DIR]
 
 --marks: cudalloc_step() after each step (ctypes, from the preloaded library);
 --healthy: keep_metric frees what it took; --gil: the calls keep the GIL
 (ctypes.PyDLL; plain ctypes.CDLL releases it, as PyTorch's operators do);
---thread: the loop runs in another thread.
+--thread: the loop runs in another thread; --lib DIR: keep_metric allocates
+through devlib.malloc from DIR (a library, as PyTorch's Python layers are).
 """
 import ctypes
 import sys
@@ -20,11 +21,16 @@ cudart.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
 cudart.cudaFree.argtypes = [ctypes.c_void_p]
 MiB = 1 << 20
 metrics = []
+malloc = cudart.cudaMalloc
+if "--lib" in args:
+    sys.path.insert(0, sys.argv[sys.argv.index("--lib") + 1])
+    import devlib
+    malloc = devlib.malloc
 
 
 def keep_metric(step):
     p = ctypes.c_void_p()
-    assert cudart.cudaMalloc(ctypes.byref(p), MiB) == 0  # the leak: kept for ever
+    assert malloc(ctypes.byref(p), MiB) == 0  # the leak: kept for ever
     if "--healthy" in args:
         cudart.cudaFree(p)
     else:
