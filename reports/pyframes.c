@@ -172,7 +172,9 @@ static inline uint64_t mix(uint64_t h, uint64_t v) {
 unsigned ca_py_walk(ca_py_frame *out, unsigned max, uint64_t *hash) {
     int st = atomic_load_explicit(&state, memory_order_acquire);
     if (st != FOUND && !(st == LOOK && ca_py_version(NULL))) return 0;
-    const ca_py_layout *L = py.L;
+    /* A copy: the stores to out[] could alias the table's ints, and the
+     * offsets should stay in registers. */
+    const ca_py_layout lay = *py.L, *L = &lay;
     if (!py.initialized()) return 0; /* not yet, or finalizing */
     const char *ts = py.thread_state();
     if (!ts) return 0;
