@@ -4,7 +4,7 @@ count backend made from C at the bottom of a Python stack of a given depth
 operators reach cudaMalloc), untracked, tracked with native frames only, and
 tracked with Python frames; the same call site each time (a loop's steady
 state), timed on the thread's CPU clock. Also the Python walk alone, and the same walk through CPython's public
-frame API (GIL held), for comparison. Median of 7 alternating rounds.
+frame API (GIL held), for comparison. Median of 11 alternating rounds.
 
     python3 tests/python/bench.py build/tests/python/libpyprobe.so [pairs]
     (make bench-pyframes)
@@ -15,7 +15,7 @@ import sys
 import traceback
 
 probe = sys.argv[1]
-n = int(sys.argv[2]) if len(sys.argv) > 2 else 200000
+n = int(sys.argv[2]) if len(sys.argv) > 2 else 100000
 released, held = ctypes.CDLL(probe), ctypes.PyDLL(probe)
 for lib in (released, held):
     for fn in ("pyprobe_bench", "pyprobe_walk_bench", "pyprobe_api_bench"):
@@ -24,7 +24,7 @@ for lib in (released, held):
     lib.pyprobe_walk_bench.argtypes = [ctypes.c_long]
     lib.pyprobe_api_bench.argtypes = [ctypes.c_long]
 released.pyprobe_python.restype = ctypes.c_char_p
-ROUNDS = 7
+ROUNDS = 11
 
 
 def at_depth(depth, fn):
