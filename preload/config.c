@@ -28,6 +28,8 @@ static const struct option {
     {"trace_iterations", BOOL, offsetof(ca_config, trace_iterations),
      "iteration rows in PREFIX.csv; false: plain RMM CSV for RMM's own replay (default true)"},
     {"tracking", BOOL, offsetof(ca_config, tracking), "watch lifetimes and call sites for leak reports (default true)"},
+    {"python_frames", BOOL, offsetof(ca_config, python_frames),
+     "Python functions and lines in call sites when Python allocates (default true)"},
     {"oom_message", BOOL, offsetof(ca_config, oom_message), "print the OOM explanation on stderr (default true)"},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
@@ -86,7 +88,7 @@ static int set_option(ca_config *c, const char *key, const char *value, char *er
 }
 
 int ca_config_parse(const char *conf, ca_config *out, char *err, size_t errlen) {
-    ca_config c = {.expandable = true, .summary = true, .tracking = true, .trace_iterations = true, .oom_message = true, .nvtx_range = "step"};
+    ca_config c = {.expandable = true, .summary = true, .tracking = true, .python_frames = true, .trace_iterations = true, .oom_message = true, .nvtx_range = "step"};
     const char *report = getenv("CUDALLOC_REPORT");
     if (report && *report && set_option(&c, "report", report, err, errlen) != 0) return -1;
     char buf[4096];

@@ -10,6 +10,7 @@
 #include "preload/preload.h"
 #include "reports/named_frames.h"
 #include "reports/stacks.h"
+#include "reports/pyframes.h"
 
 #define MAX_DEVICES 64
 
@@ -28,7 +29,10 @@ static __thread __attribute__((tls_model("initial-exec"))) unsigned tl_generatio
 static ca_stacks *stacks;
 
 static ca_tracker *make_tracker(ca_device *d) {
-    if (!stacks && !(stacks = ca_stacks_new(32))) return NULL;
+    if (!stacks) {
+        if (!(stacks = ca_stacks_new(32))) return NULL;
+        ca_stacks_set_python(stacks, ca_conf.python_frames);
+    }
     ca_tracker_options o;
     ca_tracker_options_default(&o);
     o.device = d->ordinal;
@@ -213,6 +217,7 @@ static void after_fork_in_child(void) {
     ca_report_after_fork();
     ca_streams_after_fork();
     ca_named_frames_fork_child();
+    ca_py_fork_child();
     ca_lock_init(&devices_lock);
     generation++;
 }

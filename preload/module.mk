@@ -43,6 +43,18 @@ test-preload: $(LIBCUDALLOC) $(BIN)/cudalloc $(PRELOAD_TEST_BIN)/prog_runtime $(
 SYSTEM_TESTS += test-preload
 endif
 
+# Python programs under the preload (ctypes -> the simulated libcudart), with
+# each Python at hand: Python frames in call sites, iterations without marks.
+ifeq ($(HAVE_CUDA_HEADERS),1)
+$(PRELOAD_TEST_BIN)/embed_python: tests/python/embed.c $(SIM)/libcudart.so $(SIM)/libcuda.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -ldl
+.PHONY: test-python
+test-python: $(LIBCUDALLOC) $(BIN)/cudalloc $(SIM)/libcudart.so $(SIM)/libcuda.so $(PRELOAD_TEST_BIN)/embed_python
+	@bash tests/python/preload.sh $(BUILD)
+SYSTEM_TESTS += test-python
+endif
+
 ifeq ($(HAVE_CUDA_HEADERS),1)
 $(PRELOAD_TEST_BIN)/bench_preload: tests/preload/bench_preload.c $(LIBCA) $(SIM)/libcudart.so
 	@mkdir -p $(@D)

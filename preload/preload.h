@@ -81,6 +81,7 @@ typedef struct ca_config {
     char report[1024];    /* report path prefix; empty: none */
     bool summary;         /* the exit summary on stderr */
     bool tracking;        /* watch lifetimes, call sites and iterations (reports, leaks) */
+    bool python_frames;   /* Python frames in call sites (reports/pyframes.h) */
     bool trace_iterations; /* `iteration` rows in PREFIX.csv (our extension of RMM's format) */
     char nvtx_range[128]; /* the NVTX range that is one iteration */
     bool oom_message;     /* the OOM message on stderr */

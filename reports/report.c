@@ -9,7 +9,9 @@
 
 #include "reports/fileout.h"
 #include "reports/fmt.h"
+#include "reports/named_frames.h"
 #include "reports/oom.h"
+#include "reports/pyframes.h"
 #include "reports/report_internal.h"
 
 void ca_report_options_default(ca_report_options *o) {
@@ -47,6 +49,28 @@ size_t ca_report_frames(const ca_report_ctx *c, uint32_t site, const ca_frame **
     return k;
 }
 
+/* Python code that comes with Python or is installed into it (PyTorch's
+ * own Python layers, the standard library), as opposed to the program's. */
+static int library_file(const char *file) {
+    return strstr(file, "/site-packages/") || strstr(file, "/dist-packages/") || strstr(file, "/lib/python3.") ||
+           strstr(file, "/lib64/python3.") || !strncmp(file, "<frozen ", 8);
+}
+
+/* The frame a site is named after. With Python frames: the innermost one of
+ * the program's own code (what lies below it is the CUDA runtime, ctypes,
+ * PyTorch's C++ and Python layers), else the innermost Python frame. Without:
+ * the innermost frame. */
+static const ca_frame *label_frame(const ca_report_ctx *c, uint32_t site) {
+    const ca_frame *fr[CA_STACK_MAX_FRAMES], *first_python = NULL;
+    size_t n = ca_report_frames(c, site, fr, CA_STACK_MAX_FRAMES);
+    for (size_t i = 0; i < n; i++) {
+        if (!ca_ip_is_named(fr[i]->ip) || strcmp(fr[i]->module, CA_PY_MODULE)) continue;
+        if (!library_file(fr[i]->file)) return fr[i];
+        if (!first_python) first_python = fr[i];
+    }
+    return first_python ? first_python : n ? fr[0] : NULL;
+}
+
 void ca_report_site_label(const ca_report_ctx *c, uint32_t site, char *buf, size_t n) {
     if (c->snap.site_mode == CA_SITES_SIZE) {
         const uintptr_t *ips;
@@ -58,15 +82,13 @@ void ca_report_site_label(const ca_report_ctx *c, uint32_t site, char *buf, size
             snprintf(buf, n, "unknown call site");
         return;
     }
-    const ca_frame *f[1];
-    if (!ca_report_frames(c, site, f, 1)) {
+    const ca_frame *f = label_frame(c, site);
+    if (!f)
         snprintf(buf, n, "unknown call site");
-        return;
-    }
-    if (f[0]->line)
-        snprintf(buf, n, "%s (%s:%u)", f[0]->function, f[0]->file, f[0]->line);
+    else if (f->line)
+        snprintf(buf, n, "%s (%s:%u)", f->function, f->file, f->line);
     else
-        snprintf(buf, n, "%s (%s)", f[0]->function, f[0]->module);
+        snprintf(buf, n, "%s (%s)", f->function, f->module);
 }
 
 /* Adds the frames of a site to the symbol table. */

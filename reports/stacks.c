@@ -13,6 +13,8 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
+#include "reports/pyframes.h"
+
 /* ---- the table ---- */
 
 typedef struct srec {
@@ -35,6 +37,7 @@ typedef struct sindex {
 
 struct ca_stacks {
     unsigned max_frames;
+    int python;                            /* Python frames in stacks (default on) */
     uintptr_t skip_lo, skip_hi;
     uint64_t serial;
     pthread_mutex_t mu;                    /* inserts */
@@ -80,9 +83,8 @@ static void index_put(sindex *ix, uint64_t h, uint32_t id) {
     atomic_store_explicit(&ix->slot[i], id, memory_order_release);
 }
 
-uint32_t ca_stacks_intern(ca_stacks *s, const uintptr_t *ips, unsigned n) {
-    if (!s) return CA_SITE_NONE;
-    if (n > s->max_frames) n = s->max_frames;
+/* n <= CA_STACK_MAX_FRAMES */
+static uint32_t intern_n(ca_stacks *s, const uintptr_t *ips, unsigned n) {
     uint64_t h = hash_ips(ips, n);
     uint32_t id = find(s, atomic_load_explicit(&s->index, memory_order_acquire), h, ips, n);
     if (id) return id;
@@ -124,6 +126,11 @@ out:
     return id;
 }
 
+uint32_t ca_stacks_intern(ca_stacks *s, const uintptr_t *ips, unsigned n) {
+    if (!s) return CA_SITE_NONE;
+    return intern_n(s, ips, n > s->max_frames ? s->max_frames : n);
+}
+
 unsigned ca_stacks_get(const ca_stacks *s, uint32_t id, const uintptr_t **ips) {
     const srec *r = s && id && id <= atomic_load_explicit(&s->count, memory_order_acquire) ? rec_of(s, id) : NULL;
     if (ips) *ips = r ? r->ips : NULL;
@@ -138,7 +145,10 @@ size_t ca_stacks_memory(const ca_stacks *s) { return s ? s->bytes + sizeof *s : 
 
 void ca_stacks_fork_child(ca_stacks *s) {
     if (s) pthread_mutex_init(&s->mu, NULL);
+    ca_py_fork_child();
 }
+
+void ca_stacks_set_python(ca_stacks *s, int on) { s->python = on; }
 
 void ca_stacks_set_skip_range(ca_stacks *s, uintptr_t lo, uintptr_t hi) {
     s->skip_lo = lo;
@@ -181,6 +191,7 @@ ca_stacks *ca_stacks_new(unsigned max_frames) {
     ca_stacks *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->max_frames = max_frames;
+    s->python = 1;
     s->serial = next_serial();
     pthread_mutex_init(&s->mu, NULL);
     sindex *ix = index_new(256);
@@ -372,9 +383,82 @@ static uint32_t intern_skipping(ca_stacks *s, const uintptr_t *raw, unsigned n) 
     return ca_stacks_intern(s, raw + first, keep);
 }
 
+/* ---- Python frames ----
+ * One native stack holds many Python stacks (every Python line that calls
+ * into C runs the same C code), so a site is the pair. Each thread keeps a
+ * cache from (native site, hash of the Python frames) to the site; a miss
+ * walks the native stack in full (the native site may be cut short), names
+ * the Python frames and interleaves the two. */
+
+#define PY_SETS 512
+#define PY_WAYS 4
+typedef struct pentry {
+    uint64_t key;
+    uint32_t native, site; /* site 0: empty */
+} pentry;
+
+typedef struct pcache {
+    uint64_t serial; /* of the ca_stacks the entries belong to */
+    uint8_t next_way[PY_SETS];
+    pentry e[PY_SETS][PY_WAYS];
+} pcache;
+
+static TLS pcache *tl_py;
+static TLS int tl_py_failed;
+static TLS uint64_t tl_py_hits, tl_py_builds;
+static pthread_key_t py_key;
+static pthread_once_t py_once = PTHREAD_ONCE_INIT;
+
+static void py_key_init(void) { pthread_key_create(&py_key, cache_destroy); }
+
+void ca_stacks_python_counts(uint64_t *hits, uint64_t *builds) {
+    if (hits) *hits = tl_py_hits;
+    if (builds) *builds = tl_py_builds;
+}
+
+size_t ca_stacks_thread_python_bytes(void) { return sizeof(pcache); }
+
+static pcache *py_cache(const ca_stacks *s) {
+    pcache *pc = tl_py;
+    if (__builtin_expect(pc != NULL, 1)) {
+        if (pc->serial != s->serial) {
+            memset(pc->e, 0, sizeof pc->e);
+            pc->serial = s->serial;
+        }
+        return pc;
+    }
+    if (tl_py_failed || !(pc = calloc(1, sizeof *pc))) {
+        tl_py_failed = 1;
+        return NULL;
+    }
+    pc->serial = s->serial;
+    pthread_once(&py_once, py_key_init);
+    pthread_setspecific(py_key, pc);
+    return tl_py = pc;
+}
+
+/* The stack of native frames raw[0..n) (leading frames of our own object
+ * included) with the Python frames py[0..np) in place of the interpreter's;
+ * CA_SITE_NONE when a Python frame cannot be named. */
+static uint32_t intern_python(ca_stacks *s, const uintptr_t *raw, unsigned n, const ca_py_frame *py, unsigned np) {
+    unsigned first = 0;
+    while (first < n && raw[first] >= s->skip_lo && raw[first] < s->skip_hi) first++;
+    uintptr_t ips[CA_PY_MAX_FRAMES], out[CA_STACK_MAX_FRAMES];
+    uint8_t ends[CA_PY_MAX_FRAMES], kind[RAW_MAX];
+    for (unsigned i = 0; i < np; i++) {
+        if (!(ips[i] = ca_py_frame_ip(&py[i]))) return CA_SITE_NONE;
+        ends[i] = py[i].ends_call;
+    }
+    ca_py_classify(raw + first, n - first, kind);
+    unsigned k = ca_py_interleave(raw + first, kind, n - first, ips, ends, np, out, CA_STACK_MAX_FRAMES);
+    return intern_n(s, out, k);
+}
+
 __attribute__((noinline)) uint32_t ca_stacks_capture(ca_stacks *s) {
     if (!s) return CA_SITE_NONE;
     uintptr_t ref = (uintptr_t)__builtin_frame_address(0);
+    uintptr_t raw[RAW_MAX], slots[RAW_MAX];
+    uint32_t site = CA_SITE_NONE;
     tcache *tc = USE_CACHE ? thread_cache(s) : NULL;
     centry *slot_set = NULL;
     uint32_t depth = 0;
@@ -392,16 +476,17 @@ __attribute__((noinline)) uint32_t ca_stacks_capture(ca_stacks *s) {
             }
             if (h == e->hash) {
                 tl_hits++;
-                return e->site;
+                site = e->site;
+                goto python;
             }
         }
     }
     tl_walks++;
-    uintptr_t raw[RAW_MAX], slots[RAW_MAX];
+    if (s->python) ca_py_recheck(); /* a Python loaded since shows first as a new native stack */
     unsigned max = s->max_frames + 16 < RAW_MAX ? s->max_frames + 16 : RAW_MAX;
     unsigned n = walk(raw, slots, max);
-    uint32_t site = intern_skipping(s, raw, n);
-    if (!slot_set || !site || n > CACHE_FRAMES) return site;
+    site = intern_skipping(s, raw, n);
+    if (!slot_set || !site || n > CACHE_FRAMES) goto python;
     /* Cache it if every slot is on this stack, above the capture frame, in
      * order, at most 512 KiB apart (the steps are 16-bit words). */
     centry e = {.depth = depth, .site = site, .n = (uint16_t)n};
@@ -410,7 +495,7 @@ __attribute__((noinline)) uint32_t ca_stacks_capture(ca_stacks *s) {
     for (unsigned i = 0; i < n; i++) {
         if (!slots[i] || slots[i] <= prev || slots[i] + 8 > tc->hi || (slots[i] - prev) % 8 ||
             (slots[i] - prev) / 8 > UINT16_MAX)
-            return site;
+            goto python;
         e.step[i] = (uint16_t)((slots[i] - prev) / 8);
         prev = slots[i];
         h = mix(h, raw[i], i);
@@ -419,5 +504,25 @@ __attribute__((noinline)) uint32_t ca_stacks_capture(ca_stacks *s) {
     unsigned set = set_of(depth);
     unsigned w = tc->next_way[set]++ % CACHE_WAYS;
     tc->e[set][w] = e;
-    return site;
+
+python:
+    if (!s->python || !site) return site;
+    ca_py_frame py[CA_PY_MAX_FRAMES];
+    uint64_t ph;
+    unsigned np = ca_py_walk(py, CA_PY_MAX_FRAMES, &ph);
+    if (!np) return site;
+    pcache *pc = py_cache(s);
+    uint64_t key = ph ^ (uint64_t)site * 0xC2B2AE3D27D4EB4Full;
+    pentry *pset = pc ? pc->e[(key >> 40) & (PY_SETS - 1)] : NULL;
+    for (int w2 = 0; pset && w2 < PY_WAYS; w2++)
+        if (pset[w2].key == key && pset[w2].native == site && pset[w2].site) {
+            tl_py_hits++;
+            return pset[w2].site;
+        }
+    tl_py_builds++;
+    unsigned nr = walk(raw, slots, RAW_MAX);
+    uint32_t with = intern_python(s, raw, nr, py, np);
+    if (!with) return site;
+    if (pset) pset[pc->next_way[(key >> 40) & (PY_SETS - 1)]++ % PY_WAYS] = (pentry){key, site, with};
+    return with;
 }

@@ -15,7 +15,16 @@
  * Frames of cudalloc itself are left out: when this code lives in a shared
  * object (libcudalloc.so), leading frames inside that object are skipped at
  * capture. Linked statically into a program (tests, tools), nothing is
- * skipped at capture; reports drop leading ca_/cudalloc_ frames by name. */
+ * skipped at capture; reports drop leading ca_/cudalloc_ frames by name.
+ *
+ * Python. When the capturing thread runs Python code (reports/pyframes.h),
+ * its Python frames take the place of the interpreter's eval loop in the
+ * stack, and the interpreter's other frames (libpython, libffi, ctypes) are
+ * left out: cudaMalloc <- [libcudart] <- keep_metric (train.py:12) <- train
+ * (train.py:30) <- <module> (train.py:40). A site is then the pair (native
+ * stack, Python stack); such stacks keep up to CA_STACK_MAX_FRAMES frames.
+ * Each thread caches the pairs it has seen (32 KiB, made on its first Python
+ * capture), so a repeated one costs the Python walk and one lookup. */
 #ifndef CA_STACKS_H
 #define CA_STACKS_H
 #include <stddef.h>
@@ -52,6 +61,9 @@ size_t ca_stacks_memory(const ca_stacks *s);
  * before capturing starts; the default is described above. */
 void ca_stacks_set_skip_range(ca_stacks *s, uintptr_t lo, uintptr_t hi);
 
+/* Python frames in captured stacks (default 1); set before capturing starts. */
+void ca_stacks_set_python(ca_stacks *s, int on);
+
 /* In a fork child: the table's insert lock starts free again. */
 void ca_stacks_fork_child(ca_stacks *s);
 /* In a fork child: the per-thread capture caches of the threads that did not
@@ -66,5 +78,10 @@ void ca_stacks_thread_counts(uint64_t *hits, uint64_t *walks);
 
 /* Bytes of one thread's capture cache (allocated on its first capture). */
 size_t ca_stacks_thread_cache_bytes(void);
+
+/* The calling thread's captures with Python frames: answered by its cache,
+ * and built (native walk, naming, interleaving); and that cache's bytes. */
+void ca_stacks_python_counts(uint64_t *hits, uint64_t *builds);
+size_t ca_stacks_thread_python_bytes(void);
 
 #endif

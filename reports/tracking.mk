@@ -3,7 +3,7 @@
 # (Kept apart from the writers' rules there; objects join libcareports.a.)
 
 TRACKING_SRCS := reports/clock.c reports/stacks.c reports/period.c reports/leaks.c reports/oom.c \
-                 reports/tracker.c reports/fragmentation.c reports/symbolize.c reports/named_frames.c reports/report.c \
+                 reports/tracker.c reports/fragmentation.c reports/symbolize.c reports/named_frames.c reports/pyframes.c reports/report.c \
                  reports/report_txt.c reports/report_json.c reports/report_csv.c \
                  reports/report_pickle.c reports/report_html.c
 TRACKING_OBJS := $(TRACKING_SRCS:%.c=$(OBJ)/%.o)
@@ -58,3 +58,18 @@ BENCHES += bench-tracking
 
 # Tests find the tools of their own build tree (build/ or build/san/).
 $(OBJ)/tests/reports/tracking/%.o: ALL_CFLAGS += -DCA_BIN_DIR='"$(BIN)"'
+
+# Python frames (tests/python): a shared object Python loads with ctypes, for
+# the frame walker's tests against each Python at hand and its benchmark.
+PYPROBE := $(BUILD)/tests/python/libpyprobe.so
+$(PYPROBE): $(OBJ)/tests/python/pyprobe.o $(LIB)/libcareports.a $(LIBCA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -shared -o $@ $^ $(REPORTS_LDLIBS)
+
+.PHONY: test-pyframes bench-pyframes
+test-pyframes: $(PYPROBE)
+	@bash tests/python/walker.sh $(BUILD)
+SYSTEM_TESTS += test-pyframes
+bench-pyframes: $(PYPROBE)
+	@python3 tests/python/bench.py $(PYPROBE)
+BENCHES += bench-pyframes
