@@ -29,9 +29,12 @@ $(PRELOAD_TEST_BIN)/prog_driver: tests/preload/prog_driver.c $(SIM)/libcuda.so
 $(PRELOAD_TEST_BIN)/prog_nvtx: tests/preload/prog_nvtx.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -I$(CUDA_INC) -o $@ $< -ldl
+$(PRELOAD_TEST_BIN)/prog_loop: tests/preload/prog_loop.c $(SIM)/libcudart.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart
 .PHONY: test-preload
 test-preload: $(LIBCUDALLOC) $(BIN)/cudalloc $(PRELOAD_TEST_BIN)/prog_runtime $(PRELOAD_TEST_BIN)/prog_driver \
-              $(PRELOAD_TEST_BIN)/prog_nvtx
+              $(PRELOAD_TEST_BIN)/prog_nvtx $(PRELOAD_TEST_BIN)/prog_loop
 	@bash tests/preload/run.sh $(BUILD)
 SYSTEM_TESTS += test-preload
 endif
@@ -44,7 +47,7 @@ $(PRELOAD_TEST_BIN)/bench_latency: tests/preload/bench_latency.c $(SIM)/libcudar
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart
 ALL_TARGETS += $(PRELOAD_TEST_BIN)/bench_latency $(PRELOAD_TEST_BIN)/prog_runtime $(PRELOAD_TEST_BIN)/prog_driver \
-               $(PRELOAD_TEST_BIN)/prog_nvtx
+               $(PRELOAD_TEST_BIN)/prog_nvtx $(PRELOAD_TEST_BIN)/prog_loop
 .PHONY: bench-preload
 bench-preload: $(LIBCUDALLOC) $(PRELOAD_TEST_BIN)/bench_preload
 	@LD_LIBRARY_PATH=$(SIM) LD_PRELOAD=$(LIBCUDALLOC) CUDALLOC_CONF=summary:false $(PRELOAD_TEST_BIN)/bench_preload

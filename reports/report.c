@@ -89,10 +89,22 @@ void ca_report_finding_title(const ca_report_ctx *c, size_t i, char *buf, size_t
     *buf = 0;
     if (i >= c->n_findings) return;
     const ca_finding *f = &c->findings[i];
-    char label[512], root[512];
+    char label[1024], root[512];
     int by_size = c->snap.site_mode == CA_SITES_SIZE;
     ca_report_site_label(c, c->leaks[f->first].site, label, sizeof label);
     ca_report_finding_root(c, i, root, sizeof root);
+    if (!by_size && f->kind != CA_FINDING_TOGETHER) {
+        /* The allocating function is often a helper: name its caller too. */
+        const ca_frame *fr[2];
+        if (ca_report_frames(c, c->leaks[f->first].site, fr, 2) == 2) {
+            size_t len = strlen(label);
+            if (fr[1]->line)
+                snprintf(label + len, sizeof label - len, " called from %s (%s:%u)", fr[1]->function, fr[1]->file,
+                         fr[1]->line);
+            else
+                snprintf(label + len, sizeof label - len, " called from %s (%s)", fr[1]->function, fr[1]->module);
+        }
+    }
     switch (f->kind) {
     case CA_FINDING_BUFFER:
         snprintf(buf, n, "a buffer (%s%s) is made again larger every iteration", by_size ? "" : "from ", label);

@@ -154,6 +154,7 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f) {
                    "repeating loop to detect).\n");
     else if (!c->n_leak_findings)
         fprintf(f, "None: no call site piled up allocations across iterations after warm-up (%u).\n", s->warmup);
+    for (size_t i = 0; i < c->n_leak_findings; i++) finding(c, f, i);
     if (c->n_findings > c->n_leak_findings)
         fprintf(f, "%s growth below is slow: under %.1f%% of the working set (%s) per iteration%s. Notes, not "
                    "leaks.\n",
@@ -161,7 +162,7 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f) {
                 ca_report_bytes((double)c->working_set, b1, sizeof b1),
                 c->have_headroom ? ", and the device would not be full within " CA_STR(CA_NOTE_DEVICE_ITERATIONS_INT)
                                    " iterations" : "");
-    for (size_t i = 0; i < c->n_findings; i++) finding(c, f, i);
+    for (size_t i = c->n_leak_findings; i < c->n_findings; i++) finding(c, f, i);
     if (c->n_leak_findings > 1 && c->leak_oom_iteration >= 0)
         fprintf(f, "\nAll leaks together (+%s per iteration): the device runs out at iteration %" PRId64 ".\n",
                 ca_report_bytes(c->leak_rate, b1, sizeof b1), c->leak_oom_iteration);
