@@ -36,9 +36,12 @@ $(PRELOAD_TEST_BIN)/test_config: $(OBJ)/tests/preload/test_config.o $(OBJ)/prelo
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK)
 UNIT_TESTS += $(PRELOAD_TEST_BIN)/test_config
+$(PRELOAD_TEST_BIN)/prog_loop: tests/preload/prog_loop.c $(SIM)/libcudart.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart
 .PHONY: test-preload
 test-preload: $(LIBCUDALLOC) $(BIN)/cudalloc $(PRELOAD_TEST_BIN)/prog_runtime $(PRELOAD_TEST_BIN)/prog_driver \
-              $(PRELOAD_TEST_BIN)/prog_nvtx
+              $(PRELOAD_TEST_BIN)/prog_nvtx $(PRELOAD_TEST_BIN)/prog_loop
 	@bash tests/preload/run.sh $(BUILD)
 SYSTEM_TESTS += test-preload
 endif
@@ -63,7 +66,7 @@ $(PRELOAD_TEST_BIN)/bench_latency: tests/preload/bench_latency.c $(SIM)/libcudar
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart
 ALL_TARGETS += $(PRELOAD_TEST_BIN)/bench_latency $(PRELOAD_TEST_BIN)/prog_runtime $(PRELOAD_TEST_BIN)/prog_driver \
-               $(PRELOAD_TEST_BIN)/prog_nvtx
+               $(PRELOAD_TEST_BIN)/prog_nvtx $(PRELOAD_TEST_BIN)/prog_loop
 .PHONY: bench-preload
 bench-preload: $(LIBCUDALLOC) $(PRELOAD_TEST_BIN)/bench_preload
 	@LD_LIBRARY_PATH=$(SIM) LD_PRELOAD=$(LIBCUDALLOC) CUDALLOC_CONF=summary:false $(PRELOAD_TEST_BIN)/bench_preload

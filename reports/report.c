@@ -14,6 +14,12 @@
 #include "reports/pyframes.h"
 #include "reports/report_internal.h"
 
+/* No loop and fewer allocations than this: one line, nothing to judge. */
+#define CA_SMALL_PROGRAM_ALLOCS 1000
+/* A caching allocator on top asks for few segments: past this many
+ * allocations the pattern is not looked for. */
+#define CA_CACHING_MAX_ALLOCS 4096
+
 void ca_report_options_default(ca_report_options *o) {
     memset(o, 0, sizeof *o);
     o->formats = CA_REPORT_ALL;
@@ -91,6 +97,55 @@ void ca_report_site_label(const ca_report_ctx *c, uint32_t site, char *buf, size
         snprintf(buf, n, "%s (%s)", f->function, f->module);
 }
 
+void ca_report_finding_root(const ca_report_ctx *c, size_t i, char *buf, size_t n) {
+    *buf = 0;
+    if (i >= c->n_findings || !c->findings[i].has_root) return;
+    uintptr_t ip = c->findings[i].root_ip;
+    const ca_frame *f = c->sym ? ca_symtab_get(c->sym, ip) : NULL;
+    if (!f) snprintf(buf, n, "0x%llx", (unsigned long long)ip);
+    else if (f->line) snprintf(buf, n, "%s (%s:%u)", f->function, f->file, f->line);
+    else snprintf(buf, n, "%s (%s)", f->function, f->module);
+}
+
+void ca_report_finding_title(const ca_report_ctx *c, size_t i, char *buf, size_t n) {
+    *buf = 0;
+    if (i >= c->n_findings) return;
+    const ca_finding *f = &c->findings[i];
+    char label[1024], root[512];
+    int by_size = c->snap.site_mode == CA_SITES_SIZE;
+    ca_report_site_label(c, c->leaks[f->first].site, label, sizeof label);
+    ca_report_finding_root(c, i, root, sizeof root);
+    if (!by_size && f->kind != CA_FINDING_TOGETHER) {
+        /* The allocating function is often a helper: name its caller too. */
+        const ca_frame *fr[2];
+        if (ca_report_frames(c, c->leaks[f->first].site, fr, 2) == 2) {
+            size_t len = strlen(label);
+            if (fr[1]->line)
+                snprintf(label + len, sizeof label - len, " called from %s (%s:%u)", fr[1]->function, fr[1]->file,
+                         fr[1]->line);
+            else
+                snprintf(label + len, sizeof label - len, " called from %s (%s)", fr[1]->function, fr[1]->module);
+        }
+    }
+    switch (f->kind) {
+    case CA_FINDING_BUFFER:
+        snprintf(buf, n, "a buffer (%s%s) is made again larger every iteration", by_size ? "" : "from ", label);
+        break;
+    case CA_FINDING_SITE:
+        snprintf(buf, n, "%s%s are kept", by_size ? "" : "allocations from ", label);
+        break;
+    case CA_FINDING_TOGETHER:
+        if (*root && f->retained_graph)
+            snprintf(buf, n, "a forward pass run under %s is kept alive (%zu call sites)", root, f->n_sites);
+        else if (*root)
+            snprintf(buf, n, "%zu call sites under %s keep allocations", f->n_sites, root);
+        else
+            snprintf(buf, n, "%zu %s grow together%s", f->n_sites, by_size ? "allocation sizes" : "call sites",
+                     f->retained_graph ? " (a retained graph?)" : "");
+        break;
+    }
+}
+
 /* Adds the frames of a site to the symbol table. */
 static void want_site(ca_report_ctx *c, uint32_t site) {
     const uintptr_t *ips;
@@ -109,17 +164,29 @@ static void decide_verdict(ca_report_ctx *c) {
                  (unsigned long long)s->n_ooms_total, s->n_ooms_total == 1 ? "" : "s", r->iteration,
                  ca_report_bytes((double)r->requested, b1, sizeof b1),
                  r->have_info ? ca_oom_verdict_text(r->verdict) : "no allocator figures were given");
-    } else if (c->n_leaks) {
+    } else if (c->n_leak_findings) {
         c->verdict = CA_VERDICT_LEAK;
-        char when[96] = "";
+        const ca_finding *f = &c->findings[0];
+        char title[1024], more[128] = "", when[96] = "";
+        ca_report_finding_title(c, 0, title, sizeof title);
+        if (c->n_leak_findings > 1)
+            snprintf(more, sizeof more, " (%zu more finding%s: +%s every iteration in all)", c->n_leak_findings - 1,
+                     c->n_leak_findings == 2 ? "" : "s", ca_report_bytes(c->leak_rate, b3, sizeof b3));
         if (c->leak_oom_iteration >= 0)
             snprintf(when, sizeof when, "; at this rate the device runs out at iteration %lld",
                      (long long)c->leak_oom_iteration);
+        uint64_t held = s->n_bounds ? s->bounds[s->n_bounds - 1].allocated : s->allocated;
+        snprintf(c->verdict_line, sizeof c->verdict_line, "LEAK: %s: +%s every iteration%s; held at the last boundary %s%s.",
+                 title, ca_report_bytes(f->bytes_per_iteration, b1, sizeof b1), more,
+                 ca_report_bytes((double)held, b2, sizeof b2), when);
+    } else if (c->small_program) {
+        c->verdict = CA_VERDICT_NO_ITERATIONS;
         snprintf(c->verdict_line, sizeof c->verdict_line,
-                 "LEAK: %zu call site%s keep%s %s more every iteration (live now: %s)%s.", c->n_leaks,
-                 c->n_leaks == 1 ? "" : "s", c->n_leaks == 1 ? "s" : "",
-                 ca_report_bytes(c->leak_rate, b1, sizeof b1), ca_report_bytes((double)s->allocated, b2, sizeof b2),
-                 when);
+                 "NO ITERATIONS: a short program: %llu allocation%s (%llu freed, %zu live), peak allocated %s, "
+                 "peak reserved %s; no loop, so no leak to judge.",
+                 (unsigned long long)s->n_allocs, s->n_allocs == 1 ? "" : "s", (unsigned long long)s->n_frees,
+                 s->n_live, ca_report_bytes((double)s->peak_allocated, b1, sizeof b1),
+                 ca_report_bytes((double)s->peak_reserved, b2, sizeof b2));
     } else if (!s->iteration) {
         c->verdict = CA_VERDICT_NO_ITERATIONS;
         snprintf(c->verdict_line, sizeof c->verdict_line,
@@ -142,6 +209,45 @@ static void decide_verdict(ca_report_ctx *c) {
                  ca_report_bytes((double)s->peak_reserved, b2, sizeof b2), c->frag.fragmentation * 100,
                  ca_report_bytes((double)c->frag.cached_free, b3, sizeof b3));
     }
+    if (c->verdict != CA_VERDICT_LEAK && c->n_findings > c->n_leak_findings) {
+        /* Slow growth: said, never the verdict. */
+        double rate = 0;
+        for (size_t i = c->n_leak_findings; i < c->n_findings; i++) rate += c->findings[i].bytes_per_iteration;
+        size_t len = strlen(c->verdict_line);
+        snprintf(c->verdict_line + len, sizeof c->verdict_line - len,
+                 " Note: slow growth of +%s per iteration, negligible (under %.1f%% of the working set per "
+                 "iteration; see the report).",
+                 ca_report_bytes(rate, b1, sizeof b1), 100.0 / CA_NOTE_WORKING_SETS);
+    }
+}
+
+/* PyTorch's caching allocator under the preload: it asks for segments (2
+ * MiB for small tensors, 20 MiB for medium ones, larger requests rounded up
+ * to 2 MiB from 10 MiB on) and keeps them. */
+#define SEG_UNIT ((uint64_t)2 << 20)
+static int segment_sized(uint64_t b) {
+    return b && b % SEG_UNIT == 0 && (b == SEG_UNIT || b == 10 * SEG_UNIT || b >= 5 * SEG_UNIT);
+}
+
+static void detect_caching(ca_report_ctx *c) {
+    const ca_track_snap *s = &c->snap;
+    c->caching_warning[0] = 0;
+    /* Few allocations, almost none freed, nearly all live ones segment-sized,
+     * at least one of the two fixed segment sizes. */
+    if (s->n_allocs > CA_CACHING_MAX_ALLOCS || s->n_live < 2 || s->n_frees * 10 > s->n_allocs) return;
+    size_t seg = 0, fixed = 0;
+    for (size_t i = 0; i < s->n_live; i++) {
+        uint64_t r = s->live[i].requested;
+        seg += segment_sized(r);
+        fixed += r == SEG_UNIT || r == 10 * SEG_UNIT;
+    }
+    if (!fixed || seg * 10 < s->n_live * 9) return;
+    snprintf(c->caching_warning, sizeof c->caching_warning,
+             "these allocations look like a caching allocator's segments (%llu allocations, %zu of the %zu live "
+             "ones 2 MiB, 20 MiB or larger multiples of 2 MiB, %llu freed): cudalloc sees the cache, not the "
+             "tensors in it. For PyTorch set PYTORCH_NO_CUDA_MEMORY_CACHING=1 (cudalloc run does for Python "
+             "programs) or use cudalloc as its pluggable allocator.",
+             (unsigned long long)s->n_allocs, seg, s->n_live, (unsigned long long)s->n_frees);
 }
 
 int ca_report_ctx_init(ca_report_ctx *c, ca_tracker *t, ca_allocator *a, const ca_report_options *o,
@@ -162,8 +268,15 @@ int ca_report_ctx_init(ca_report_ctx *c, ca_tracker *t, ca_allocator *a, const c
         c->have_headroom = 1;
         c->headroom = ca_leak_headroom(&c->snap, c->frag.device_free + c->frag.cached_free);
     }
-    c->n_leaks = ca_leaks_find(&c->snap, c->have_headroom, c->headroom, &c->leaks);
-    for (size_t i = 0; i < c->n_leaks; i++) c->leak_rate += c->leaks[i].bytes_per_iteration;
+    c->n_growing = ca_leaks_find(&c->snap, c->have_headroom, c->headroom, &c->leaks);
+    c->n_findings = ca_findings_find(&c->snap, c->leaks, c->n_growing, c->have_headroom, c->headroom,
+                                     &c->findings, &c->n_leaks);
+    if (c->n_growing && !c->n_findings) c->n_leaks = c->n_growing; /* out of memory grouping: sites as they are */
+    while (c->n_leak_findings < c->n_findings && !c->findings[c->n_leak_findings].note) c->n_leak_findings++;
+    c->working_set = ca_leak_working_set(&c->snap);
+    for (size_t i = 0; i < c->n_leak_findings; i++) c->leak_rate += c->findings[i].bytes_per_iteration;
+    c->small_program = !c->snap.iteration && !c->snap.n_ooms && c->snap.n_allocs < CA_SMALL_PROGRAM_ALLOCS;
+    detect_caching(c);
     c->leak_oom_iteration = c->have_headroom && c->snap.iteration
                                 ? ca_leak_projection(c->snap.iteration - 1, c->headroom, c->leak_rate)
                                 : -1;
@@ -173,7 +286,7 @@ int ca_report_ctx_init(ca_report_ctx *c, ca_tracker *t, ca_allocator *a, const c
          * OOMs (sites with no allocation of their own) always. */
         if (full)
             for (size_t i = 0; i < c->snap.n_sites; i++) want_site(c, c->snap.sites[i].site);
-        for (size_t i = 0; i < c->n_leaks; i++) want_site(c, c->leaks[i].site);
+        for (size_t i = 0; i < c->n_growing; i++) want_site(c, c->leaks[i].site);
         for (size_t i = 0; i < c->snap.n_ooms; i++) {
             want_site(c, c->snap.ooms[i].site);
             for (uint32_t k = 0; k < c->snap.ooms[i].n_top; k++) want_site(c, c->snap.ooms[i].top_site[k]);
@@ -191,6 +304,7 @@ void ca_report_ctx_free(ca_report_ctx *c) {
     ca_track_snap_free(&c->snap);
     ca_frag_free(&c->frag);
     free(c->leaks);
+    free(c->findings);
     ca_symtab_free(c->sym);
     memset(c, 0, sizeof *c);
 }
@@ -287,19 +401,36 @@ void ca_report_summary(ca_tracker *t, ca_allocator *a, FILE *f) {
         return;
     }
     const ca_track_snap *s = &c.snap;
-    char b1[32], b2[32], b3[32], label[512];
+    char b1[32], b2[32], b3[32], label[1024];
     fprintf(f, "cudalloc: %s\n", c.verdict_line);
+    if (c.small_program) {
+        if (*c.caching_warning) fprintf(f, "cudalloc: warning: %s\n", c.caching_warning);
+        ca_report_ctx_free(&c);
+        return;
+    }
     fprintf(f, "cudalloc: %u iterations (%s); peak allocated %s, peak reserved %s; %llu allocations\n",
             s->iteration, ca_iter_source_name(s->source), ca_report_bytes((double)s->peak_allocated, b1, sizeof b1),
             ca_report_bytes((double)s->peak_reserved, b2, sizeof b2), (unsigned long long)s->n_allocs);
-    for (size_t i = 0; i < c.n_leaks && i < 3; i++) {
-        const ca_leak *l = &c.leaks[i];
-        ca_report_site_label(&c, l->site, label, sizeof label);
-        fprintf(f, "cudalloc:   leak %zu: +%s/iteration (%.1f allocations) since iteration %u: %s\n", i + 1,
-                ca_report_bytes(l->bytes_per_iteration, b1, sizeof b1), l->count_per_iteration, l->growth_since,
-                label);
+    for (size_t i = 0; i < c.n_leak_findings && i < 3; i++) {
+        const ca_finding *fd = &c.findings[i];
+        ca_report_finding_title(&c, i, label, sizeof label);
+        fprintf(f, "cudalloc:   leak %zu: +%s/iteration since iteration %u: %s\n", i + 1,
+                ca_report_bytes(fd->bytes_per_iteration, b1, sizeof b1), fd->growth_since, label);
+        if (fd->n_sites > 1) {
+            const ca_leak *l = &c.leaks[fd->first];
+            ca_report_site_label(&c, l->site, label, sizeof label);
+            fprintf(f, "cudalloc:     the largest of its %zu sites: +%s/iteration: %s\n", fd->n_sites,
+                    ca_report_bytes(l->bytes_per_iteration, b1, sizeof b1), label);
+        }
     }
-    if (c.n_leaks > 3) fprintf(f, "cudalloc:   ... and %zu more leaking call sites\n", c.n_leaks - 3);
+    if (c.n_leak_findings > 3) fprintf(f, "cudalloc:   ... and %zu more leaks\n", c.n_leak_findings - 3);
+    if (c.n_findings > c.n_leak_findings) {
+        const ca_finding *fd = &c.findings[c.n_leak_findings];
+        ca_report_finding_title(&c, c.n_leak_findings, label, sizeof label);
+        fprintf(f, "cudalloc:   note: slow growth, not a leak: +%s/iteration (%.4f%% of the working set): %s%s\n",
+                ca_report_bytes(fd->bytes_per_iteration, b1, sizeof b1), fd->working_set_share * 100, label,
+                c.n_findings - c.n_leak_findings > 1 ? "; and more in the report" : "");
+    }
     for (size_t i = 0; i < s->n_ooms && i < 3; i++) {
         const ca_oom_record *r = &s->ooms[s->n_ooms - 1 - i];
         fprintf(f, "cudalloc:   OOM at iteration %u asking %s: %s\n", r->iteration,
@@ -310,5 +441,6 @@ void ca_report_summary(ca_tracker *t, ca_allocator *a, FILE *f) {
             ca_report_bytes((double)c.frag.reserved, b1, sizeof b1), ca_report_bytes((double)c.frag.allocated, b2, sizeof b2),
             ca_report_bytes((double)c.frag.cached_free, b3, sizeof b3),
             ca_report_bytes((double)c.frag.largest_free, label, sizeof label), c.frag.fragmentation * 100);
+    if (*c.caching_warning) fprintf(f, "cudalloc: warning: %s\n", c.caching_warning);
     ca_report_ctx_free(&c);
 }

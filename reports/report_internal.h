@@ -23,15 +23,33 @@ typedef struct ca_report_ctx {
     int have_stats;
     ca_stats stats;
     ca_frag frag;
+    /* Growing sites, grouped into findings (reports/leaks.h): leaks[0 ..
+     * n_leaks) are the sites of the leak findings, leaks[n_leaks ..
+     * n_growing) those of the notes (slow growth, not a leak). Each finding
+     * names its sites as the range leaks[first .. first + n_sites). */
     ca_leak *leaks;
-    size_t n_leaks;
+    size_t n_leaks, n_growing;
+    /* One per cause, to show once each: findings[0 .. n_leak_findings) are
+     * leaks (most bytes per iteration first), the rest up to n_findings are
+     * notes. findings[i].advice is what to do; ca_report_finding_title()
+     * says what it is, ca_report_finding_root() where. */
+    ca_finding *findings;
+    size_t n_findings, n_leak_findings;
+    uint64_t working_set;        /* what the note rule compares growth with */
     int have_headroom;
     uint64_t headroom;           /* device free + cached: room for growth */
-    double leak_rate;            /* all leaks together, bytes per iteration */
+    double leak_rate;            /* all leaks together (not notes), bytes per iteration */
     int64_t leak_oom_iteration;  /* all leaks together; -1 unknown */
+    /* Allocations that look like a caching allocator's segments (few, all
+     * multiples of 2 MiB, almost none freed): cudalloc sees the cache, not
+     * the tensors. The warning text, or "" when not seen. */
+    char caching_warning[384];
+    /* A program with a handful of allocations and no loop: nothing to judge,
+     * one line says so. */
+    int small_program;
     ca_symtab *sym;
     ca_verdict verdict;
-    char verdict_line[512];      /* the first line of the text report */
+    char verdict_line[1024];      /* the first line of the text report */
 } ca_report_ctx;
 
 /* full: symbolize every site (the snapshot needs them all), not only the
@@ -46,6 +64,14 @@ size_t ca_report_frames(const ca_report_ctx *c, uint32_t site, const ca_frame **
 /* "function (file:line)" of the first frame, or "allocations of 4.00 MiB"
  * (sites by size), or "unknown call site". */
 void ca_report_site_label(const ca_report_ctx *c, uint32_t site, char *buf, size_t n);
+/* What finding i is, for a heading or the verdict: "a forward pass run
+ * under evaluate (train.c:99) is kept alive (20 call sites)", "allocations
+ * from op_matmul (ops.c:101) are kept", "7 allocation sizes grow together
+ * (a retained graph?)". */
+void ca_report_finding_title(const ca_report_ctx *c, size_t i, char *buf, size_t n);
+/* Its root frame as "function (file:line)"; "" when it has none (one site:
+ * the site's label says where; no stacks). */
+void ca_report_finding_root(const ca_report_ctx *c, size_t i, char *buf, size_t n);
 /* Seconds (or event numbers, offline) since the tracker started. */
 double ca_report_time(const ca_report_ctx *c, uint64_t ticks);
 

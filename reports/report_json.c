@@ -158,25 +158,84 @@ int ca_report_json(const ca_report_ctx *c, FILE *f) {
 
     ca_json_key(j, "leaks");
     ca_json_arr_begin(j);
-    for (size_t i = 0; i < c->n_leaks; i++) {
-        const ca_leak *l = &c->leaks[i];
-        ca_json_obj_begin(j);
-        ca_json_kv_str(j, "kind", l->growing_buffer ? "growing_buffer" : "accumulating");
-        ca_json_kv_double(j, "bytes_per_iteration", l->bytes_per_iteration);
-        ca_json_kv_double(j, "count_per_iteration", l->count_per_iteration);
-        ca_json_kv_uint(j, "first_iteration", l->first_iteration);
-        ca_json_kv_uint(j, "growth_since_iteration", l->growth_since);
-        ca_json_kv_uint(j, "live_bytes", l->live_bytes);
-        ca_json_kv_uint(j, "live_count", l->live_count);
-        ca_json_kv_uint(j, "leaked_bytes", l->leaked_bytes);
-        kv_opt_int(j, "projected_oom_iteration", l->projected_oom_iteration >= 0, l->projected_oom_iteration);
-        frames(c, j, l->site);
-        ca_json_kv_str(j, "advice", ca_leak_advice(c->leaks, c->n_leaks, i));
-        ca_json_obj_end(j);
+    for (size_t k = 0; k < c->n_findings && k < c->n_leak_findings; k++) {
+        const ca_finding *fd = &c->findings[k];
+        for (size_t i = fd->first; i < fd->first + fd->n_sites; i++) {
+            const ca_leak *l = &c->leaks[i];
+            ca_json_obj_begin(j);
+            ca_json_kv_str(j, "kind", l->growing_buffer ? "growing_buffer" : "accumulating");
+            ca_json_kv_double(j, "bytes_per_iteration", l->bytes_per_iteration);
+            ca_json_kv_double(j, "count_per_iteration", l->count_per_iteration);
+            ca_json_kv_uint(j, "first_iteration", l->first_iteration);
+            ca_json_kv_uint(j, "growth_since_iteration", l->growth_since);
+            ca_json_kv_uint(j, "live_bytes", l->live_bytes);
+            ca_json_kv_uint(j, "live_count", l->live_count);
+            ca_json_kv_uint(j, "leaked_bytes", l->leaked_bytes);
+            kv_opt_int(j, "projected_oom_iteration", l->projected_oom_iteration >= 0, l->projected_oom_iteration);
+            frames(c, j, l->site);
+            ca_json_kv_str(j, "advice", fd->advice);
+            ca_json_kv_uint(j, "finding", k);
+            ca_json_obj_end(j);
+        }
     }
     ca_json_arr_end(j);
     ca_json_kv_double(j, "leak_bytes_per_iteration", c->leak_rate);
     kv_opt_int(j, "leak_projected_oom_iteration", c->leak_oom_iteration >= 0, c->leak_oom_iteration);
+    ca_json_kv_uint(j, "working_set_bytes", c->working_set);
+
+    static const char *const kinds[] = {"site", "together", "buffer"};
+    ca_json_key(j, "findings");
+    ca_json_arr_begin(j);
+    for (size_t k = 0; k < c->n_findings; k++) {
+        const ca_finding *fd = &c->findings[k];
+        char text[1024];
+        ca_json_obj_begin(j);
+        ca_json_kv_str(j, "severity", fd->note ? "note" : "leak");
+        ca_json_kv_str(j, "kind", kinds[fd->kind]);
+        ca_json_kv_bool(j, "retained_graph", fd->retained_graph);
+        ca_report_finding_title(c, k, text, sizeof text);
+        ca_json_kv_str(j, "title", text);
+        ca_json_key(j, "root");
+        if (fd->has_root) {
+            ca_report_finding_root(c, k, text, sizeof text);
+            ca_json_str(j, text);
+        } else {
+            ca_json_null(j);
+        }
+        ca_json_kv_double(j, "bytes_per_iteration", fd->bytes_per_iteration);
+        ca_json_kv_double(j, "count_per_iteration", fd->count_per_iteration);
+        ca_json_kv_uint(j, "growth_since_iteration", fd->growth_since);
+        ca_json_kv_uint(j, "first_iteration", fd->first_iteration);
+        ca_json_kv_uint(j, "live_bytes", fd->live_bytes);
+        ca_json_kv_uint(j, "live_count", fd->live_count);
+        ca_json_kv_uint(j, "leaked_bytes", fd->leaked_bytes);
+        ca_json_kv_double(j, "working_set_share", fd->working_set_share);
+        kv_opt_int(j, "projected_oom_iteration", fd->projected_oom_iteration >= 0, fd->projected_oom_iteration);
+        ca_json_key(j, "iterations_to_fill");
+        if (fd->iterations_to_fill >= 0) ca_json_double(j, fd->iterations_to_fill);
+        else ca_json_null(j);
+        ca_json_kv_str(j, "advice", fd->advice);
+        ca_json_key(j, "sites");
+        ca_json_arr_begin(j);
+        for (size_t i = fd->first; i < fd->first + fd->n_sites; i++) {
+            const ca_leak *l = &c->leaks[i];
+            ca_json_obj_begin(j);
+            ca_json_kv_str(j, "kind", l->growing_buffer ? "growing_buffer" : "accumulating");
+            ca_json_kv_double(j, "bytes_per_iteration", l->bytes_per_iteration);
+            ca_json_kv_double(j, "count_per_iteration", l->count_per_iteration);
+            ca_json_kv_uint(j, "live_bytes", l->live_bytes);
+            ca_json_kv_uint(j, "live_count", l->live_count);
+            frames(c, j, l->site);
+            ca_json_obj_end(j);
+        }
+        ca_json_arr_end(j);
+        ca_json_obj_end(j);
+    }
+    ca_json_arr_end(j);
+    ca_json_key(j, "warnings");
+    ca_json_arr_begin(j);
+    if (*c->caching_warning) ca_json_str(j, c->caching_warning);
+    ca_json_arr_end(j);
 
     const ca_frag *fr = &c->frag;
     ca_json_key(j, "fragmentation");

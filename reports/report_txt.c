@@ -45,6 +45,63 @@ static void para2(FILE *f, const char *first, const char *indent, const char *te
 
 static void para(FILE *f, const char *indent, const char *text) { para2(f, indent, indent, text); }
 
+/* The frames of a site, innermost first, down to (and with) `stop` when
+ * it is among them. */
+static void frames_to(const ca_report_ctx *c, FILE *f, uint32_t site, const char *indent, int has_stop, uintptr_t stop) {
+    if (c->snap.site_mode == CA_SITES_SIZE || !has_stop) {
+        frames(c, f, site, indent);
+        return;
+    }
+    const ca_frame *fr[MAX_FRAMES_SHOWN];
+    size_t n = ca_report_frames(c, site, fr, MAX_FRAMES_SHOWN);
+    for (size_t i = 0; i < n; i++) {
+        if (fr[i]->line)
+            fprintf(f, "%s#%zu %s at %s:%u\n", indent, i, fr[i]->function, fr[i]->file, fr[i]->line);
+        else
+            fprintf(f, "%s#%zu %s in %s\n", indent, i, fr[i]->function, fr[i]->module);
+        if (fr[i]->ip == stop) break;
+    }
+}
+
+/* One finding: what it is, its figures, what to do, then its sites. */
+static void finding(const ca_report_ctx *c, FILE *f, size_t i) {
+    const ca_finding *fd = &c->findings[i];
+    char b1[32], b2[32], title[1024];
+    ca_report_finding_title(c, i, title, sizeof title);
+    if (fd->note) fprintf(f, "\nnote %zu: slow growth: %s\n", i - c->n_leak_findings + 1, title);
+    else fprintf(f, "\nleak %zu: %s\n", i + 1, title);
+    fprintf(f, "  +%s and %.2f allocations per iteration from %zu call site%s; growing since iteration %u; oldest "
+               "live allocation from iteration %u\n",
+            ca_report_bytes(fd->bytes_per_iteration, b1, sizeof b1), fd->count_per_iteration, fd->n_sites,
+            fd->n_sites == 1 ? "" : "s", fd->growth_since, fd->first_iteration);
+    fprintf(f, "  live now %s in %" PRIu64 " allocations (%s above the level before the growth)\n",
+            ca_report_bytes((double)fd->live_bytes, b1, sizeof b1), fd->live_count,
+            ca_report_bytes((double)fd->leaked_bytes, b2, sizeof b2));
+    fprintf(f, "  %.4f%% of the working set (%s) per iteration; ", fd->working_set_share * 100,
+            ca_report_bytes((double)c->working_set, b1, sizeof b1));
+    if (fd->iterations_to_fill >= 0 && fd->note)
+        fprintf(f, "would fill the device in %.0f iterations\n", fd->iterations_to_fill);
+    else if (fd->projected_oom_iteration >= 0)
+        fprintf(f, "at this rate alone the device runs out at iteration %" PRId64 "\n", fd->projected_oom_iteration);
+    else
+        fprintf(f, "projected out-of-memory iteration: unknown (no device figures)\n");
+    if (fd->has_root) {
+        char root[512];
+        ca_report_finding_root(c, i, root, sizeof root);
+        fprintf(f, "  root, the deepest frame its sites share: %s\n", root);
+    }
+    fprintf(f, "  what to do:\n");
+    para(f, "    ", fd->advice);
+    for (size_t k = fd->first; k < fd->first + fd->n_sites; k++) {
+        const ca_leak *l = &c->leaks[k];
+        fprintf(f, "  site %zu: +%s and %.2f allocations per iteration%s; live %s in %" PRIu64 " allocations\n",
+                k - fd->first + 1, ca_report_bytes(l->bytes_per_iteration, b1, sizeof b1), l->count_per_iteration,
+                l->growing_buffer ? " (one buffer re-made larger)" : "",
+                ca_report_bytes((double)l->live_bytes, b2, sizeof b2), l->live_count);
+        frames_to(c, f, l->site, "    ", fd->has_root, fd->root_ip);
+    }
+}
+
 /* Device memory allocated past cudalloc, when the preload measured it. */
 static void external(const ca_report_ctx *c, FILE *f, const char *indent) {
     char b1[32], b2[32];
@@ -60,6 +117,11 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f) {
     const ca_track_snap *s = &c->snap;
     char b1[32], b2[32], b3[32], b4[32];
     fprintf(f, "VERDICT: %s\n\n", c->verdict_line);
+    if (*c->caching_warning) {
+        fprintf(f, "WARNING: ");
+        para2(f, "", "  ", c->caching_warning);
+        fprintf(f, "\n");
+    }
     fprintf(f, "%s\n", c->opt.title ? c->opt.title : "cudalloc report");
     if (c->opt.source_name) fprintf(f, "trace: %s\n", c->opt.source_name);
 
@@ -90,28 +152,18 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f) {
     if (!s->iteration)
         fprintf(f, "No iteration boundaries: the diagnosis needs them (cudalloc_step(), an NVTX range, or a "
                    "repeating loop to detect).\n");
-    else if (!c->n_leaks)
+    else if (!c->n_leak_findings)
         fprintf(f, "None: no call site piled up allocations across iterations after warm-up (%u).\n", s->warmup);
-    for (size_t i = 0; i < c->n_leaks; i++) {
-        const ca_leak *l = &c->leaks[i];
-        fprintf(f, "\nleak %zu: +%s and %.2f allocations per iteration%s\n", i + 1,
-                ca_report_bytes(l->bytes_per_iteration, b1, sizeof b1), l->count_per_iteration,
-                l->growing_buffer ? " (one buffer re-made larger)" : "");
-        fprintf(f, "  growing since iteration %u; oldest live allocation from iteration %u\n", l->growth_since,
-                l->first_iteration);
-        fprintf(f, "  live now %s in %" PRIu64 " allocations (%s above the level before the growth)\n",
-                ca_report_bytes((double)l->live_bytes, b1, sizeof b1), l->live_count,
-                ca_report_bytes((double)l->leaked_bytes, b2, sizeof b2));
-        if (l->projected_oom_iteration >= 0)
-            fprintf(f, "  at this rate alone the device runs out at iteration %" PRId64 "\n", l->projected_oom_iteration);
-        else
-            fprintf(f, "  projected out-of-memory iteration: unknown (no device figures)\n");
-        fprintf(f, "  allocated at:\n");
-        frames(c, f, l->site, "    ");
-        fprintf(f, "  what to do:\n");
-        para(f, "    ", ca_leak_advice(c->leaks, c->n_leaks, i));
-    }
-    if (c->n_leaks > 1 && c->leak_oom_iteration >= 0)
+    for (size_t i = 0; i < c->n_leak_findings; i++) finding(c, f, i);
+    if (c->n_findings > c->n_leak_findings)
+        fprintf(f, "%s growth below is slow: under %.1f%% of the working set (%s) per iteration%s. Notes, not "
+                   "leaks.\n",
+                c->n_leak_findings ? "\nThe" : "The", 100.0 / CA_NOTE_WORKING_SETS,
+                ca_report_bytes((double)c->working_set, b1, sizeof b1),
+                c->have_headroom ? ", and the device would not be full within " CA_STR(CA_NOTE_DEVICE_ITERATIONS_INT)
+                                   " iterations" : "");
+    for (size_t i = c->n_leak_findings; i < c->n_findings; i++) finding(c, f, i);
+    if (c->n_leak_findings > 1 && c->leak_oom_iteration >= 0)
         fprintf(f, "\nAll leaks together (+%s per iteration): the device runs out at iteration %" PRId64 ".\n",
                 ca_report_bytes(c->leak_rate, b1, sizeof b1), c->leak_oom_iteration);
 

@@ -73,3 +73,20 @@ SYSTEM_TESTS += test-pyframes
 bench-pyframes: $(PYPROBE)
 	@python3 tests/python/bench.py $(PYPROBE)
 BENCHES += bench-pyframes
+
+# Real PyTorch traces for the leak rules (tests/data/torch/README in
+# tests/data/README.md): Debian's python3-torch on the CPU, its tensor
+# allocations recorded by a preload. Not part of `make test`: it re-records
+# the committed files.
+TORCH_CASES := fixed varying eval-kept eval-sum train-sum
+TORCH_PYTHON ?= /usr/bin/python3
+$(BUILD)/record_alloc.so: tests/data/torch/record_alloc.c
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -shared -fPIC -fvisibility=hidden -o $@ $< -ldl -lpthread
+.PHONY: record-torch-traces
+record-torch-traces: $(BUILD)/record_alloc.so
+	@set -e; for c in $(TORCH_CASES); do \
+	    f=tests/data/torch/gpt_$$(echo $$c | tr - _).csv; \
+	    RECORD_ALLOC_CSV=$$f LD_PRELOAD=$(abspath $(BUILD)/record_alloc.so) \
+	        $(TORCH_PYTHON) tests/data/torch/train_gpt.py $$c; \
+	    echo "  $$f: $$(grep -c ',allocate,' $$f) allocations, $$(wc -c < $$f) bytes"; done

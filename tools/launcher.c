@@ -35,6 +35,35 @@ static int have_gpu(void) {
     return ok;
 }
 
+/* Is the program Python: named python* (python3, python3.11), a .py
+ * script, or a file whose #! line names python (torchrun, accelerate)? */
+static int is_python(const char *prog) {
+    const char *base = strrchr(prog, '/');
+    base = base ? base + 1 : prog;
+    size_t n = strlen(base);
+    if (!strncmp(base, "python", 6) || (n > 3 && !strcmp(base + n - 3, ".py"))) return 1;
+    char path[PATH_MAX];
+    if (strchr(prog, '/')) {
+        snprintf(path, sizeof path, "%s", prog);
+    } else { /* as execvp will find it */
+        const char *dirs = getenv("PATH");
+        int found = 0;
+        for (const char *d = dirs ? dirs : "/usr/bin:/bin"; !found && *d;) {
+            size_t len = strcspn(d, ":");
+            snprintf(path, sizeof path, "%.*s/%s", (int)len, len ? d : ".", prog);
+            found = access(path, X_OK) == 0;
+            d += len + (d[len] == ':');
+        }
+        if (!found) return 0;
+    }
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[256] = "";
+    int py = fgets(line, sizeof line, f) && !strncmp(line, "#!", 2) && strstr(line, "python");
+    fclose(f);
+    return py;
+}
+
 static void prepend(const char *var, const char *value) {
     const char *old = getenv(var);
     if (!old || !*old) {
@@ -118,6 +147,13 @@ int main(int argc, char **argv) {
     setenv("NVTX_INJECTION64_PATH", lib, 1);
     if (conf) setenv("CUDALLOC_CONF", conf, 1);
     if (report) setenv("CUDALLOC_REPORT", report, 1);
+    /* PyTorch's own caching allocator would hand cudalloc a few big segments
+     * and keep its tensors inside them, out of sight. */
+    if (!getenv("PYTORCH_NO_CUDA_MEMORY_CACHING") && is_python(argv[i])) {
+        setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "1", 1);
+        fprintf(stderr, "cudalloc: a Python program: PYTORCH_NO_CUDA_MEMORY_CACHING=1, so cudalloc sees PyTorch's "
+                        "tensors, not its cache (set the variable yourself to choose otherwise)\n");
+    }
     execvp(argv[i], &argv[i]);
     fprintf(stderr, "cudalloc: cannot run '%s': %s\n", argv[i], strerror(errno));
     return 127;

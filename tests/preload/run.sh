@@ -25,7 +25,11 @@ expect() { # name, text that the last output must contain
 run basic 0 -- "$bin/prog_runtime" basic
 expect basic-on-sim "simulated device checks on"
 expect double-free-warning "bad free of device pointer 0x[0-9a-f]*: not the start of a live allocation"
-expect exit-summary "iterations (none); peak allocated 3.00 MiB, peak reserved 4.00 MiB"
+# A handful of allocations and no loop: one line of summary, with the figures.
+expect exit-summary "cudalloc: NO ITERATIONS: a short program: 2 allocations (2 freed, 0 live), peak allocated 3.00 MiB, peak reserved 4.00 MiB; no loop, so no leak to judge."
+lines=$(grep -c '^cudalloc: ' <<<"$out")
+[ "$lines" -eq 2 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL short summary: $lines lines"; echo "$out"; }
+! grep -q 'caching allocator' <<<"$out" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL basic: caching warning"; }
 run meminfo 0 -- "$bin/prog_runtime" meminfo
 run oom 0 CUDALLOC_CONF=max_reserved:64MiB -- "$bin/prog_runtime" oom
 expect oom-message "out of memory on device 0: requested 8.00 MiB"
@@ -129,6 +133,16 @@ expect bad-key-message "unknown key 'expandable_segment': accepted: expandable_s
 run bad-value 2 CUDALLOC_CONF=max_reserved:lots -- "$bin/prog_runtime" basic
 expect bad-value-message "bad value 'lots' for max_reserved"
 
+# Leak verdicts on real call stacks: varying shapes with per-shape caches are
+# healthy (their growth a note), a 1 MiB tensor kept per step on a 100 MiB
+# working set is a leak named with its caller, and the cache is still a note.
+run shapes 0 -- "$bin/prog_loop" shapes
+expect shapes-healthy "cudalloc: HEALTHY: no leak over 60 iterations (explicit);.* Note: slow growth of +[0-9.]* KiB per iteration"
+expect shapes-note "note: slow growth, not a leak: .* called from indices_for"
+run shapes-leak 0 -- "$bin/prog_loop" shapes-leak
+expect shapes-leak "cudalloc: LEAK: allocations from dev_alloc (.*prog_loop.c:[0-9]*) called from keep_history (.*prog_loop.c:[0-9]*) are kept: +1.00 MiB every iteration"
+expect shapes-leak-note "note: slow growth, not a leak: .* called from indices_for"
+
 # The launcher: preloads, picks the simulated device, passes the exit status.
 if [ $on_gpu = 0 ]; then
     out=$("$build/bin/cudalloc" run --sim 1GiB -- "$bin/prog_runtime" basic 2>&1); rc=$?
@@ -137,6 +151,32 @@ if [ $on_gpu = 0 ]; then
 fi
 out=$("$build/bin/cudalloc" run -- sh -c 'exit 7' 2>&1); rc=$?
 [ $rc -eq 7 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL launcher exit status: $rc"; }
+
+# Python programs get PYTORCH_NO_CUDA_MEMORY_CACHING=1 (one line says so)
+# unless it is set; others are left alone.
+launch() { out=$("$build/bin/cudalloc" run "$@" 2>&1); }
+py_line="cudalloc: a Python program: PYTORCH_NO_CUDA_MEMORY_CACHING=1"
+if command -v python3 >/dev/null; then
+    launch -- python3 -c 'import os; print("caching=" + os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING", "unset"))'
+    expect launcher-python "caching=1"
+    expect launcher-python-line "$py_line"
+    out=$(PYTORCH_NO_CUDA_MEMORY_CACHING=0 "$build/bin/cudalloc" run -- python3 -c 'import os; print("caching=" + os.environ["PYTORCH_NO_CUDA_MEMORY_CACHING"])' 2>&1)
+    expect launcher-user-choice "caching=0"
+    ! grep -q "$py_line" <<<"$out" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL launcher: line despite the user's setting"; }
+    printf '#!/usr/bin/env python3\nimport os\nprint("caching=" + os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING", "unset"))\n' > "$rdir/torchrun_like"
+    chmod +x "$rdir/torchrun_like"
+    launch -- "$rdir/torchrun_like"
+    expect launcher-shebang "caching=1"
+    if [ $on_gpu = 0 ]; then
+        # A caching allocator on top (ctypes, allocating as PyTorch's does): warned.
+        launch -- python3 tests/preload/caching_like_torch.py
+        expect caching-segments "segments: 6 PYTORCH_NO_CUDA_MEMORY_CACHING=1"
+        expect caching-warning "cudalloc: warning: these allocations look like a caching allocator's segments (6 allocations"
+    fi
+fi
+launch -- sh -c 'echo "caching=${PYTORCH_NO_CUDA_MEMORY_CACHING:-unset}"'
+expect launcher-not-python "caching=unset"
+! grep -q "$py_line" <<<"$out" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL launcher: python line for sh"; }
 
 echo "preload: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -19,7 +19,7 @@ gen() { bash "$here/gen_trace.sh" "$@"; }
 # A leak with iteration rows: flagged, rate and first iteration right.
 gen 12 1 1 > "$tmp/leak.csv"
 out=$("$report" "$tmp/leak.csv") || no "leak.csv exited $?"
-head -1 <<<"$out" | grep -q '^VERDICT: LEAK: 1 call site keeps 1.00 MiB more every iteration' && ok || no "leak verdict: $(head -1 <<<"$out")"
+head -1 <<<"$out" | grep -q '^VERDICT: LEAK: allocations of 1.00 MiB (1048576 B) are kept: +1.00 MiB every iteration' && ok || no "leak verdict: $(head -1 <<<"$out")"
 grep -q 'source: explicit' <<<"$out" && ok || no "leak.csv: source not explicit"
 grep -q 'allocations of 1.00 MiB (1048576 B)' <<<"$out" && ok || no "leak.csv: site by size missing"
 grep -q 'projected out-of-memory iteration: unknown' <<<"$out" && ok || no "no capacity: projection should be unknown"
@@ -62,6 +62,36 @@ for f in "$traces"/*.csv; do
     head -1 <<<"$out" | grep -q '^VERDICT: ' && ok || no "$f: no verdict"
     "$report" --mode classic "$f" --json "$tmp/t.json" && python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$tmp/t.json" && ok || no "$f: classic json"
 done
+
+# Real PyTorch traces (tests/data/torch, recorded on the CPU): only the kept
+# validation graphs are leaks, with iteration rows and without (detected),
+# with a device size and without; the varying shapes' caches are not.
+torch=$here/../../data/torch
+for f in fixed varying train_sum eval_kept eval_sum; do
+    want=HEALTHY; case $f in eval_*) want=LEAK;; esac
+    grep -v ',iteration,' "$torch/gpt_$f.csv" > "$tmp/nomarks.csv"
+    for args in "$torch/gpt_$f.csv" "--capacity 16GiB $torch/gpt_$f.csv" "$tmp/nomarks.csv"; do
+        out=$("$report" $args) || { no "$args exited $?"; continue; }
+        head -1 <<<"$out" | grep -q "^VERDICT: $want: " && ok || no "gpt_$f ($args): $(head -1 <<<"$out")"
+    done
+done
+"$report" "$torch/gpt_eval_kept.csv" --capacity 16GiB --json "$tmp/eval.json" >/dev/null || no "eval_kept json"
+python3 - "$tmp/eval.json" <<'PY' && ok || no "eval_kept: one finding, its sites, the leaks per site"
+import json, sys
+r = json.load(open(sys.argv[1]))
+f = r['findings']
+assert len(f) == 1, f
+f = f[0]
+assert f['severity'] == 'leak' and f['kind'] == 'together' and f['retained_graph'] is True, f
+assert f['title'].startswith('7 allocation sizes grow together'), f['title']
+assert f['root'] is None and 'no_grad' in f['advice'], f
+assert len(f['sites']) == 7 and abs(sum(s['bytes_per_iteration'] for s in f['sites']) - f['bytes_per_iteration']) < 1
+assert 700 << 10 < f['bytes_per_iteration'] < 800 << 10, f['bytes_per_iteration']
+assert isinstance(f['projected_oom_iteration'], int) and f['iterations_to_fill'] > 0
+assert len(r['leaks']) == 7 and all(l['finding'] == 0 for l in r['leaks'])
+assert r['leak_bytes_per_iteration'] == f['bytes_per_iteration'] and r['working_set_bytes'] > 4 << 20
+assert r['warnings'] == []
+PY
 
 # Bad input: FILE:LINE: message, exit 2, one line.
 check_bad() { # name, content, expected text

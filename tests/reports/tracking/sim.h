@@ -26,9 +26,24 @@ static inline ca_tracker *sim_tracker(int detect) {
     return ca_tracker_new(&o);
 }
 
-/* A fake call stack per site number. */
+/* Frames of the fake stacks: the training step (under the loop), the
+ * evaluation pass (under the loop too: its forward at SIM_EVAL_FORWARD, its
+ * batch loaded at SIM_EVAL_LOAD), the loop, main. */
+#define SIM_TRAIN_STEP 0x401000u
+#define SIM_LOOP 0x402000u
+#define SIM_MAIN 0x403000u
+#define SIM_EVAL_FORWARD 0x404000u
+#define SIM_EVAL_LOAD 0x404100u
+#define SIM_EVAL_CALL 0x405000u
+
+/* A fake call stack per site number: sites 80-89 are the evaluation pass's
+ * (84 its batch), the others the training step's. */
 static inline uint32_t sim_site(ca_tracker *t, unsigned id) {
-    uintptr_t ips[4] = {0x400000 + 16 * id, 0x401000, 0x402000, 0x403000};
+    uintptr_t ips[4] = {0x400000 + 16 * id, SIM_TRAIN_STEP, SIM_LOOP, SIM_MAIN};
+    if (id >= 80 && id < 90) {
+        ips[1] = id == 84 ? SIM_EVAL_LOAD : SIM_EVAL_FORWARD;
+        ips[2] = SIM_EVAL_CALL;
+    }
     return ca_tracker_site(t, ips, 4);
 }
 
@@ -55,14 +70,18 @@ enum {
     LOOP_EVAL_LEAK = 8,  /* a forward's activations (4 sites) kept every iteration */
     LOOP_SCALAR_LEAK = 16, /* one 4-byte tensor per iteration kept */
     LOOP_GROWING = 32,   /* one buffer re-made 64 KiB larger every iteration */
+    LOOP_SHAPE_CACHE = 64, /* a 4 KiB entry cached per new shape (64 shapes, drawn at random) */
+    LOOP_EVAL_BATCH = 128, /* with LOOP_EVAL_LEAK: the kept graph also holds its 2 KiB batch */
 };
 
 /* Sites: 1-10 weights, 20-27 activations, 30 gradient buffers, 31 gradient
  * temporaries, 40 optimizer state (lazy, iteration 1), 50 tensor replaced
  * every iteration, 60 a cache that grows for three iterations then stops,
- * 70 leak, 80-83 kept activations, 90 scalar leak, 95 growing buffer. */
+ * 65 per-shape cache, 70 leak, 80-83 kept activations, 84 kept eval batch,
+ * 90 scalar leak, 95 growing buffer. */
 typedef struct loop_state {
     uintptr_t kept, cache[8], grads[10], growing;
+    unsigned char shape_seen[64];
     size_t kept_size, growing_size;
     int it;
 } loop_state;
@@ -79,6 +98,11 @@ static inline void loop_iteration(sim *s, loop_state *L, int flags) {
     for (unsigned k = 0; k < 8; k++) act[k] = sim_alloc(s, batch * 256 * KIB + k * 512, 20 + k);
     if (flags & LOOP_EVAL_LEAK) /* an eval forward whose loss is kept, graph and all */
         for (unsigned k = 0; k < 4; k++) sim_alloc(s, batch * 256 * KIB, 80 + k);
+    if (flags & LOOP_EVAL_BATCH) sim_alloc(s, 2 * KIB, 84);
+    if (flags & LOOP_SHAPE_CACHE) {
+        unsigned shape = (unsigned)(rand_r(&s->seed) % 64);
+        if (!L->shape_seen[shape]++) sim_alloc(s, 4 * KIB, 65);
+    }
     if (it == 0)
         for (unsigned g = 0; g < 10; g++) L->grads[g] = sim_alloc(s, 4 * MIB + g * 1024, 30);
     for (unsigned k = 8; k-- > 0;) {

@@ -77,6 +77,12 @@ static const char *JSON_CHECK =
     "f0 = l['frames'][0]\n"
     "assert set(('function','file','line')) <= set(f0), f0\n"
     "assert f0['function'] == 'leaky_alloc' and f0['file'].endswith('test_report.c') and f0['line'] > 0, f0\n"
+    "assert l['finding'] == 0 and len(r['findings']) == 1, r['findings']\n"
+    "fd = r['findings'][0]\n"
+    "assert fd['severity'] == 'leak' and fd['kind'] == 'site' and fd['root'] is None, fd\n"
+    "assert 'leaky_alloc' in fd['title'] and 'called from run' in fd['title'], fd['title']\n"
+    "assert fd['bytes_per_iteration'] == l['bytes_per_iteration'] and fd['sites'][0]['frames'] == l['frames']\n"
+    "assert 0 < fd['working_set_share'] < 1 and r['working_set_bytes'] > 0 and r['warnings'] == []\n"
     "fr = r['fragmentation']\n"
     "for k in ('reserved_bytes','allocated_bytes','largest_free_block','fragmentation'):\n"
     "    assert k in fr, k\n"
@@ -260,8 +266,9 @@ START_TEST(csv_parses_and_replays) {
     ck_assert_int_eq(system(cmd), 0);
     free(cmd);
     char *off = path_in(dir, "offline.txt"), *body = read_file(off, NULL);
-    ck_assert_msg(strstr(body, "leak 1: +2.00 MiB and 1.00 allocations per iteration"), "%s", body);
-    ck_assert_ptr_nonnull(strstr(body, "allocations of 2.00 MiB"));
+    ck_assert_msg(strstr(body, "leak 1: allocations of 2.00 MiB (2097152 B) are kept\n"
+                               "  +2.00 MiB and 1.00 allocations per iteration from 1 call site"),
+                  "%s", body);
     free(body);
     free(off);
     free(csv);
@@ -366,6 +373,50 @@ START_TEST(summary_is_short) {
 }
 END_TEST
 
+/* The summary of a program that made these allocations (MiB; negative:
+ * made and freed), with no loop. */
+static char *summary_of(const int *mib, size_t n) {
+    ca_allocator *a;
+    ck_assert_int_eq(ca_allocator_new(ca_backend_count_new(1024 * MIB, 2 * MIB), NULL, &a), CA_OK);
+    ca_tracker *t = ca_tracker_new(NULL);
+    ca_tracker_attach(t, a);
+    for (size_t i = 0; i < n; i++) {
+        void *p;
+        ck_assert_int_eq(ca_malloc(a, (size_t)abs(mib[i]) * MIB, 0, &p, NULL), CA_OK);
+        if (mib[i] < 0) ca_free(a, p, 0);
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ca_report_summary(t, a, f);
+    fclose(f);
+    finish(a, t);
+    return buf;
+}
+
+START_TEST(caching_allocator_pattern) {
+    /* PyTorch's cache on top: 2 MiB and 20 MiB segments, a large request
+     * rounded to 2 MiB, none freed. Warned, after the one-line summary. */
+    const int torch[] = {2, 20, 20, 64};
+    char *s = summary_of(torch, 4);
+    ck_assert_msg(strstr(s, "cudalloc: NO ITERATIONS: a short program: 4 allocations (0 freed, 4 live), peak "
+                            "allocated 106 MiB") != NULL, "%s", s);
+    ck_assert_msg(strstr(s, "\ncudalloc: warning: these allocations look like a caching allocator's segments (4 "
+                            "allocations, 4 of the 4 live ones") != NULL, "%s", s);
+    free(s);
+    /* A program's own large buffers (no 2 or 20 MiB segment), odd sizes, or
+     * a cache that frees: no warning. */
+    const int buffers[] = {64, 64, 128}, odd[] = {2, 20, 3, 5}, freeing[] = {2, -20, 20, -20, 20};
+    const int *cases[] = {buffers, odd, freeing};
+    size_t ns[] = {3, 4, 5};
+    for (int k = 0; k < 3; k++) {
+        s = summary_of(cases[k], ns[k]);
+        ck_assert_msg(strstr(s, "caching allocator") == NULL, "case %d: %s", k, s);
+        free(s);
+    }
+}
+END_TEST
+
 START_TEST(unwritable_warns_once) {
     const char *dir = scratch();
     ca_allocator *a;
@@ -429,6 +480,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, ring_window_still_replays);
     tcase_add_test(tc, detected_source_in_json);
     tcase_add_test(tc, summary_is_short);
+    tcase_add_test(tc, caching_allocator_pattern);
     tcase_add_test(tc, unwritable_warns_once);
     tcase_add_test(tc, prefix_template_expands);
     suite_add_tcase(s, tc);

@@ -1,0 +1,120 @@
+"""A small GPT-style model trained on random bytes, to record real PyTorch
+allocation traces (record_alloc.c, `make record-torch-traces`). One case per
+run; each marks an iteration boundary after every optimizer step:
+
+  fixed       batch 8, sequence 64 every step: healthy
+  varying     batch 4..12 and sequence 16..64 drawn every step: healthy; the
+              model keeps a causal mask per sequence length seen and a
+              position table made again larger when a longer sequence comes
+              (bounded per-shape caches, as real models have)
+  eval-kept   a validation batch scored every step without torch.no_grad(),
+              its loss kept in a list: each kept loss holds its graph and
+              the forward pass's activations (a retained graph)
+  eval-sum    the same, summed with `running_loss += loss` (a retained graph)
+  train-sum   `running_loss += loss` on the training loss, after backward():
+              backward has freed the saved tensors, so no tensor memory grows
+
+  RECORD_ALLOC_CSV=out.csv LD_PRELOAD=record_alloc.so python3 train_gpt.py CASE
+"""
+import ctypes
+import math
+import random
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+CASES = ("fixed", "varying", "eval-kept", "eval-sum", "train-sum")
+STEPS = 50
+V, C, NH, L, TMAX = 256, 64, 4, 1, 64
+
+
+def step_mark():
+    """An iteration boundary in the recorded trace (record_alloc.c)."""
+    try:
+        ctypes.CDLL(None).record_alloc_step()
+    except AttributeError:
+        pass  # not recording
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(C), nn.LayerNorm(C)
+        self.qkv, self.proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+        self.fc, self.out = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+
+    def forward(self, x, mask):
+        B, T, _ = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, NH, C // NH).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(C // NH) + mask
+        y = F.softmax(att, dim=-1) @ v
+        x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wte = nn.Embedding(V, C)
+        nn.init.normal_(self.wte.weight, std=0.02)
+        self.wpe = nn.Parameter(torch.randn(TMAX, C) * 0.02)
+        self.blocks = nn.ModuleList(Block() for _ in range(L))
+        self.ln_f = nn.LayerNorm(C)
+        self.masks = {}      # per sequence length: bounded by the lengths seen
+        self.positions = None  # indices 0..T-1, made again when T grows
+
+    def mask(self, T):
+        if T not in self.masks:
+            self.masks[T] = torch.full((T, T), float("-inf")).triu(1)
+        return self.masks[T]
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        if self.positions is None or self.positions.numel() < T:
+            self.positions = torch.arange(T)
+        x = self.wte(idx) + self.wpe[self.positions[:T]]
+        mask = self.mask(T)
+        for blk in self.blocks:
+            x = blk(x, mask)
+        logits = self.ln_f(x) @ self.wte.weight.t()
+        return F.cross_entropy(logits.reshape(B * T, V), targets.reshape(B * T))
+
+
+def main():
+    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
+        sys.exit("usage: train_gpt.py " + "|".join(CASES))
+    case = sys.argv[1]
+    torch.manual_seed(0)
+    rng = random.Random(0)
+    torch.set_num_threads(1)
+    model = GPT()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    val = torch.randint(0, V, (4, 32))
+    kept, running_loss = [], 0.0
+    for step in range(STEPS):
+        if case == "varying":
+            B, T = rng.randint(4, 12), rng.choice(range(16, TMAX + 1, 8))
+        else:
+            B, T = 8, TMAX
+        data = torch.randint(0, V, (B, T + 1))
+        loss = model(data[:, :-1], data[:, 1:])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if case == "train-sum":
+            running_loss += loss
+        if case in ("eval-kept", "eval-sum"):
+            val_loss = model(val[:, :-1], val[:, 1:])  # the bug: no torch.no_grad()
+            if case == "eval-kept":
+                kept.append(val_loss)
+            else:
+                running_loss += val_loss
+        step_mark()
+    print(f"{case}: {STEPS} steps, last loss {loss.item():.3f}")
+
+
+if __name__ == "__main__":
+    main()
