@@ -149,8 +149,15 @@ int ca_report_ctx_init(ca_report_ctx *c, ca_tracker *t, ca_allocator *a, const c
         if (!(c->sym = ca_symtab_new())) goto fail;
         /* Every site with allocations for the snapshot; the failing calls of
          * OOMs (sites with no allocation of their own) always. */
-        if (full)
+        if (full) {
             for (size_t i = 0; i < c->snap.n_sites; i++) want_site(c, c->snap.sites[i].site);
+            /* and the calls that mapped or unmapped memory (segment events) */
+            for (size_t i = 0; i < c->snap.n_events; i++) {
+                const ca_ev *e = &c->snap.events[i];
+                ca_evk k = ca_ev_kind(e);
+                if ((k == CA_EVK_MAP || k == CA_EVK_UNMAP) && e->site != CA_SITE_NONE) want_site(c, e->site);
+            }
+        }
         for (size_t i = 0; i < c->n_leaks; i++) want_site(c, c->leaks[i].site);
         for (size_t i = 0; i < c->snap.n_ooms; i++) {
             want_site(c, c->snap.ooms[i].site);
