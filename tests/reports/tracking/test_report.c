@@ -207,7 +207,7 @@ START_TEST(all_files) {
     ck_assert_ptr_nonnull(strstr(body, "leaky_alloc"));
     ck_assert_ptr_null(strstr(body, "http://"));
     ck_assert_ptr_null(strstr(body, "https://"));
-    ck_assert_ptr_null(strstr(body, "<script"));
+    ck_assert_ptr_null(strstr(body, "<script src"));
     ck_assert_ptr_null(strstr(body, "src="));
     free(body);
     free(txt);
