@@ -114,3 +114,25 @@ int ca_config_parse(const char *conf, ca_config *out, char *err, size_t errlen) 
     *out = c;
     return 0;
 }
+
+size_t ca_config_format(const ca_config *c, char *buf, size_t n) {
+    size_t used = 0;
+    if (n) buf[0] = 0;
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        const struct option *o = &options[i];
+        const void *field = (const char *)c + o->offset;
+        char value[256];
+        switch (o->kind) {
+        case BOOL: snprintf(value, sizeof value, "%s", *(const bool *)field ? "True" : "False"); break;
+        case SIZE:
+            if (!*(const size_t *)field) continue; /* 0: not set */
+            snprintf(value, sizeof value, "%zu", *(const size_t *)field);
+            break;
+        case NAME: snprintf(value, sizeof value, "%s", (const char *)field); break;
+        case PATH: continue; /* a path may hold the separator */
+        }
+        int k = snprintf(buf + used, used < n ? n - used : 0, "%s%s:%s", used ? "," : "", o->key, value);
+        if (k > 0) used += (size_t)k;
+    }
+    return used;
+}

@@ -90,6 +90,12 @@ extern ca_config ca_conf;
 /* Parse CUDALLOC_CONF (and CUDALLOC_REPORT); on a bad value write one line to
  * err and return -1. */
 int ca_config_parse(const char *conf, ca_config *out, char *err, size_t errlen);
+/* The settings in force in CUDALLOC_CONF syntax, every key with its value
+ * (defaults included; sizes in bytes, and only when set; the report path
+ * left out), e.g. "expandable_segments:True,sync_free:False,...": what
+ * parses back to the same allocator. Returns the length it needs, as
+ * snprintf does. */
+size_t ca_config_format(const ca_config *c, char *buf, size_t n);
 
 /* ---- devices.c: one allocator per device ---- */
 typedef struct ca_device {

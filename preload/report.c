@@ -40,7 +40,10 @@ static int write_device(ca_device *d) {
     else snprintf(prefix, sizeof prefix, "%s", ca_conf.report);
     ca_report_options o;
     ca_report_options_default(&o);
-    o.alloc_conf = getenv("CUDALLOC_CONF");
+    char conf[2048];
+    ca_config_format(&ca_conf, conf, sizeof conf);
+    o.alloc_conf = conf;
+    o.user_conf = getenv("CUDALLOC_CONF");
     o.expandable = ca_conf.expandable;
     o.csv_iterations = ca_conf.trace_iterations;
     external(d->ordinal, &o);

@@ -13,7 +13,7 @@ enum {
     OP_NONE = 'N', OP_BINUNICODE = 'X', OP_BINFLOAT = 'G', OP_EMPTY_LIST = ']',
     OP_APPENDS = 'e', OP_BINGET = 'h', OP_LONG_BINGET = 'j', OP_EMPTY_DICT = '}',
     OP_SETITEMS = 'u', OP_PROTO = 0x80, OP_NEWTRUE = 0x88, OP_NEWFALSE = 0x89,
-    OP_LONG1 = 0x8a, OP_SHORT_BINUNICODE = 0x8c, OP_MEMOIZE = 0x94,
+    OP_LONG1 = 0x8a, OP_SHORT_BINUNICODE = 0x8c, OP_MEMOIZE = 0x94, OP_TUPLE2 = 0x86,
 };
 
 #define BATCH 1000             /* Python's _BATCHSIZE; keeps JS spread args small */
@@ -400,10 +400,9 @@ int ca_pkl_str(ca_pkl *p, const char *s)
 
 /* ---- scalars ---- */
 
-int ca_pkl_int(ca_pkl *p, int64_t v)
+/* The opcode of one integer, with no item bookkeeping. */
+static int put_int(ca_pkl *p, int64_t v)
 {
-    if (begin_item(p, 0))
-        return -1;
     int r;
     if (v >= 0 && v < 256) {
         r = put_le(p, OP_BININT1, (uint64_t)v, 1);
@@ -431,7 +430,21 @@ int ca_pkl_int(ca_pkl *p, int64_t v)
         if (v > ((int64_t)1 << 53) || v < -((int64_t)1 << 53))
             p->js_inexact++;
     }
-    return r ? -1 : end_item(p);
+    return r;
+}
+
+int ca_pkl_int(ca_pkl *p, int64_t v)
+{
+    if (begin_item(p, 0))
+        return -1;
+    return put_int(p, v) ? -1 : end_item(p);
+}
+
+int ca_pkl_int_pair(ca_pkl *p, int64_t a, int64_t b)
+{
+    if (begin_item(p, 0))
+        return -1;
+    return put_int(p, a) || put_int(p, b) || put1(p, OP_TUPLE2) ? -1 : end_item(p);
 }
 
 int ca_pkl_uint(ca_pkl *p, uint64_t v)

@@ -8,7 +8,7 @@
  *   1000, as Python batches them), SHORT_BINUNICODE, BINUNICODE, MEMOIZE,
  *   BINGET, LONG_BINGET (repeated strings are written once), BININT1,
  *   BININT2, BININT, LONG1 (at most 8 bytes), BINFLOAT, NEWTRUE, NEWFALSE,
- *   NONE, STOP.
+ *   NONE, TUPLE2 (a pair of ints, as PyTorch's segment_pool_id), STOP.
  *
  * Usage: create, build exactly one top-level value with the begin/end and
  * value calls, then ca_pkl_finish(). Errors (unbalanced nesting, a value
@@ -66,6 +66,8 @@ int ca_pkl_uint(ca_pkl *p, uint64_t v);
 int ca_pkl_float(ca_pkl *p, double v);
 int ca_pkl_bool(ca_pkl *p, int v);
 int ca_pkl_none(ca_pkl *p);
+/* The tuple (a, b): Python reads a tuple, MemoryViz a two-element array. */
+int ca_pkl_int_pair(ca_pkl *p, int64_t a, int64_t b);
 
 /* key + value in one call, for the many flat fields of a snapshot. */
 int ca_pkl_kv_str(ca_pkl *p, const char *k, const char *v);

@@ -34,6 +34,13 @@ const char *ca_report_bytes(double bytes, char *buf, size_t n) {
     return buf;
 }
 
+const ca_oom_record *ca_report_ran_out(const ca_report_ctx *c) {
+    const ca_track_snap *s = &c->snap;
+    if (!s->n_ooms) return NULL;
+    const ca_oom_record *r = &s->ooms[s->n_ooms - 1];
+    return r->iteration + 1 >= s->iteration ? r : NULL;
+}
+
 double ca_report_time(const ca_report_ctx *c, uint64_t ticks) {
     if (c->snap.time_is_index) return (double)ticks;
     return (double)ca_clock_since_start_ns(&c->snap.clock, ticks) / 1e9;
@@ -280,12 +287,25 @@ int ca_report_ctx_init(ca_report_ctx *c, ca_tracker *t, ca_allocator *a, const c
     c->leak_oom_iteration = c->have_headroom && c->snap.iteration
                                 ? ca_leak_projection(c->snap.iteration - 1, c->headroom, c->leak_rate)
                                 : -1;
+    /* Written just after running out: what happened, not a projection. */
+    if (ca_report_ran_out(c)) {
+        c->leak_oom_iteration = -1;
+        for (size_t i = 0; i < c->n_growing; i++) c->leaks[i].projected_oom_iteration = -1;
+        for (size_t i = 0; i < c->n_findings; i++) c->findings[i].projected_oom_iteration = -1;
+    }
     if (c->snap.site_mode == CA_SITES_STACK) {
         if (!(c->sym = ca_symtab_new())) goto fail;
         /* Every site with allocations for the snapshot; the failing calls of
          * OOMs (sites with no allocation of their own) always. */
-        if (full)
+        if (full) {
             for (size_t i = 0; i < c->snap.n_sites; i++) want_site(c, c->snap.sites[i].site);
+            /* and the calls that mapped or unmapped memory (segment events) */
+            for (size_t i = 0; i < c->snap.n_events; i++) {
+                const ca_ev *e = &c->snap.events[i];
+                ca_evk k = ca_ev_kind(e);
+                if ((k == CA_EVK_MAP || k == CA_EVK_UNMAP) && e->site != CA_SITE_NONE) want_site(c, e->site);
+            }
+        }
         for (size_t i = 0; i < c->n_growing; i++) want_site(c, c->leaks[i].site);
         for (size_t i = 0; i < c->snap.n_ooms; i++) {
             want_site(c, c->snap.ooms[i].site);

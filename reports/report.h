@@ -32,7 +32,10 @@ typedef struct ca_report_options {
     int csv_iterations;       /* 1: `iteration` rows in the CSV (default); 0: plain RMM */
     int symbolize;            /* 1: addr2line for file and line (default); 0: dladdr only */
     int symbolize_timeout_ms; /* all addr2line runs of one report (default 10000) */
-    const char *alloc_conf;   /* CUDALLOC_CONF in effect, for the snapshot's settings */
+    /* For the snapshot's allocator_settings: */
+    const char *alloc_conf;   /* the settings in force, CUDALLOC_CONF syntax, defaults
+                                 included; NULL: "expandable_segments:" + expandable */
+    const char *user_conf;    /* CUDALLOC_CONF as the user set it; NULL: unset */
     int expandable;           /* 1 expandable, 0 classic, -1 unknown (default) */
     const char *title;        /* e.g. the program's name; NULL: "cudalloc report" */
     const char *source_name;  /* offline: the trace file the report comes from */

@@ -181,6 +181,8 @@ int ca_report_json(const ca_report_ctx *c, FILE *f) {
     ca_json_arr_end(j);
     ca_json_kv_double(j, "leak_bytes_per_iteration", c->leak_rate);
     kv_opt_int(j, "leak_projected_oom_iteration", c->leak_oom_iteration >= 0, c->leak_oom_iteration);
+    const ca_oom_record *ran_out = ca_report_ran_out(c);
+    kv_opt_int(j, "ran_out_iteration", ran_out != NULL, ran_out ? ran_out->iteration : 0);
     ca_json_kv_uint(j, "working_set_bytes", c->working_set);
 
     static const char *const kinds[] = {"site", "together", "buffer"};

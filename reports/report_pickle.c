@@ -23,6 +23,14 @@ static void frames(const ca_report_ctx *c, ca_pkl *p, uint32_t site) {
     ca_pkl_list_end(p);
 }
 
+/* cudalloc has one pool per device and stream, PyTorch's default pool:
+ * (0, 0) as PyTorch writes it (MemoryViz prints "pool_id (0, 0)", and
+ * "pool_id unknown" without it). */
+static void default_pool(ca_pkl *p) {
+    ca_pkl_key(p, "segment_pool_id");
+    ca_pkl_int_pair(p, 0, 0);
+}
+
 static int64_t stream_of(const ca_track_snap *s, uint16_t idx) {
     return idx < s->n_streams ? (int64_t)s->streams[idx] : 0;
 }
@@ -71,8 +79,10 @@ static void trace_entry(const ca_report_ctx *c, ca_pkl *p, const char *action, c
     ca_pkl_kv_uint(p, "size", size > INT64_MAX ? (uint64_t)INT64_MAX : size);
     ca_pkl_kv_int(p, "stream", stream_of(s, e->stream));
     ca_pkl_kv_int(p, "time_us", s->time_is_index ? (int64_t)e->ticks : ca_clock_epoch_us(&s->clock, e->ticks));
-    ca_evk k = ca_ev_kind(e);
-    frames(c, p, k == CA_EVK_ALLOC || k == CA_EVK_FREE || k == CA_EVK_OOM ? e->site : 0);
+    if (!oom) default_pool(p);
+    /* alloc/free: the allocation's stack; segment_map/unmap: the call that
+     * mapped or unmapped (an allocation, a free); oom: the failing call */
+    frames(c, p, e->site);
     ca_pkl_dict_end(p);
 }
 
@@ -95,6 +105,7 @@ int ca_report_pickle(const ca_report_ctx *c, FILE *f) {
         ca_pkl_kv_uint(p, "total_size", g->reserved);
         ca_pkl_kv_int(p, "stream", stream_of(s, g->stream));
         ca_pkl_kv_str(p, "segment_type", g->pool == 1 ? "small" : "large");
+        default_pool(p);
         ca_pkl_kv_uint(p, "allocated_size", sums.allocated);
         ca_pkl_kv_uint(p, "active_size", sums.allocated);
         ca_pkl_kv_uint(p, "requested_size", sums.requested);
@@ -133,12 +144,19 @@ int ca_report_pickle(const ca_report_ctx *c, FILE *f) {
     ca_pkl_list_end(p);
     ca_pkl_list_end(p);
 
+    /* The settings in force, the conf string and the flag agreeing (cudalloc's
+     * default is expandable, PyTorch's is not: an empty string would say
+     * classic to a PyTorch reader). */
+    int expandable = c->opt.expandable != 0;
     ca_pkl_key(p, "allocator_settings");
     ca_pkl_dict_begin(p);
-    ca_pkl_kv_str(p, "PYTORCH_CUDA_ALLOC_CONF", c->opt.alloc_conf ? c->opt.alloc_conf : "");
+    ca_pkl_kv_str(p, "PYTORCH_CUDA_ALLOC_CONF", c->opt.alloc_conf ? c->opt.alloc_conf
+                                                : expandable  ? "expandable_segments:True"
+                                                              : "expandable_segments:False");
+    ca_pkl_kv_str(p, "CUDALLOC_CONF", c->opt.user_conf ? c->opt.user_conf : "");
     ca_pkl_kv_int(p, "max_split_size", -1);
     ca_pkl_kv_float(p, "garbage_collection_threshold", 0.0);
-    ca_pkl_kv_bool(p, "expandable_segments", c->opt.expandable != 0);
+    ca_pkl_kv_bool(p, "expandable_segments", expandable);
     ca_pkl_kv_int(p, "pinned_num_register_threads", 1);
     ca_pkl_kv_bool(p, "release_lock_on_cudamalloc", 0);
     ca_pkl_kv_bool(p, "pinned_use_cuda_host_register", 0);

@@ -81,6 +81,8 @@ static void finding(const ca_report_ctx *c, FILE *f, size_t i) {
             ca_report_bytes((double)c->working_set, b1, sizeof b1));
     if (fd->iterations_to_fill >= 0 && fd->note)
         fprintf(f, "would fill the device in %.0f iterations\n", fd->iterations_to_fill);
+    else if (ca_report_ran_out(c))
+        fprintf(f, "the device ran out at iteration %u\n", ca_report_ran_out(c)->iteration);
     else if (fd->projected_oom_iteration >= 0)
         fprintf(f, "at this rate alone the device runs out at iteration %" PRId64 "\n", fd->projected_oom_iteration);
     else

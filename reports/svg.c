@@ -2,6 +2,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "reports/fmt.h"
@@ -79,9 +80,16 @@ int ca_html_begin(FILE *f, const char *title)
           "h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}\n"
           "table{border-collapse:collapse;font-size:0.9em}\n"
           "th,td{border:1px solid #ccc;padding:0.25em 0.5em;text-align:left;vertical-align:top}\n"
-          "td.num{text-align:right;font-variant-numeric:tabular-nums}\n"
+          "td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\n"
           "pre{font-size:0.85em;white-space:pre-wrap}\n"
           "svg{display:block;margin:0.5em 0}\n"
+          ".verdict{padding:0.6em 0.9em;border-left:5px solid #888;background:#f4f4f4}\n"
+          ".verdict.bad{border-color:#d62728;background:#fcf0f0}.verdict.good{border-color:#2ca02c;background:#eff8ef}\n"
+          ".finding{border:1px solid #ccc;border-radius:4px;padding:0.1em 0.9em 0.6em;margin:0.8em 0}\n"
+          ".finding h3{font-size:1.05em}.advice{background:#fff8e0;padding:0.4em 0.6em}\n"
+          ".note{color:#555;font-size:0.85em;max-width:960px}.chart{position:relative}\n"
+          ".hover-tip{position:absolute;z-index:1;margin:0;padding:0.4em 0.6em;background:#fff;border:1px solid #888;"
+          "box-shadow:0 1px 4px rgba(0,0,0,0.25);pointer-events:none;font-size:0.8em;max-width:640px}\n"
           "</style>\n</head>\n<body>\n",
           f);
     return ferror(f) ? -1 : 0;
@@ -135,9 +143,10 @@ static const char *const byte_units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB",
 
 /* ---- downsampling ---- */
 
-typedef void (*emit_fn)(void *ctx, double x, double y);
+/* Each kept point is emitted as its index into x and y. */
+typedef void (*emit_fn)(void *ctx, size_t i);
 
-static void m4_flush(const double *x, const double *y, size_t idx[4], emit_fn emit, void *ctx)
+static void m4_flush(size_t idx[4], emit_fn emit, void *ctx)
 {
     /* first, min, max, last -> ascending, without repeats */
     for (int a = 1; a < 4; a++)
@@ -148,7 +157,7 @@ static void m4_flush(const double *x, const double *y, size_t idx[4], emit_fn em
         }
     for (int a = 0; a < 4; a++)
         if (a == 0 || idx[a] != idx[a - 1])
-            emit(ctx, x[idx[a]], y[idx[a]]);
+            emit(ctx, idx[a]);
 }
 
 static void m4(const double *x, const double *y, size_t n, double x0, double x1, unsigned cols,
@@ -176,7 +185,7 @@ static void m4(const double *x, const double *y, size_t n, double x0, double x1,
         }
         if (have) {
             size_t idx[4] = {first, imin, imax, last};
-            m4_flush(x, y, idx, emit, ctx);
+            m4_flush(idx, emit, ctx);
         }
         have = 1;
         col = c;
@@ -184,20 +193,21 @@ static void m4(const double *x, const double *y, size_t n, double x0, double x1,
     }
     if (have) {
         size_t idx[4] = {first, imin, imax, last};
-        m4_flush(x, y, idx, emit, ctx);
+        m4_flush(idx, emit, ctx);
     }
 }
 
 struct store {
+    const double *x, *y;
     double *ox, *oy;
     size_t n;
 };
 
-static void store_point(void *ctx, double x, double y)
+static void store_point(void *ctx, size_t i)
 {
     struct store *s = ctx;
-    s->ox[s->n] = x;
-    s->oy[s->n] = y;
+    s->ox[s->n] = s->x[i];
+    s->oy[s->n] = s->y[i];
     s->n++;
 }
 
@@ -206,7 +216,7 @@ size_t ca_svg_downsample(const double *x, const double *y, size_t n, double x0, 
 {
     if (!x || !y || !ox || !oy)
         return 0;
-    struct store s = {ox, oy, 0};
+    struct store s = {x, y, ox, oy, 0};
     m4(x, y, n, x0, x1, cols, store_point, &s);
     return s.n;
 }
@@ -217,6 +227,8 @@ struct plot_map {
     FILE *f;
     double x0, x1, y0, y1;   /* data ranges */
     double L, R, T, B;       /* pixel box */
+    const double *x, *y;     /* the series being drawn */
+    unsigned char *drawn;    /* per index: kept by some series (NULL: not asked) */
 };
 
 static double px_x(const struct plot_map *m, double x)
@@ -229,13 +241,15 @@ static double px_y(const struct plot_map *m, double y)
     return m->B - (y - m->y0) / (m->y1 - m->y0) * (m->B - m->T);
 }
 
-static void emit_polyline_point(void *ctx, double x, double y)
+static void emit_polyline_point(void *ctx, size_t i)
 {
     struct plot_map *m = ctx;
     fputc(' ', m->f);
-    coord(m->f, px_x(m, x));
+    coord(m->f, px_x(m, m->x[i]));
     fputc(',', m->f);
-    coord(m->f, px_y(m, y));
+    coord(m->f, px_y(m, m->y[i]));
+    if (m->drawn)
+        m->drawn[i] = 1;
 }
 
 static void y_label(FILE *f, double v, double unit, const char *uname, int dec)
@@ -250,10 +264,33 @@ static void y_label(FILE *f, double v, double unit, const char *uname, int dec)
     }
 }
 
-int ca_svg_plot(FILE *f, const ca_svg_plot_opts *o, const ca_svg_series *s, size_t ns)
+static const char *series_color(const ca_svg_series *s, size_t k)
+{
+    return s[k].color ? s[k].color : palette[k % PALETTE_N];
+}
+
+/* stroke-width and stroke-dasharray of a series (and its legend swatch). */
+static void stroke_style(FILE *f, const ca_svg_series *s)
+{
+    fputs(" stroke-width=\"", f);
+    coord(f, s->width > 0 && isfinite(s->width) ? s->width : 1.5);
+    fputc('"', f);
+    if (s->dash) {
+        fputs(" stroke-dasharray=\"", f);
+        ca_html_escape(f, s->dash);
+        fputc('"', f);
+    }
+}
+
+#define ALERT_COLOR "#d62728"
+
+static int plot(FILE *f, const ca_svg_plot_opts *o, const ca_svg_series *s, size_t ns, size_t *drawn,
+                size_t *n_drawn)
 {
     static const ca_svg_plot_opts defaults;
-    if (!f || (ns && !s))
+    if (n_drawn)
+        *n_drawn = 0;
+    if (!f || (ns && !s) || (n_drawn && !drawn))
         return -1;
     if (!o)
         o = &defaults;
@@ -273,6 +310,9 @@ int ca_svg_plot(FILE *f, const ca_svg_plot_opts *o, const ca_svg_series *s, size
             x0 = fmin(x0, x), x1 = fmax(x1, x);
             y0 = fmin(y0, y), y1 = fmax(y1, y);
         }
+    for (size_t i = 0; o->alerts && i < o->n_alerts; i++)
+        if (isfinite(o->alerts[i]))
+            x0 = fmin(x0, o->alerts[i]), x1 = fmax(x1, o->alerts[i]);
     if (!(x0 <= x1) && o->marks)   /* no data: let the markers set the range */
         for (size_t i = 0; i < o->n_marks; i++)
             if (isfinite(o->marks[i]))
@@ -309,7 +349,21 @@ int ca_svg_plot(FILE *f, const ca_svg_plot_opts *o, const ca_svg_series *s, size
     m.x0 = x0, m.x1 = x1, m.y0 = y0, m.y1 = y1;
 
     fprintf(f, "<svg class=\"plot\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-               "font-family=\"sans-serif\" font-size=\"11\">\n", W, H, W, H);
+               "font-family=\"sans-serif\" font-size=\"11\"", W, H, W, H);
+    if (o->id) {
+        fputs(" id=\"", f);
+        ca_html_escape(f, o->id);
+        fputc('"', f);
+        const double v[8] = {x0, x1, y0, y1, m.L, m.R, m.T, m.B};
+        static const char *const k[8] = {"x0", "x1", "y0", "y1", "l", "r", "t", "b"};
+        for (int i = 0; i < 8; i++) {
+            char num[40];
+            if (ca_fmt_double(num, sizeof num, v[i]) < 0)
+                strcpy(num, "0");
+            fprintf(f, " data-%s=\"%s\"", k[i], num);
+        }
+    }
+    fputs(">\n", f);
     if (o->title) {
         fprintf(f, "<text x=\"%g\" y=\"16\" font-size=\"13\" font-weight=\"bold\">", m.L);
         ca_html_escape(f, o->title);
@@ -319,9 +373,19 @@ int ca_svg_plot(FILE *f, const ca_svg_plot_opts *o, const ca_svg_series *s, size
     /* legend: one swatch per series, then the markers */
     double lx = m.L;
     for (size_t k = 0; k < ns; k++) {
-        const char *color = s[k].color ? s[k].color : palette[k % PALETTE_N];
+        const char *color = series_color(s, k);
         const char *name = s[k].name ? s[k].name : "series";
-        fprintf(f, "<line x1=\"%g\" y1=\"31\" x2=\"%g\" y2=\"31\" stroke-width=\"3\" stroke=\"", lx, lx + 16);
+        if (s[k].area) {
+            fprintf(f, "<rect x=\"%g\" y=\"26\" width=\"16\" height=\"10\" fill-opacity=\"0.18\" fill=\"", lx);
+            ca_html_escape(f, color);
+            fputs("\"/>", f);
+        }
+        fprintf(f, "<line x1=\"%g\" y1=\"31\" x2=\"%g\" y2=\"31\"", lx, lx + 16);
+        ca_svg_series sw = s[k];
+        if (!(sw.width > 3))
+            sw.width = 3;   /* a swatch thick enough to see its colour */
+        stroke_style(f, &sw);
+        fputs(" stroke=\"", f);
         ca_html_escape(f, color);
         fprintf(f, "\"/><text x=\"%g\" y=\"35\">", lx + 20);
         ca_html_escape(f, name);
@@ -334,6 +398,13 @@ int ca_svg_plot(FILE *f, const ca_svg_plot_opts *o, const ca_svg_series *s, size
                    "<text x=\"%g\" y=\"35\">", lx + 4, lx + 4, lx + 10);
         ca_html_escape(f, o->mark_name ? o->mark_name : "iteration");
         fprintf(f, " (%zu)</text>\n", o->n_marks);
+        lx += 40 + 6.5 * (double)(strlen(o->mark_name ? o->mark_name : "iteration") + 6);
+    }
+    if (o->alerts && o->n_alerts) {
+        fprintf(f, "<line x1=\"%g\" y1=\"26\" x2=\"%g\" y2=\"38\" stroke=\"" ALERT_COLOR "\" stroke-width=\"2\"/>"
+                   "<text x=\"%g\" y=\"35\" fill=\"" ALERT_COLOR "\">", lx + 4, lx + 4, lx + 10);
+        ca_html_escape(f, o->alert_name ? o->alert_name : "out of memory");
+        fprintf(f, " (%zu)</text>\n", o->n_alerts);
     }
 
     /* grid and y tick labels */
@@ -411,17 +482,50 @@ int ca_svg_plot(FILE *f, const ca_svg_plot_opts *o, const ca_svg_series *s, size
         fputs("\"/>\n", f);
     }
 
-    /* series */
+    /* series, in the order given */
     unsigned cols = (unsigned)(m.R - m.L);
+    size_t maxn = 0;
+    for (size_t k = 0; k < ns; k++)
+        if (s[k].x && s[k].y && s[k].n > maxn)
+            maxn = s[k].n;
+    unsigned char *kept = n_drawn && maxn ? calloc(maxn, 1) : NULL;
+    if (n_drawn && maxn && !kept)
+        return -1;
     for (size_t k = 0; k < ns; k++) {
         if (!s[k].x || !s[k].y || !s[k].n)
             continue;
-        const char *color = s[k].color ? s[k].color : palette[k % PALETTE_N];
-        double peak = -INFINITY;
+        const char *color = series_color(s, k);
+        m.x = s[k].x;
+        m.y = s[k].y;
+        m.drawn = NULL;
+        double peak = -INFINITY, first_x = NAN, last_x = NAN;
         for (size_t i = 0; i < s[k].n; i++)
-            if (isfinite(s[k].x[i]) && isfinite(s[k].y[i]))
+            if (isfinite(s[k].x[i]) && isfinite(s[k].y[i])) {
                 peak = fmax(peak, s[k].y[i]);
-        fputs("<polyline fill=\"none\" stroke-width=\"1.5\" stroke-linejoin=\"round\" stroke=\"", f);
+                if (isnan(first_x))
+                    first_x = s[k].x[i];
+                last_x = s[k].x[i];
+            }
+        if (s[k].area && isfinite(peak)) {
+            /* the line's points, then down to the axis and back */
+            fputs("<polygon stroke=\"none\" fill-opacity=\"0.18\" fill=\"", f);
+            ca_html_escape(f, color);
+            fputs("\" points=\"", f);
+            m4(s[k].x, s[k].y, s[k].n, x0, x1, cols, emit_polyline_point, &m);
+            fputc(' ', f);
+            coord(f, px_x(&m, last_x));
+            fputc(',', f);
+            coord(f, m.B);
+            fputc(' ', f);
+            coord(f, px_x(&m, first_x));
+            fputc(',', f);
+            coord(f, m.B);
+            fputs("\"/>\n", f);
+        }
+        m.drawn = kept;
+        fputs("<polyline fill=\"none\" stroke-linejoin=\"round\"", f);
+        stroke_style(f, &s[k]);
+        fputs(" stroke=\"", f);
         ca_html_escape(f, color);
         fputs("\" points=\"", f);
         m4(s[k].x, s[k].y, s[k].n, x0, x1, cols, emit_polyline_point, &m);
@@ -437,6 +541,36 @@ int ca_svg_plot(FILE *f, const ca_svg_plot_opts *o, const ca_svg_series *s, size
         }
         fputs("</title></polyline>\n", f);
     }
+    if (kept) {
+        for (size_t i = 0; i < maxn; i++)
+            if (kept[i])
+                drawn[(*n_drawn)++] = i;
+        free(kept);
+    }
+
+    /* alerts over the series */
+    for (size_t i = 0; o->alerts && i < o->n_alerts; i++) {
+        if (!isfinite(o->alerts[i]))
+            continue;
+        double px = px_x(&m, o->alerts[i]);
+        fputs("<line class=\"alert\" stroke=\"" ALERT_COLOR "\" stroke-width=\"2\" x1=\"", f);
+        coord(f, px);
+        fputs("\" x2=\"", f);
+        coord(f, px);
+        fputs("\" y1=\"", f);
+        coord(f, m.T - 4);
+        fputs("\" y2=\"", f);
+        coord(f, m.B);
+        fputs("\"><title>", f);
+        ca_html_escape(f, o->alert_tips && o->alert_tips[i] ? o->alert_tips[i]
+                          : o->alert_name ? o->alert_name : "out of memory");
+        fputs("</title></line>\n", f);
+    }
+    if (o->id)
+        fprintf(f, "<line class=\"hover-line\" stroke=\"#555\" stroke-width=\"0.8\" x1=\"0\" x2=\"0\" "
+                   "y1=\"%g\" y2=\"%g\" visibility=\"hidden\"/><circle class=\"hover-dot\" r=\"4\" cx=\"0\" "
+                   "cy=\"0\" fill=\"none\" stroke=\"#111\" stroke-width=\"1.5\" visibility=\"hidden\"/>\n",
+                m.T, m.B);
 
     /* axes on top */
     fputs("<path fill=\"none\" stroke=\"#333\" d=\"M", f);
@@ -457,6 +591,19 @@ int ca_svg_plot(FILE *f, const ca_svg_plot_opts *o, const ca_svg_series *s, size
     }
     fputs("</svg>\n", f);
     return ferror(f) ? -1 : 0;
+}
+
+int ca_svg_plot(FILE *f, const ca_svg_plot_opts *o, const ca_svg_series *s, size_t ns)
+{
+    return plot(f, o, s, ns, NULL, NULL);
+}
+
+int ca_svg_plot_drawn(FILE *f, const ca_svg_plot_opts *o, const ca_svg_series *s, size_t ns, size_t *drawn,
+                      size_t *n_drawn)
+{
+    if (!n_drawn)
+        return -1;
+    return plot(f, o, s, ns, drawn, n_drawn);
 }
 
 /* ---- segment map ---- */

@@ -1,6 +1,8 @@
-/* Drawing for the self-contained HTML report: inline SVG, no scripts, no
- * external references of any kind (not even an xmlns URI: HTML's parser
- * puts <svg> in the SVG namespace by itself).
+/* Drawing for the self-contained HTML report: inline SVG, no external
+ * references of any kind (not even an xmlns URI: HTML's parser puts <svg> in
+ * the SVG namespace by itself). The SVG itself has no script; a plot can
+ * describe its own geometry (data-* attributes) and say which points it drew,
+ * for a page script that shows those points on hover.
  *
  * Everything writes to a FILE*. Drawing is tolerant of odd data: non-finite
  * points are skipped, blocks are clipped to their segment; the functions
@@ -31,6 +33,12 @@ typedef struct {
     const char *color;   /* CSS colour; NULL picks from a fixed palette */
     const double *x, *y; /* n points, x non-decreasing for best results */
     size_t n;
+    /* How it is drawn (zero: a solid 1.5 px line). Series are drawn in
+     * order, so a wide or filled one goes first and the lines it would hide
+     * stay on top of it. */
+    double width;        /* stroke width in px; 0: 1.5 */
+    const char *dash;    /* stroke-dasharray, e.g. "6,4"; NULL: solid */
+    int area;            /* 1: the area under the line is filled, lightly */
 } ca_svg_series;
 
 typedef struct {
@@ -41,12 +49,30 @@ typedef struct {
     const double *marks;   /* x of vertical markers (iteration starts) */
     size_t n_marks;
     const char *mark_name; /* legend text for markers; NULL: "iteration" */
+    /* Alerts (out-of-memory failures): red vertical lines over the series,
+     * each with its tooltip, and a legend entry. The x range covers them. */
+    const double *alerts;
+    const char *const *alert_tips; /* n_alerts texts; NULL: alert_name */
+    size_t n_alerts;
+    const char *alert_name;        /* NULL: "out of memory" */
+    /* With an id, the <svg> gets it and data-x0/x1/y0/y1 (data ranges) and
+     * data-l/r/t/b (the plot box in SVG units), and holds a hidden
+     * <line class="hover-line"> and <circle class="hover-dot"> for a script
+     * to move. */
+    const char *id;
 } ca_svg_plot_opts;
 
 /* Draws the series as polylines over shared axes, downsampled to the plot's
  * pixel columns with ca_svg_downsample() so the file stays small however
  * long the series are. */
 int ca_svg_plot(FILE *f, const ca_svg_plot_opts *o, const ca_svg_series *s, size_t ns);
+
+/* ca_svg_plot(), also saying which points it drew: the indices kept by the
+ * downsampling of any series, ascending, each once, in drawn[] (room for
+ * the longest series' n), their number in *n_drawn. Meant for series that
+ * share one x array, so an index names one moment in all of them. */
+int ca_svg_plot_drawn(FILE *f, const ca_svg_plot_opts *o, const ca_svg_series *s, size_t ns, size_t *drawn,
+                      size_t *n_drawn);
 
 /* Downsampling used by ca_svg_plot(): maps x in [x0, x1] onto `cols` pixel
  * columns and, for each run of consecutive points in one column, keeps the

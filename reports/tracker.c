@@ -615,12 +615,12 @@ void ca_tracker_record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, u
         t->reserved += ev->size;
         if (t->reserved > t->peak_reserved) t->peak_reserved = t->reserved;
         if (t->reserved > t->iter_peak_reserved) t->iter_peak_reserved = t->reserved;
-        log_event(t, CA_EVK_MAP, ev->addr, ev->size, ev->size, ticks, 0, th, sm);
+        log_event(t, CA_EVK_MAP, ev->addr, ev->size, ev->size, ticks, site, th, sm);
         break;
     case CA_EV_SEGMENT_UNMAP:
         ranges_unmap(t, ev->addr, ev->size);
         t->reserved -= ev->size < t->reserved ? ev->size : t->reserved;
-        log_event(t, CA_EVK_UNMAP, ev->addr, ev->size, ev->size, ticks, 0, th, sm);
+        log_event(t, CA_EVK_UNMAP, ev->addr, ev->size, ev->size, ticks, site, th, sm);
         break;
     case CA_EV_OOM: {
         uint64_t idx = t->n_ooms;
@@ -650,6 +650,8 @@ void ca_tracker_observe(void *tracker, const ca_trace_event *ev) {
     if (ev->kind == CA_EV_ALLOC || ev->kind == CA_EV_OOM)
         site = t->opt.capture_stacks ? ca_stacks_capture(t->stacks)
                                      : ca_tracker_size_site(t, ev->requested ? ev->requested : ev->size);
+    else if ((ev->kind == CA_EV_SEGMENT_MAP || ev->kind == CA_EV_SEGMENT_UNMAP) && t->opt.capture_stacks)
+        site = ca_stacks_capture(t->stacks); /* the call that made the allocator map (an allocation) or unmap */
     ca_tracker_record(t, ev, site, 0, 0);
 }
 

@@ -142,7 +142,8 @@ typedef struct ca_ev {
                           the requested size rounded up to 512 (12 bits, in
                           512 B units), kind (4 bits) */
     uint64_t ticks;
-    uint32_t site;     /* ALLOC/FREE: the allocation's site; OOM: the failing call's */
+    uint32_t site;     /* ALLOC/FREE: the allocation's site; OOM: the failing call's;
+                          MAP/UNMAP: the call that made it (0 offline) */
     uint16_t thread;   /* index in threads[] */
     uint16_t stream;   /* index in streams[] */
 } ca_ev;

@@ -98,6 +98,28 @@ if [ $on_gpu = 0 ] && [ -x "${trainer[0]}" ]; then
         "$build/bin/cudalloc-replay" --runs 1 "$rdir/rows.csv" "$rdir/plain.csv" >/dev/null; then
         pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL trace_iterations: rows present/absent, both replay"; fi
 fi
+# The snapshot's settings are the ones in force, the segment maps carry the
+# program's stack (libcudalloc.so's own frames are skipped at capture), every
+# segment is in PyTorch's default pool (0, 0).
+snapshot_check() { # name, pickle, mapping function, expandable (True|False), conf keys that must be there...
+    local name=$1 pkl=$2 fn=$3 exp=$4; shift 4
+    if python3 - "$pkl" "$fn" "$exp" "$@" <<'PY'; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $name"; fi
+import pickle, sys
+s = pickle.load(open(sys.argv[1], 'rb'))
+st, exp = s['allocator_settings'], sys.argv[3] == 'True'
+conf = dict(kv.split(':', 1) for kv in st['PYTORCH_CUDA_ALLOC_CONF'].split(','))
+assert st['expandable_segments'] is exp and conf['expandable_segments'] == sys.argv[3], st
+for kv in sys.argv[4:]:
+    k, v = kv.split(':', 1)
+    assert conf.get(k) == v, (kv, conf)
+assert all(g['segment_pool_id'] == (0, 0) for g in s['segments']), s['segments'][:1]
+maps = [e for e in s['device_traces'][0] if e['action'] == 'segment_map']
+assert maps and all(e['frames'] and e['frames'][0]['name'] == sys.argv[2] for e in maps), [e['frames'][:2] for e in maps]
+PY
+}
+snapshot_check snapshot-default "$rdir/exit.pickle" basic True
+run reports-conf 0 CUDALLOC_REPORT="$rdir/conf" CUDALLOC_CONF=expandable_segments:false,max_reserved:1GiB,sync_free:true -- "$bin/prog_runtime" threads
+snapshot_check snapshot-conf "$rdir/conf.pickle" work False max_reserved:1073741824 sync_free:True
 run reports-on-demand 0 CUDALLOC_REPORT="$rdir/demand" -- "$bin/prog_runtime" reports
 run reports-unwritable 0 CUDALLOC_REPORT=/nonexistent/dir/r -- "$bin/prog_runtime" basic
 expect reports-unwritable-warning "cannot write report"

@@ -148,6 +148,30 @@ START_TEST(scalars_and_nesting)
 }
 END_TEST
 
+/* A pair of ints is a tuple in Python (PyTorch's segment_pool_id), in a
+ * list, as a dict value, and across a batch boundary. */
+START_TEST(int_pairs_are_tuples)
+{
+    ca_pkl *p = ca_pkl_new_buf();
+    ca_pkl_dict_begin(p);
+    ca_pkl_key(p, "segment_pool_id");
+    ck_assert_int_eq(ca_pkl_int_pair(p, 0, 0), 0);
+    ca_pkl_key(p, "pairs");
+    ca_pkl_list_begin(p);
+    for (int i = 0; i < 1001; i++)
+        ck_assert_int_eq(ca_pkl_int_pair(p, i, -(int64_t)i * 100000), 0);
+    ck_assert_int_eq(ca_pkl_int_pair(p, INT64_MIN, 0x7f0000001000LL), 0);
+    ca_pkl_list_end(p);
+    ca_pkl_dict_end(p);
+    ck_assert_int_eq(ca_pkl_finish(p), 0);
+    check_buffer(p,
+        "EXPECTED = {'segment_pool_id': (0, 0),\n"
+        "            'pairs': [(i, -i * 100000) for i in range(1001)] + [(-2**63, 0x7f0000001000)]}\n"
+        "assert 'TUPLE2' in used, used\n");
+    ca_pkl_free(p);
+}
+END_TEST
+
 /* Past 1000 items a batch closes and a new MARK opens; past 256 memo
  * entries BINGET gives way to LONG_BINGET; past 255 bytes a string needs
  * BINUNICODE. */
@@ -466,6 +490,7 @@ static Suite *pickle_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, scalars_and_nesting);
     tcase_add_test(tc, batches_memo_and_long_strings);
+    tcase_add_test(tc, int_pairs_are_tuples);
     tcase_add_test(tc, snapshot_shape_via_file);
     tcase_add_test(tc, nesting_errors);
     tcase_add_test(tc, write_failure_is_reported);

@@ -273,6 +273,75 @@ START_TEST(segment_map_valid_bounded_with_tooltips)
 }
 END_TEST
 
+/* Styles, alerts, the hover geometry and the drawn points. The series
+ * share x; a spike in one must be among the drawn points of both. */
+enum { NSTY = 50000 };
+static size_t drawn[NSTY], n_drawn;
+static double sx[NSTY], sy1[NSTY], sy2[NSTY];
+
+static void draw_styled(FILE *f)
+{
+    for (int i = 0; i < NSTY; i++) {
+        sx[i] = 1000 + i;
+        sy1[i] = 100 + i % 7;
+        sy2[i] = 300;
+    }
+    sy1[31337] = 5000;
+    double alerts[] = {1000 + 40000, 1000 + 60000}; /* the second past the data: the range grows */
+    const char *tips[] = {"out of memory <at> 12", NULL};
+    ca_svg_series s[2] = {
+        {.name = "reserved", .color = "#ff7f0e", .x = sx, .y = sy2, .n = NSTY, .area = 1, .width = 1},
+        {.name = "kept", .color = "#1f77b4", .x = sx, .y = sy1, .n = NSTY, .dash = "6,4", .width = 2.5},
+    };
+    ca_svg_plot_opts o = {.title = "styled", .id = "ev<1>", .alerts = alerts, .alert_tips = tips, .n_alerts = 2};
+    ck_assert_int_eq(ca_svg_plot_drawn(f, &o, s, 2, drawn, &n_drawn), 0);
+    size_t unused;
+    ck_assert_int_eq(ca_svg_plot_drawn(f, &o, s, 2, NULL, &unused), -1);
+    ck_assert_int_eq(ca_svg_plot_drawn(f, &o, s, 2, drawn, NULL), -1);
+}
+
+START_TEST(plot_styles_alerts_and_drawn_points)
+{
+    size_t len;
+    char *html = render(draw_styled, &len);
+    ck_assert_uint_gt(n_drawn, 1000);
+    ck_assert_uint_le(n_drawn, 6 * 900);
+    int spike = 0;
+    for (size_t i = 0; i < n_drawn; i++) {
+        if (i)
+            ck_assert_uint_gt(drawn[i], drawn[i - 1]);
+        spike |= drawn[i] == 31337;
+    }
+    ck_assert_msg(spike && drawn[0] == 0 && drawn[n_drawn - 1] == NSTY - 1, "spike or ends not drawn");
+    char *py;
+    ck_assert(asprintf(&py,
+        "svg = svgs[0]\n"
+        "assert svg.get('id') == 'ev<1>', svg.attrib\n"
+        "g = {k: float(svg.get('data-' + k)) for k in ('x0', 'x1', 'y0', 'y1', 'l', 'r', 't', 'b')}\n"
+        "assert g['x0'] == 1000 and g['x1'] == 61000 and g['y0'] == 0 and g['y1'] >= 5000, g\n"
+        "poly = svg.findall('polygon')\n"
+        "assert len(poly) == 1 and poly[0].get('fill') == '#ff7f0e' and poly[0].get('fill-opacity'), poly\n"
+        "lines = svg.findall('polyline')\n"
+        "assert [l.get('stroke') for l in lines] == ['#ff7f0e', '#1f77b4'], 'drawn in the order given'\n"
+        "assert lines[1].get('stroke-dasharray') == '6,4' and lines[1].get('stroke-width') == '2.5'\n"
+        "assert lines[0].get('stroke-width') == '1' and lines[0].get('stroke-dasharray') is None\n"
+        "# the drawn points are the union of both lines' vertices\n"
+        "nv = [len(l.get('points').split()) for l in lines]\n"
+        "assert max(nv) <= %zu <= sum(nv), (nv, %zu)\n"
+        "al = [e for e in svg.findall('line') if e.get('class') == 'alert']\n"
+        "assert [a.find('title').text for a in al] == ['out of memory <at> 12', 'out of memory'], al\n"
+        "assert float(al[1].get('x1')) == g['r'] and al[0].get('stroke') == '#d62728'\n"
+        "assert any((t.text or '').startswith('out of memory (2)') for t in svg.iter('text'))\n"
+        "hv = [e for e in svg.iter() if e.get('class') in ('hover-line', 'hover-dot')]\n"
+        "assert len(hv) == 2 and all(e.get('visibility') == 'hidden' for e in hv)\n"
+        "assert '<script' not in html\n",
+        n_drawn, n_drawn) > 0);
+    check_html(html, len, py);
+    free(py);
+    free(html);
+}
+END_TEST
+
 START_TEST(html_escaping)
 {
     char *buf = NULL;
@@ -305,6 +374,7 @@ static Suite *svg_suite(void)
     tcase_add_test(tc, plot_edge_cases_stay_valid);
     tcase_add_test(tc, segment_map_valid_bounded_with_tooltips);
     tcase_add_test(tc, html_escaping);
+    tcase_add_test(tc, plot_styles_alerts_and_drawn_points);
     suite_add_tcase(s, tc);
     return s;
 }
