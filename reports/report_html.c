@@ -392,9 +392,10 @@ static void plot_time(const ca_report_ctx *c, FILE *f) {
             if (na < CA_MAX_OOM_RECORDS) {
                 char b[32];
                 alerts[na] = (double)(s->first_seq + i);
-                if (e->addr < s->n_ooms)
+                uint64_t rec = ca_ev_oom_record(e);
+                if (rec < s->n_ooms)
                     snprintf(tips[na], sizeof tips[na], "out of memory at iteration %u: %s requested",
-                             s->ooms[e->addr].iteration, ca_report_bytes((double)s->ooms[e->addr].requested, b, sizeof b));
+                             s->ooms[rec].iteration, ca_report_bytes((double)s->ooms[rec].requested, b, sizeof b));
                 else
                     snprintf(tips[na], sizeof tips[na], "out of memory: %s requested",
                              ca_report_bytes((double)ca_ev_bytes(e), b, sizeof b));
