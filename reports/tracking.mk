@@ -5,7 +5,7 @@
 TRACKING_SRCS := reports/clock.c reports/stacks.c reports/period.c reports/leaks.c reports/oom.c \
                  reports/tracker.c reports/fragmentation.c reports/symbolize.c reports/named_frames.c reports/report.c \
                  reports/report_txt.c reports/report_json.c reports/report_csv.c \
-                 reports/report_pickle.c reports/report_html.c
+                 reports/report_pickle.c reports/report_html.c reports/snapshot_read.c
 TRACKING_OBJS := $(TRACKING_SRCS:%.c=$(OBJ)/%.o)
 
 # The archive's rule (module.mk) links $^: these join it.
@@ -28,7 +28,8 @@ UNIT_TESTS += $(TRACKING_TESTS)
 $(TRACKING_TESTS): | $(BIN)/cudalloc-replay $(BIN)/cudalloc-report
 
 # cudalloc-report
-$(BIN)/cudalloc-report: $(OBJ)/tools/report.o $(TRACE_OBJS) $(UTIL_OBJS) $(LIB)/libcareports.a $(LIBCA)
+REPORT_TOOL_SRCS := tools/report.c tools/report_snapshot.c tools/report_ranks.c tools/replay_run.c
+$(BIN)/cudalloc-report: $(REPORT_TOOL_SRCS:%.c=$(OBJ)/%.o) $(TRACE_OBJS) $(UTIL_OBJS) $(LIB)/libcareports.a $(LIBCA)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(REPORTS_LDLIBS)
 ALL_TARGETS += $(BIN)/cudalloc-report
