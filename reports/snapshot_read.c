@@ -53,7 +53,21 @@ __attribute__((format(printf, 2, 3))) static int fail(sr *r, const char *fmt, ..
     return -1;
 }
 
-static const char *kind_of(const ca_val *v) { return ca_val_kind_name(v->kind); }
+/* "an int", "a list", "None": for "'addr' is a str, expected an int". */
+static const char *kind_of(const ca_val *v) {
+    switch (v->kind) {
+    case CA_VAL_NONE: return "None";
+    case CA_VAL_BOOL: return "a bool";
+    case CA_VAL_INT: case CA_VAL_BIGINT: return "an int";
+    case CA_VAL_FLOAT: return "a float";
+    case CA_VAL_STR: return "a str";
+    case CA_VAL_BYTES: return "a bytes";
+    case CA_VAL_LIST: return "a list";
+    case CA_VAL_TUPLE: return "a tuple";
+    case CA_VAL_SET: return "a set";
+    default: return "a dict";
+    }
+}
 
 /* key of dict `d` at `where` as an integer >= lo; missing: *out = dflt, or
  * an error when dflt is NULL. */
@@ -68,7 +82,7 @@ static int get_int(sr *r, const ca_val *d, const char *key, const char *where, i
         return fail(r, "%s: no '%s'", where, key);
     }
     if (v->kind == CA_VAL_BIGINT) return fail(r, "%s: '%s' is an integer beyond 64 bits", where, key);
-    if (v->kind != CA_VAL_INT) return fail(r, "%s: '%s' is a %s, expected an int", where, key, kind_of(v));
+    if (v->kind != CA_VAL_INT) return fail(r, "%s: '%s' is %s, expected an int", where, key, kind_of(v));
     if (v->i < lo) return fail(r, "%s: '%s' is %lld, expected %lld or more", where, key, (long long)v->i, (long long)lo);
     *out = v->i;
     return 0;
@@ -96,7 +110,7 @@ static int get_str(sr *r, const ca_val *d, const char *key, const char *where, c
     const ca_val *v = ca_val_get(d, key);
     *out = NULL;
     if (!v || v->kind == CA_VAL_NONE) return 0;
-    if (v->kind != CA_VAL_STR) return fail(r, "%s: '%s' is a %s, expected a str", where, key, kind_of(v));
+    if (v->kind != CA_VAL_STR) return fail(r, "%s: '%s' is %s, expected a str", where, key, kind_of(v));
     *out = v->s.p;
     return 0;
 }
@@ -105,7 +119,7 @@ static int get_list(sr *r, const ca_val *d, const char *key, const char *where, 
     const ca_val *v = ca_val_get(d, key);
     *out = NULL;
     if (!v) return required ? fail(r, "%s: no '%s'", where, key) : 0;
-    if (!ca_val_is_seq(v)) return fail(r, "%s: '%s' is a %s, expected a list", where, key, kind_of(v));
+    if (!ca_val_is_seq(v)) return fail(r, "%s: '%s' is %s, expected a list", where, key, kind_of(v));
     *out = v;
     return 0;
 }
@@ -158,7 +172,7 @@ static int frames_site(sr *r, const ca_val *list, const char *where, uint64_t si
         snprintf(at, sizeof at, "%s.frames[%zu]", where, i);
         if (f->kind != CA_VAL_DICT) {
             free(in);
-            return fail(r, "%s: a %s, expected a dict with filename, line, name", at, kind_of(f));
+            return fail(r, "%s: %s, expected a dict with filename, line, name", at, kind_of(f));
         }
         const char *name, *file;
         static const int64_t zero = 0;
@@ -234,7 +248,7 @@ static int site_of(sr *r, const ca_val *d, const char *where, uint64_t size, uin
 }
 
 static int dict_at(sr *r, const ca_val *v, const char *where) {
-    if (v->kind != CA_VAL_DICT) return fail(r, "%s: a %s, expected a dict", where, kind_of(v));
+    if (v->kind != CA_VAL_DICT) return fail(r, "%s: %s, expected a dict", where, kind_of(v));
     return 0;
 }
 
@@ -260,7 +274,6 @@ static int read_segments(sr *r, const ca_val *segs) {
             get_str(r, g, "segment_type", where, &type))
             return -1;
         if (dev >= MAX_DEVICES) return fail(r, "%s: device %lld: only devices 0 to %d are read", where, (long long)dev, MAX_DEVICES - 1);
-        if (sg->total_size > UINT64_MAX - sg->addr) return fail(r, "%s: address + total_size overflows", where);
         sg->device = (int)dev;
         sg->large = type ? !strcmp(type, "large") : -1;
         sg->expandable = ca_val_bool(ca_val_get(g, "is_expandable"), &exp) ? exp : -1;
@@ -286,7 +299,6 @@ static int read_segments(sr *r, const ca_val *segs) {
                 bl->state = CA_SNAP_ACTIVE_PENDING_FREE;
             else if (!strcmp(state, "inactive")) bl->state = CA_SNAP_INACTIVE;
             else return fail(r, "%s: state '%s': accepted: active_allocated, active_pending_free, inactive", at, state);
-            if (bl->size > UINT64_MAX - bl->addr) return fail(r, "%s: address + size overflows", at);
             if (bl->state != CA_SNAP_INACTIVE && site_of(r, b, at, bl->requested, &bl->site)) return -1;
             addr = bl->addr + bl->size;
             s->n_blocks++;
@@ -332,8 +344,6 @@ static int read_entry(sr *r, const ca_val *e, const char *where, ca_snap_entry *
         if (get_u64(r, e, "device_free", where, &zero, &out->addr)) return -1;
     } else if (get_u64(r, e, "addr", where, NULL, &out->addr)) {
         return -1;
-    } else if (out->size > UINT64_MAX - out->addr) {
-        return fail(r, "%s: addr + size overflows", where);
     }
     if (out->action == CA_SNAP_ALLOC || out->action == CA_SNAP_OOM) return site_of(r, e, where, out->size, &out->site);
     return 0;
@@ -349,7 +359,7 @@ static int read_traces(sr *r, const ca_val *traces) {
         const ca_val *list = ca_val_item(traces, d);
         char where[64];
         snprintf(where, sizeof where, "device_traces[%zu]", d);
-        if (!ca_val_is_seq(list)) return fail(r, "%s: a %s, expected a list of trace entries", where, kind_of(list));
+        if (!ca_val_is_seq(list)) return fail(r, "%s: %s, expected a list of trace entries", where, kind_of(list));
         size_t n = ca_val_len(list);
         ca_snap_trace *t = &s->traces[d];
         if (!(t->e = malloc((n ? n : 1) * sizeof *t->e))) return fail(r, "out of memory");
@@ -414,7 +424,7 @@ int ca_torch_snapshot_from_doc(const ca_val *root, ca_torch_snapshot *s, char *e
     sr r = {.s = s, .err = err, .errlen = errlen};
     if (errlen) err[0] = '\0';
     if (!root || root->kind != CA_VAL_DICT) {
-        fail(&r, "not a PyTorch memory snapshot: the pickle holds a %s, not a dict with 'segments' and "
+        fail(&r, "not a PyTorch memory snapshot: the pickle holds %s, not a dict with 'segments' and "
                  "'device_traces' (torch.cuda.memory._dump_snapshot() writes one)",
              root ? kind_of(root) : "nothing");
         return -1;
