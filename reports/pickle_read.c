@@ -274,7 +274,7 @@ static int step(rd *r, int *stop) {
         return 0;
     case 0x95: /* FRAME: a length, then opcodes as usual */
         if (arg(r, 8, &a)) return -1;
-        if (a > r->len - r->pos) return fail(r, "frame of %llu bytes, %zu left", (unsigned long long)a, r->len - r->pos);
+        if (a > r->len - r->pos) return fail(r, "truncated: a frame of %llu bytes, %zu left", (unsigned long long)a, r->len - r->pos);
         return 0;
     case '.': *stop = 1; return 0;
     case '(':

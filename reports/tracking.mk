@@ -48,6 +48,12 @@ test-report: $(BIN)/cudalloc-report $(BIN)/cudalloc-replay $(PROBE_DIR)/probe
 	@bash tests/reports/tracking/report_system.sh $(BIN) $(TRACES) $(PROBE_DIR)/probe
 SYSTEM_TESTS += test-report
 
+# cudalloc-report on PyTorch snapshots and on ranks' JSON reports (runs the demo trainer).
+.PHONY: test-snapshot
+test-snapshot: $(BIN)/cudalloc-report $(BIN)/cudalloc $(BIN)/demo_trainer $(LIB)/libcudalloc.so $(SIM)/libcudart.so $(SIM)/libcuda.so
+	@bash tests/reports/tracking/snapshot_system.sh $(BUILD)
+SYSTEM_TESTS += test-snapshot
+
 # Tracking cost per alloc+free pair, deep call chains, count backend.
 $(BUILD)/bench/bench_tracking: $(OBJ)/tests/reports/tracking/bench_tracking.o $(LIB)/libcareports.a $(LIBCA)
 	@mkdir -p $(@D)

@@ -114,11 +114,12 @@ int report_read_file(const char *path, char **buf, size_t *len, char *err, size_
  * (or anything else: the CSV reader says what is wrong). */
 static int sniff(const char *path) {
     FILE *f = fopen(path, "rb");
-    if (!f) return 'c'; /* the reader will say why it cannot open it */
-    int c;
-    while ((c = fgetc(f)) == ' ' || c == '\t' || c == '\n' || c == '\r') {
+    int c = EOF;
+    if (f) { /* else the extension picks the reader, which says why it cannot open it */
+        while ((c = fgetc(f)) == ' ' || c == '\t' || c == '\n' || c == '\r') {
+        }
+        fclose(f);
     }
-    fclose(f);
     if (c == 0x80) return 'p';
     if (c == '{') return 'j';
     const char *dot = strrchr(path, '.');

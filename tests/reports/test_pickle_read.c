@@ -249,7 +249,7 @@ static const struct {
     B("no STOP", "\x80\x02N", "truncated: the input ends before STOP"),
     B("string past the end", "\x80\x02X\xff\x00\x00\x00" "ab.", "BINUNICODE: truncated: needs 255 bytes"),
     B("huge BINUNICODE8", "\x80\x04\x8d\xff\xff\xff\xff\xff\xff\xff\xff.", "truncated"),
-    B("huge FRAME", "\x80\x04\x95\xff\xff\xff\xff\xff\xff\xff\x7fN.", "FRAME: frame of"),
+    B("huge FRAME", "\x80\x04\x95\xff\xff\xff\xff\xff\xff\xff\x7fN.", "FRAME: truncated: a frame of"),
     B("negative LONG4", "\x80\x02\x8b\xff\xff\xff\xff.", "LONG4: negative length"),
     B("two values at STOP", "\x80\x02NN.", "2 values left on the stack"),
     B("nothing at STOP", "\x80\x02.", "0 values left"),
