@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "reports/tracker.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -130,7 +131,7 @@ static int grow(void **arr, size_t *cap, size_t need, size_t size) {
 
 static uint64_t next_serial(void) {
     static _Atomic uint64_t serials;
-    return __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
+    return atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed) + 1;
 }
 
 ca_tracker *ca_tracker_new(const ca_tracker_options *o) {
@@ -196,7 +197,7 @@ void ca_tracker_fork_child(ca_tracker *t) {
     if (t->own_stacks) ca_stacks_fork_child(t->stacks);
 }
 
-int ca_tracker_warn_once(ca_tracker *t) { return !__atomic_exchange_n(&t->warned, 1, __ATOMIC_RELAXED); }
+int ca_tracker_warn_once(ca_tracker *t) { return !atomic_exchange_explicit(&t->warned, 1, memory_order_relaxed); }
 ca_site_mode ca_tracker_site_mode(const ca_tracker *t) {
     return t->opt.capture_stacks ? CA_SITES_STACK : CA_SITES_SIZE;
 }

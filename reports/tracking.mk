@@ -65,3 +65,20 @@ BENCHES += bench-tracking
 
 # Tests find the tools of their own build tree (build/ or build/san/).
 $(OBJ)/tests/reports/tracking/%.o: ALL_CFLAGS += -DCA_BIN_DIR='"$(BIN)"'
+
+# The snapshot reader under libFuzzer (clang; tests/fuzz/fuzz_snapshot.c):
+#   make fuzz-snapshot [FUZZ_SNAPSHOT_SECONDS=60]
+# Seeds: tests/fuzz/corpus/snapshot/ and the fixtures in tests/data/snapshots/;
+# new inputs go to $(BUILD)/fuzz/corpus/snapshot/, crashes to $(BUILD)/fuzz/artifacts/.
+FUZZ_CC ?= clang
+FUZZ_SNAPSHOT_SECONDS ?= 60
+FUZZ_SNAPSHOT_SRCS := tests/fuzz/fuzz_snapshot.c $(REPORTS_SRCS) $(TRACKING_SRCS) $(ALLOC_SRCS) $(BACKEND_SRCS)
+$(BUILD)/fuzz/fuzz_snapshot: $(FUZZ_SNAPSHOT_SRCS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -std=gnu11 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
+	    -fno-sanitize-recover=undefined -Iinclude -I. -o $@ $(FUZZ_SNAPSHOT_SRCS) $(REPORTS_LDLIBS)
+.PHONY: fuzz-snapshot
+fuzz-snapshot: $(BUILD)/fuzz/fuzz_snapshot
+	@mkdir -p $(BUILD)/fuzz/corpus/snapshot $(BUILD)/fuzz/artifacts
+	$(BUILD)/fuzz/fuzz_snapshot -max_total_time=$(FUZZ_SNAPSHOT_SECONDS) -dict=tests/fuzz/snapshot.dict \
+	    -artifact_prefix=$(BUILD)/fuzz/artifacts/ $(BUILD)/fuzz/corpus/snapshot tests/fuzz/corpus/snapshot tests/data/snapshots
