@@ -124,6 +124,25 @@ static int get_list(sr *r, const ca_val *d, const char *key, const char *where, 
     return 0;
 }
 
+/* "prefix[i]" or "prefix[i][j]" (j < SIZE_MAX) into buf: the place of a
+ * value, for messages. Made for every entry of a trace, so without printf. */
+static void place(char *buf, size_t n, const char *prefix, size_t i, size_t j) {
+    size_t at = 0;
+    for (const char *p = prefix; *p && at + 1 < n; p++) buf[at++] = *p;
+    for (int k = 0; k < 2; k++) {
+        size_t v = k ? j : i;
+        if (k && j == SIZE_MAX) break;
+        char digits[24];
+        int nd = 0;
+        do digits[nd++] = (char)('0' + v % 10); while ((v /= 10) && nd < 24);
+        if (at + (size_t)nd + 3 > n) break;
+        buf[at++] = '[';
+        while (nd) buf[at++] = digits[--nd];
+        buf[at++] = ']';
+    }
+    buf[at] = '\0';
+}
+
 static int ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);
     return n >= k && !strcmp(s + n - k, suffix);
@@ -263,7 +282,7 @@ static int read_segments(sr *r, const ca_val *segs) {
     for (size_t i = 0; i < n; i++) {
         const ca_val *g = ca_val_item(segs, i);
         char where[64], at[160];
-        snprintf(where, sizeof where, "segments[%zu]", i);
+        place(where, sizeof where, "segments", i, SIZE_MAX);
         if (dict_at(r, g, where)) return -1;
         ca_snap_segment *sg = &s->segs[s->n_segs];
         int64_t dev;
@@ -358,13 +377,13 @@ static int read_traces(sr *r, const ca_val *traces) {
     for (size_t d = 0; d < nd; d++) {
         const ca_val *list = ca_val_item(traces, d);
         char where[64];
-        snprintf(where, sizeof where, "device_traces[%zu]", d);
+        place(where, sizeof where, "device_traces", d, SIZE_MAX);
         if (!ca_val_is_seq(list)) return fail(r, "%s: %s, expected a list of trace entries", where, kind_of(list));
         size_t n = ca_val_len(list);
         ca_snap_trace *t = &s->traces[d];
         if (!(t->e = malloc((n ? n : 1) * sizeof *t->e))) return fail(r, "out of memory");
         for (size_t i = 0; i < n; i++) {
-            snprintf(where, sizeof where, "device_traces[%zu][%zu]", d, i);
+            place(where, sizeof where, "device_traces", d, i);
             ca_snap_entry *e = &t->e[t->n];
             if (read_entry(r, ca_val_item(list, i), where, e)) return -1;
             if (e->action == CA_SNAP_OTHER) s->n_other++;

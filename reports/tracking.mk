@@ -63,6 +63,25 @@ bench-tracking: $(BUILD)/bench/bench_tracking
 	@$(BUILD)/bench/bench_tracking
 BENCHES += bench-tracking
 
+# Reading a PyTorch snapshot of a million trace entries, phase by phase, and Python's
+# pickle.load of the same file for scale.
+$(BUILD)/bench/bench_snapshot: $(OBJ)/tests/reports/tracking/bench_snapshot.o $(LIB)/libcareports.a $(LIBCA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(REPORTS_LDLIBS)
+$(BUILD)/bench/snapshot_1M.pickle: tests/data/snapshots/make_snapshots.py
+	@mkdir -p $(@D)
+	python3 $< $@ --iterations 100000
+.PHONY: bench-snapshot
+bench-snapshot: $(BUILD)/bench/bench_snapshot $(BUILD)/bench/snapshot_1M.pickle $(BIN)/cudalloc-report
+	@$(BUILD)/bench/bench_snapshot $(BUILD)/bench/snapshot_1M.pickle 5
+	@python3 -c "import pickle, statistics, sys, time; f = sys.argv[1]; ts = []; \
+	    [ts.append(-time.perf_counter() + (pickle.load(open(f, 'rb')), time.perf_counter())[1]) for _ in range(5)]; \
+	    print('  python3 pickle.load %.3f s (median of 5, %s)' % (statistics.median(ts), sys.version.split()[0]))" \
+	    $(BUILD)/bench/snapshot_1M.pickle
+	@for i in 1 2 3; do /usr/bin/time -f "  cudalloc-report, whole: %e s, %M KB max RSS" \
+	    $(BIN)/cudalloc-report $(BUILD)/bench/snapshot_1M.pickle >/dev/null; done
+BENCHES += bench-snapshot
+
 # Tests find the tools of their own build tree (build/ or build/san/).
 $(OBJ)/tests/reports/tracking/%.o: ALL_CFLAGS += -DCA_BIN_DIR='"$(BIN)"'
 
