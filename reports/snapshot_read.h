@@ -140,6 +140,8 @@ typedef struct ca_snap_run {
     uint64_t reserved_at_snapshot;  /* the device's segments' total_size */
 } ca_snap_run;
 
+/* 0, or -1 (out of memory) with a message in err. Sites of the allocations
+ * it finds were made before the trace are interned into s->stacks. */
 int ca_snap_run_build(const ca_torch_snapshot *s, int device, ca_snap_run *out, char *err, size_t errlen);
 void ca_snap_run_free(ca_snap_run *r);
 

@@ -6,7 +6,7 @@
  *    then the loop is detected), replayed through the allocator on the count
  *    backend with the tracker watching, so the figures come from the same
  *    code as a live run's; call sites are the requested sizes, since traces
- *    carry no stacks (here);
+ *    carry no stacks;
  *  - a PyTorch memory snapshot, the pickle of torch.cuda.memory.
  *    _dump_snapshot() (first byte 0x80): its trace fed to the tracker as
  *    recorded, sites being the recorded frames, then replayed through
