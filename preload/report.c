@@ -10,6 +10,7 @@
 #define CUDALLOC_IMPLEMENTATION
 #include "include/cudalloc.h"
 #include "preload/preload.h"
+#include "reports/fileout.h"
 #include "reports/oom.h"
 #include "util/size.h"
 
@@ -46,6 +47,7 @@ static int write_device(ca_device *d) {
     o.user_conf = getenv("CUDALLOC_CONF");
     o.expandable = ca_conf.expandable;
     o.csv_iterations = ca_conf.trace_iterations;
+    o.rank = ca_rank_env();
     external(d->ordinal, &o);
     return ca_report_write(d->tracker, d->alloc, prefix, &o);
 }

@@ -51,7 +51,13 @@ static const char *rank_value(void)
         if (strspn(v, "0123456789") == strlen(v))
             return v;
     }
-    return "0";
+    return NULL;
+}
+
+int ca_rank_env(void)
+{
+    const char *v = rank_value();
+    return v ? atoi(v) : -1;
 }
 
 char *ca_path_expand(const char *tmpl, char *err, size_t errlen)
@@ -62,7 +68,7 @@ char *ca_path_expand(const char *tmpl, char *err, size_t errlen)
     }
     char pid[24];
     snprintf(pid, sizeof pid, "%ld", (long)getpid());
-    const char *rank = rank_value();
+    const char *rank = rank_value() ? rank_value() : "0";
     size_t cap = strlen(tmpl) + 1, len = 0;
     for (const char *s = tmpl; *s; s++)   /* each % sequence grows by < 24 */
         if (*s == '%')

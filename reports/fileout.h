@@ -34,6 +34,10 @@
  * '%' sequence is an error. Returns a malloc'd path, or NULL with err set. */
 char *ca_path_expand(const char *tmpl, char *err, size_t errlen);
 
+/* The rank %r stands for, as a number: RANK, else LOCAL_RANK; -1 when
+ * neither is a plain non-negative number (then %r expands to 0). */
+int ca_rank_env(void);
+
 typedef struct ca_out ca_out;
 
 /* Creates the temporary file next to final_path. NULL with err set on

@@ -4,7 +4,9 @@
 
 REPORTS_WRITER_SRCS := reports/utf8.c reports/fmt.c reports/pickle.c reports/json.c \
                        reports/svg.c reports/fileout.c
-REPORTS_SRCS := $(REPORTS_WRITER_SRCS)
+# Readers of plain data (pickles, JSON) into one tree of values.
+REPORTS_READER_SRCS := reports/value.c reports/pickle_read.c reports/json_read.c
+REPORTS_SRCS := $(REPORTS_WRITER_SRCS) $(REPORTS_READER_SRCS)
 # (Add report sources to REPORTS_SRCS above this line: the archive rule
 # below reads the list when make parses it.)
 REPORTS_OBJS = $(REPORTS_SRCS:%.c=$(OBJ)/%.o)

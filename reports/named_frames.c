@@ -3,6 +3,7 @@
 #include "reports/named_frames.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
@@ -64,7 +65,7 @@ uintptr_t ca_named_frame(const char *function, const char *file, unsigned line, 
         HASH_ADD(hh, by_key, key, len, e);
         by_index[n] = e;
         memory += sizeof *e + len;
-        __atomic_store_n(&count, n + 1, __ATOMIC_RELEASE);
+        atomic_store_explicit(&count, n + 1, memory_order_release);
     }
 out:
     if (e) ip = CA_NAMED_FRAME_BIT | e->index;
@@ -88,7 +89,7 @@ int ca_named_frame_get(uintptr_t ip, const char **function, const char **file, u
     return 1;
 }
 
-uint32_t ca_named_frame_count(void) { return __atomic_load_n(&count, __ATOMIC_ACQUIRE); }
+uint32_t ca_named_frame_count(void) { return atomic_load_explicit(&count, memory_order_acquire); }
 
 uint64_t ca_named_frame_memory(void) {
     pthread_mutex_lock(&lock);

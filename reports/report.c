@@ -27,6 +27,7 @@ void ca_report_options_default(ca_report_options *o) {
     o->symbolize = 1;
     o->symbolize_timeout_ms = 10000;
     o->expandable = -1;
+    o->rank = -1;
 }
 
 const char *ca_report_bytes(double bytes, char *buf, size_t n) {
@@ -270,6 +271,11 @@ int ca_report_ctx_init(ca_report_ctx *c, ca_tracker *t, ca_allocator *a, const c
     }
     if (ca_tracker_snapshot(t, &c->snap) != 0) return -1;
     if (ca_frag_compute(&c->snap, a, &c->frag) != 0) goto fail;
+    if (!a && c->opt.device_total) { /* offline: the device size given, the reserved memory recorded */
+        c->frag.have_device = 1;
+        c->frag.device_total = c->opt.device_total;
+        c->frag.device_free = c->opt.device_total > c->frag.reserved ? c->opt.device_total - c->frag.reserved : 0;
+    }
     if (c->opt.device_unknown) c->frag.have_device = 0;
     if (c->frag.have_device) {
         c->have_headroom = 1;

@@ -27,6 +27,18 @@ enum {
     CA_REPORT_ALL = 31,
 };
 
+/* Offline: the run replayed through cudalloc's allocator (cudalloc-report on
+ * a snapshot of another allocator): would it fit, and in how much. */
+typedef struct ca_report_replay {
+    int expandable;             /* the allocator replayed: 1 expandable segments, 0 classic */
+    uint64_t allocations;       /* allocations replayed */
+    uint64_t peak_requested;    /* the most bytes the program asked for at once */
+    uint64_t peak_reserved;     /* the most cudalloc reserved, on a device without limit */
+    uint64_t min_capacity;      /* the smallest device (to 1 MiB) on which no allocation fails */
+    uint64_t capacity;          /* the device size asked about (--capacity); 0: none */
+    uint64_t ooms_at_capacity;  /* allocations that fail on it */
+} ca_report_replay;
+
 typedef struct ca_report_options {
     unsigned formats;         /* CA_REPORT_* bits (default CA_REPORT_ALL) */
     int csv_iterations;       /* 1: `iteration` rows in the CSV (default); 0: plain RMM */
@@ -40,6 +52,9 @@ typedef struct ca_report_options {
     const char *title;        /* e.g. the program's name; NULL: "cudalloc report" */
     const char *source_name;  /* offline: the trace file the report comes from */
     int device_unknown;       /* offline without a capacity: no device figures, no projection */
+    uint64_t device_total;    /* offline without an allocator: the device's size (free = size - reserved) */
+    const ca_report_replay *replay; /* offline: a replay under cudalloc to report; NULL: none */
+    int rank;                 /* the process's rank (RANK, else LOCAL_RANK); -1 unknown (default) */
     /* Device memory allocated past cudalloc (CUPTI, filled by the preload):
      * shown as its own line in the fragmentation and OOM sections. */
     int external_known;       /* 1: the two figures below are measured */

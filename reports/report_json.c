@@ -99,6 +99,22 @@ static void stats(const ca_report_ctx *c, ca_json *j) {
     ca_json_obj_end(j);
 }
 
+/* Offline: the run replayed under cudalloc's allocator. */
+static void replay(const ca_report_ctx *c, ca_json *j) {
+    const ca_report_replay *r = c->opt.replay;
+    ca_json_key(j, "replay");
+    ca_json_obj_begin(j);
+    ca_json_kv_str(j, "allocator", r->expandable ? "expandable" : "classic");
+    ca_json_kv_uint(j, "allocations", r->allocations);
+    ca_json_kv_uint(j, "peak_requested_bytes", r->peak_requested);
+    ca_json_kv_uint(j, "peak_reserved_bytes", r->peak_reserved);
+    ca_json_kv_uint(j, "recorded_peak_reserved_bytes", c->snap.peak_reserved);
+    ca_json_kv_uint(j, "min_capacity_bytes", r->min_capacity);
+    kv_opt_uint(j, "capacity_bytes", r->capacity != 0, r->capacity);
+    kv_opt_uint(j, "ooms_at_capacity", r->capacity != 0, r->ooms_at_capacity);
+    ca_json_obj_end(j);
+}
+
 int ca_report_json(const ca_report_ctx *c, FILE *f) {
     const ca_track_snap *s = &c->snap;
     ca_json *j = ca_json_new_file(f, 1);
@@ -107,6 +123,8 @@ int ca_report_json(const ca_report_ctx *c, FILE *f) {
     ca_json_kv_int(j, "version", 1);
     ca_json_kv_str(j, "generator", "cudalloc");
     if (c->opt.source_name) ca_json_kv_str(j, "trace", c->opt.source_name);
+    kv_opt_int(j, "rank", c->opt.rank >= 0, c->opt.rank);
+    ca_json_kv_int(j, "device", s->device);
     ca_json_key(j, "verdict");
     ca_json_obj_begin(j);
     ca_json_kv_str(j, "code", verdict_code(c->verdict));
@@ -334,6 +352,7 @@ int ca_report_json(const ca_report_ctx *c, FILE *f) {
     ca_json_arr_end(j);
     ca_json_kv_uint(j, "ooms_total", s->n_ooms_total);
 
+    if (c->opt.replay) replay(c, j);
     stats(c, j);
     ca_json_obj_end(j);
     int rc = ca_json_finish(j);

@@ -115,6 +115,29 @@ static void external(const ca_report_ctx *c, FILE *f, const char *indent) {
         fprintf(f, "%soutside cudalloc: not measured (%s)\n", indent, c->opt.external_note);
 }
 
+/* Offline: the recorded run replayed through cudalloc's allocator. */
+static void replay(const ca_report_ctx *c, FILE *f) {
+    const ca_report_replay *r = c->opt.replay;
+    const char *kind = r->expandable ? "expandable segments" : "classic segments";
+    char b1[32], b2[32];
+    fprintf(f, "\n== Replay under cudalloc\n");
+    fprintf(f, "the run's %" PRIu64 " allocations and their frees, replayed in order through cudalloc's "
+               "allocator (%s):\n", r->allocations, kind);
+    fprintf(f, "peak requested      %s (the most the program held at once)\n",
+            ca_report_bytes((double)r->peak_requested, b1, sizeof b1));
+    fprintf(f, "peak reserved       %s under cudalloc; %s by the recorded allocator\n",
+            ca_report_bytes((double)r->peak_reserved, b1, sizeof b1),
+            ca_report_bytes((double)c->snap.peak_reserved, b2, sizeof b2));
+    fprintf(f, "smallest device     %s: the run fits in that much with %s\n",
+            ca_report_bytes((double)r->min_capacity, b1, sizeof b1), kind);
+    if (r->capacity && !r->ooms_at_capacity)
+        fprintf(f, "on a %s device: fits, no allocation fails\n", ca_report_bytes((double)r->capacity, b1, sizeof b1));
+    else if (r->capacity)
+        fprintf(f, "on a %s device: does not fit, %" PRIu64 " allocation%s fail\n",
+                ca_report_bytes((double)r->capacity, b1, sizeof b1), r->ooms_at_capacity,
+                r->ooms_at_capacity == 1 ? "" : "s");
+}
+
 int ca_report_txt(const ca_report_ctx *c, FILE *f) {
     const ca_track_snap *s = &c->snap;
     char b1[32], b2[32], b3[32], b4[32];
@@ -198,6 +221,8 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f) {
                 ca_report_bytes((double)g->largest_free, b4, sizeof b4), g->fragmentation * 100);
     }
     if (fr->n_segs > MAX_SEGMENTS_SHOWN) fprintf(f, "  ... %zu more\n", fr->n_segs - MAX_SEGMENTS_SHOWN);
+
+    if (c->opt.replay) replay(c, f);
 
     fprintf(f, "\n== Out of memory\n");
     if (!s->n_ooms_total) fprintf(f, "No allocation failed.\n");

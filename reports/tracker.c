@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "reports/tracker.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -87,6 +88,7 @@ struct ca_tracker {
 
     int detect_state, pending;
     uint64_t next_try;
+    uint64_t detect_from; /* the first event detection looks at (ca_tracker_set_baseline) */
     ca_period period;
     ca_period_matcher matcher;
 
@@ -129,7 +131,7 @@ static int grow(void **arr, size_t *cap, size_t need, size_t size) {
 
 static uint64_t next_serial(void) {
     static _Atomic uint64_t serials;
-    return __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
+    return atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed) + 1;
 }
 
 ca_tracker *ca_tracker_new(const ca_tracker_options *o) {
@@ -195,7 +197,7 @@ void ca_tracker_fork_child(ca_tracker *t) {
     if (t->own_stacks) ca_stacks_fork_child(t->stacks);
 }
 
-int ca_tracker_warn_once(ca_tracker *t) { return !__atomic_exchange_n(&t->warned, 1, __ATOMIC_RELAXED); }
+int ca_tracker_warn_once(ca_tracker *t) { return !atomic_exchange_explicit(&t->warned, 1, memory_order_relaxed); }
 ca_site_mode ca_tracker_site_mode(const ca_tracker *t) {
     return t->opt.capture_stacks ? CA_SITES_STACK : CA_SITES_SIZE;
 }
@@ -408,7 +410,7 @@ static void apply_detection(ca_tracker *t, const uint32_t *syms, size_t n_allocs
         const ca_ev *e = &t->ring[q];
         ca_evk k = ca_ev_kind(e);
         if (k == CA_EVK_ALLOC) {
-            if (next_b < nb && at[next_b] == ai) {
+            if (q >= t->detect_from && next_b < nb && at[next_b] == ai) {
                 ca_boundary b = {t->iteration, q, e->ticks, alloc_now, res, pk_a, pk_r, live_n};
                 push_boundary(t, &b);
                 for (uint32_t s = 0; s < ns; s++)
@@ -418,7 +420,7 @@ static void apply_detection(ca_tracker *t, const uint32_t *syms, size_t n_allocs
                 pk_a = alloc_now;
                 pk_r = res;
             }
-            ai++;
+            ai += q >= t->detect_from;
             if (e->site < ns) cnt[e->site]++, byt[e->site] += ca_ev_block(e);
             alloc_now += ca_ev_block(e);
             live_n++;
@@ -487,7 +489,7 @@ static void lifetimes(const ca_tracker *t, uint32_t *syms, size_t n) {
     uint64_t *key = calloc(cap, sizeof *key);
     uint32_t *idx = calloc(cap, sizeof *idx);
     size_t i = 0;
-    for (uint64_t q = 0; key && idx && q < t->seq; q++) {
+    for (uint64_t q = t->detect_from; key && idx && q < t->seq; q++) {
         const ca_ev *e = &t->ring[q];
         uint64_t a = e->addr | 1; /* never 0: 0 marks an empty slot */
         size_t h = (size_t)((a >> 9) * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1);
@@ -515,7 +517,7 @@ static void try_detect(ca_tracker *t) {
     }
     if (t->seq * 2 > t->next_try) t->next_try = t->seq * 2;
     size_t n = 0;
-    for (uint64_t q = 0; q < t->seq; q++) n += ca_ev_kind(&t->ring[q]) == CA_EVK_ALLOC;
+    for (uint64_t q = t->detect_from; q < t->seq; q++) n += ca_ev_kind(&t->ring[q]) == CA_EVK_ALLOC;
     uint32_t *syms = malloc((n ? n : 1) * sizeof *syms);
     uint64_t *level = malloc((n ? n : 1) * sizeof *level);
     if (syms && level) {
@@ -524,8 +526,7 @@ static void try_detect(ca_tracker *t) {
         for (uint64_t q = 0; q < t->seq; q++) {
             const ca_ev *e = &t->ring[q];
             if (ca_ev_kind(e) == CA_EVK_ALLOC) {
-                syms[i] = e->site;
-                level[i++] = now;
+                if (q >= t->detect_from) syms[i] = e->site, level[i++] = now;
                 now += ca_ev_block(e);
             } else if (ca_ev_kind(e) == CA_EVK_FREE) {
                 now -= ca_ev_block(e);
@@ -653,6 +654,12 @@ void ca_tracker_observe(void *tracker, const ca_trace_event *ev) {
     else if ((ev->kind == CA_EV_SEGMENT_MAP || ev->kind == CA_EV_SEGMENT_UNMAP) && t->opt.capture_stacks)
         site = ca_stacks_capture(t->stacks); /* the call that made the allocator map (an allocation) or unmap */
     ca_tracker_record(t, ev, site, 0, 0);
+}
+
+void ca_tracker_set_baseline(ca_tracker *t) {
+    ca_lock_acquire(&t->lock);
+    t->detect_from = t->seq;
+    ca_lock_release(&t->lock);
 }
 
 void ca_tracker_step(ca_tracker *t, ca_iter_source src) {

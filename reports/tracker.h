@@ -84,6 +84,11 @@ void ca_tracker_record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, u
  * are ignored). */
 void ca_tracker_step(ca_tracker *t, ca_iter_source src);
 
+/* Everything recorded so far is the state the run started from (offline:
+ * what a snapshot's trace found mapped and allocated when it began), not
+ * part of the loop: iteration detection looks only at later events. */
+void ca_tracker_set_baseline(ca_tracker *t);
+
 /* The allocator's account of a failed allocation (ca_malloc's ca_oom_info),
  * given after ca_malloc returned CA_ERR_OOM: completes the OOM record and
  * judges it (see oom.h). */

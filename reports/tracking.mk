@@ -5,7 +5,7 @@
 TRACKING_SRCS := reports/clock.c reports/stacks.c reports/period.c reports/leaks.c reports/oom.c \
                  reports/tracker.c reports/fragmentation.c reports/symbolize.c reports/named_frames.c reports/pyframes.c reports/report.c \
                  reports/report_txt.c reports/report_json.c reports/report_csv.c \
-                 reports/report_pickle.c reports/report_html.c
+                 reports/report_pickle.c reports/report_html.c reports/snapshot_read.c
 TRACKING_OBJS := $(TRACKING_SRCS:%.c=$(OBJ)/%.o)
 
 # The archive's rule (module.mk) links $^: these join it.
@@ -28,7 +28,8 @@ UNIT_TESTS += $(TRACKING_TESTS)
 $(TRACKING_TESTS): | $(BIN)/cudalloc-replay $(BIN)/cudalloc-report
 
 # cudalloc-report
-$(BIN)/cudalloc-report: $(OBJ)/tools/report.o $(TRACE_OBJS) $(UTIL_OBJS) $(LIB)/libcareports.a $(LIBCA)
+REPORT_TOOL_SRCS := tools/report.c tools/report_snapshot.c tools/report_ranks.c tools/replay_run.c
+$(BIN)/cudalloc-report: $(REPORT_TOOL_SRCS:%.c=$(OBJ)/%.o) $(TRACE_OBJS) $(UTIL_OBJS) $(LIB)/libcareports.a $(LIBCA)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(REPORTS_LDLIBS)
 ALL_TARGETS += $(BIN)/cudalloc-report
@@ -47,6 +48,12 @@ test-report: $(BIN)/cudalloc-report $(BIN)/cudalloc-replay $(PROBE_DIR)/probe
 	@bash tests/reports/tracking/report_system.sh $(BIN) $(TRACES) $(PROBE_DIR)/probe
 SYSTEM_TESTS += test-report
 
+# cudalloc-report on PyTorch snapshots and on ranks' JSON reports (runs the demo trainer).
+.PHONY: test-snapshot
+test-snapshot: $(BIN)/cudalloc-report $(BIN)/cudalloc $(BIN)/demo_trainer $(LIB)/libcudalloc.so $(SIM)/libcudart.so $(SIM)/libcuda.so
+	@bash tests/reports/tracking/snapshot_system.sh $(BUILD)
+SYSTEM_TESTS += test-snapshot
+
 # Tracking cost per alloc+free pair, deep call chains, count backend.
 $(BUILD)/bench/bench_tracking: $(OBJ)/tests/reports/tracking/bench_tracking.o $(LIB)/libcareports.a $(LIBCA)
 	@mkdir -p $(@D)
@@ -55,6 +62,25 @@ $(BUILD)/bench/bench_tracking: $(OBJ)/tests/reports/tracking/bench_tracking.o $(
 bench-tracking: $(BUILD)/bench/bench_tracking
 	@$(BUILD)/bench/bench_tracking
 BENCHES += bench-tracking
+
+# Reading a PyTorch snapshot of a million trace entries, phase by phase, and Python's
+# pickle.load of the same file for scale.
+$(BUILD)/bench/bench_snapshot: $(OBJ)/tests/reports/tracking/bench_snapshot.o $(LIB)/libcareports.a $(LIBCA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(REPORTS_LDLIBS)
+$(BUILD)/bench/snapshot_1M.pickle: tests/data/snapshots/make_snapshots.py
+	@mkdir -p $(@D)
+	python3 $< $@ --iterations 100000
+.PHONY: bench-snapshot
+bench-snapshot: $(BUILD)/bench/bench_snapshot $(BUILD)/bench/snapshot_1M.pickle $(BIN)/cudalloc-report
+	@$(BUILD)/bench/bench_snapshot $(BUILD)/bench/snapshot_1M.pickle 5
+	@python3 -c "import pickle, statistics, sys, time; f = sys.argv[1]; ts = []; \
+	    [ts.append(-time.perf_counter() + (pickle.load(open(f, 'rb')), time.perf_counter())[1]) for _ in range(5)]; \
+	    print('  python3 pickle.load %.3f s (median of 5, %s)' % (statistics.median(ts), sys.version.split()[0]))" \
+	    $(BUILD)/bench/snapshot_1M.pickle
+	@for i in 1 2 3; do /usr/bin/time -f "  cudalloc-report, whole: %e s, %M KB max RSS" \
+	    $(BIN)/cudalloc-report $(BUILD)/bench/snapshot_1M.pickle >/dev/null; done
+BENCHES += bench-snapshot
 
 # Tests find the tools of their own build tree (build/ or build/san/).
 $(OBJ)/tests/reports/tracking/%.o: ALL_CFLAGS += -DCA_BIN_DIR='"$(BIN)"'
@@ -90,3 +116,5 @@ record-torch-traces: $(BUILD)/record_alloc.so
 	    RECORD_ALLOC_CSV=$$f LD_PRELOAD=$(abspath $(BUILD)/record_alloc.so) \
 	        $(TORCH_PYTHON) tests/data/torch/train_gpt.py $$c; \
 	    echo "  $$f: $$(grep -c ',allocate,' $$f) allocations, $$(wc -c < $$f) bytes"; done
+
+# The snapshot reader's libFuzzer harness is in tests/fuzz/fuzz.mk (make fuzz).

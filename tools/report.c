@@ -1,37 +1,131 @@
-/* cudalloc-report: the leak, fragmentation and OOM diagnosis offline, from
- * a recorded trace (RMM-style CSV, with cudalloc's `iteration` rows or
- * without: then the loop is detected). The trace is replayed through the
- * allocator on the count backend with the tracker watching, so the figures
- * come from the same code as a live run's; call sites are the requested
- * sizes, since traces carry no stacks. */
+/* cudalloc-report: the leak, fragmentation and OOM diagnosis offline.
+ *
+ * Its input says what it is (by content; the extension only names the
+ * format in messages when the content is neither):
+ *  - an RMM-style CSV trace (with cudalloc's `iteration` rows or without:
+ *    then the loop is detected), replayed through the allocator on the count
+ *    backend with the tracker watching, so the figures come from the same
+ *    code as a live run's; call sites are the requested sizes, since traces
+ *    carry no stacks;
+ *  - a PyTorch memory snapshot, the pickle of torch.cuda.memory.
+ *    _dump_snapshot() (first byte 0x80): its trace fed to the tracker as
+ *    recorded, sites being the recorded frames, then replayed through
+ *    cudalloc's allocator (report_snapshot.c);
+ *  - one or more JSON reports, as the preload writes them per rank: one
+ *    table, and the rank that runs out of memory first (report_ranks.c). */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "allocator/allocator.h"
 #include "reports/fileout.h"
-#include "reports/report.h"
-#include "reports/tracker.h"
+#include "tools/report_tool.h"
 #include "tools/trace.h"
 #include "util/size.h"
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: cudalloc-report FILE.csv [--txt OUT] [--json OUT] [--html OUT] [--pickle OUT]\n"
-            "                       [--capacity SIZE] [--mode expandable|classic] [--warmup N]\n"
-            "  With no output named, the text report goes to stdout. OUT '-' is stdout.\n"
+            "usage: cudalloc-report TRACE.csv|SNAPSHOT.pickle [--txt OUT] [--json OUT] [--html OUT] [--pickle OUT]\n"
+            "                       [--capacity SIZE] [--mode expandable|classic] [--warmup N] [--device N]\n"
+            "       cudalloc-report RANK0.json [RANK1.json ...]\n"
+            "  A CSV trace (RMM's format) or a PyTorch snapshot (torch.cuda.memory._dump_snapshot)\n"
+            "  is diagnosed: leaks, fragmentation, OOMs. With no output named, the text report goes\n"
+            "  to stdout. OUT '-' is stdout.\n"
             "  --capacity  the device's size (e.g. 80GiB): allocations beyond it fail as on the\n"
-            "              device, and leaks get a projected out-of-memory iteration\n"
+            "              device, leaks get a projected out-of-memory iteration, and a snapshot's\n"
+            "              replay says whether the run fits in it\n"
             "  --mode      the allocator replayed: expandable segments (default) or classic\n"
             "  --warmup    iterations whose growth is never called a leak (default 1)\n"
-            "Iteration boundaries come from the trace's `iteration` rows; without them the\n"
-            "repeating pattern of the loop is detected. Bad input: FILE:LINE: message, exit 2.\n");
+            "  --device    a snapshot's device to report (default: each one with data)\n"
+            "  JSON reports written by cudalloc (one per rank, report:PREFIX_%%r) give one table:\n"
+            "  each rank's peaks, leak rate and verdict, and the rank that runs out first.\n"
+            "Iteration boundaries come from the trace's `iteration` rows or the snapshot's step\n"
+            "annotations; without them the repeating pattern of the loop is detected.\n"
+            "Bad input: FILE:LINE: message (CSV) or FILE: message, exit 2.\n");
 }
 
 static int bad(const char *what, const char *value, const char *accepted) {
     fprintf(stderr, "cudalloc-report: bad %s '%s': accepted: %s\n", what, value, accepted);
     return 2;
+}
+
+int report_any_output(const report_args *args) {
+    for (int k = 0; k < 4; k++)
+        if (args->out[k]) return 1;
+    return 0;
+}
+
+int report_write(ca_tracker *t, ca_allocator *a, const report_args *args, const ca_report_options *ropt) {
+    static const unsigned fmt[4] = {CA_REPORT_TXT, CA_REPORT_JSON, CA_REPORT_HTML, CA_REPORT_PICKLE};
+    char err[1024];
+    int rc = 0;
+    for (int k = 0; k < 4; k++) {
+        if (!args->out[k]) continue;
+        if (ca_report_write_file(t, a, fmt[k], args->out[k], ropt, err, sizeof err) != 0) {
+            fprintf(stderr, "cudalloc-report: %s\n", err);
+            rc = 1;
+        }
+    }
+    if (!report_any_output(args) && ca_report_write_file(t, a, CA_REPORT_TXT, "-", ropt, err, sizeof err) != 0) {
+        fprintf(stderr, "cudalloc-report: %s\n", err);
+        rc = 1;
+    }
+    return rc;
+}
+
+int report_read_file(const char *path, char **buf, size_t *len, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    *buf = NULL;
+    *len = 0;
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    size_t cap = 1 << 16, n = 0, r;
+    char *b = malloc(cap);
+    while (b && (r = fread(b + n, 1, cap - n - 1, f)) > 0) {
+        n += r;
+        if (cap - n - 1 == 0) {
+            char *g = cap < SIZE_MAX / 2 ? realloc(b, 2 * cap) : NULL;
+            if (!g) {
+                free(b);
+                b = NULL;
+                break;
+            }
+            b = g;
+            cap *= 2;
+        }
+    }
+    int failed = ferror(f);
+    fclose(f);
+    if (!b || failed) {
+        snprintf(err, errlen, b ? "%s: cannot read: %s" : "%s: out of memory reading it%s", path, b ? strerror(errno) : "");
+        free(b);
+        return -1;
+    }
+    b[n] = '\0';
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+/* What the file holds, from its first bytes: 'p' pickle, 'j' JSON, 'c' CSV
+ * (or anything else: the CSV reader says what is wrong). */
+static int sniff(const char *path) {
+    FILE *f = fopen(path, "rb");
+    int c = EOF;
+    if (f) { /* else the extension picks the reader, which says why it cannot open it */
+        while ((c = fgetc(f)) == ' ' || c == '\t' || c == '\n' || c == '\r') {
+        }
+        fclose(f);
+    }
+    if (c == 0x80) return 'p';
+    if (c == '{') return 'j';
+    const char *dot = strrchr(path, '.');
+    if (dot && (!strcmp(dot, ".pickle") || !strcmp(dot, ".pkl"))) return 'p'; /* its reader says why not */
+    if (dot && !strcmp(dot, ".json")) return 'j';
+    return 'c';
 }
 
 /* What the allocator would have said about a failure it did not see itself. */
@@ -51,69 +145,28 @@ static void oom_info(ca_allocator *a, size_t size, ca_oom_info *o) {
     o->largest_free = ca_largest_free(a);
 }
 
-int main(int argc, char **argv) {
-    const char *out[4] = {0};
-    static const unsigned fmt[4] = {CA_REPORT_TXT, CA_REPORT_JSON, CA_REPORT_HTML, CA_REPORT_PICKLE};
-    size_t capacity = 0;
-    int expandable = 1;
-    long warmup = 1;
-    static const struct option longopts[] = {
-        {"txt", required_argument, 0, 't'},      {"json", required_argument, 0, 'j'},
-        {"html", required_argument, 0, 'w'},     {"pickle", required_argument, 0, 'p'},
-        {"capacity", required_argument, 0, 'c'}, {"mode", required_argument, 0, 'm'},
-        {"warmup", required_argument, 0, 'u'},   {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        char *end;
-        switch (c) {
-        case 't': out[0] = optarg; break;
-        case 'j': out[1] = optarg; break;
-        case 'w': out[2] = optarg; break;
-        case 'p': out[3] = optarg; break;
-        case 'c':
-            if (ca_parse_size(optarg, &capacity) != 0 || !capacity)
-                return bad("--capacity", optarg, "a size such as 512MiB, 80GiB");
-            break;
-        case 'm':
-            if (!strcmp(optarg, "expandable")) expandable = 1;
-            else if (!strcmp(optarg, "classic")) expandable = 0;
-            else return bad("--mode", optarg, "expandable, classic");
-            break;
-        case 'u':
-            warmup = strtol(optarg, &end, 10);
-            if (*end || end == optarg || warmup < 0 || warmup > 1000000) return bad("--warmup", optarg, "0 to 1000000");
-            break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (optind != argc - 1) {
-        usage(stderr);
-        return 2;
-    }
-    const char *path = argv[optind];
+int report_trace(const char *path, const report_args *args) {
     char err[1024];
     ca_trace tr;
     if (ca_trace_parse_file(path, &tr, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
         return 2;
     }
-
-    ca_backend *be = ca_backend_count_new(capacity, (size_t)2 << 20);
+    ca_backend *be = ca_backend_count_new(args->capacity, (size_t)2 << 20);
     ca_options aopt;
     ca_options_default(&aopt);
-    aopt.expandable = expandable;
+    aopt.expandable = args->expandable;
     ca_allocator *a = NULL;
     if (!be || ca_allocator_new(be, &aopt, &a) != CA_OK) {
         fprintf(stderr, "cudalloc-report: cannot create the allocator\n");
+        ca_trace_free(&tr);
         return 1;
     }
     ca_tracker_options topt;
     ca_tracker_options_default(&topt);
     topt.capture_stacks = 0;
     topt.time_is_index = 1;
-    topt.warmup = (unsigned)warmup;
+    topt.warmup = args->warmup;
     /* Keep the whole trace: the ring and detection see every event. */
     size_t events = 2 * tr.n_ops + 1024;
     if (events > topt.trace_events) topt.trace_events = events;
@@ -154,27 +207,79 @@ int main(int argc, char **argv) {
     }
     ca_report_options ropt;
     ca_report_options_default(&ropt);
-    ropt.expandable = expandable;
+    ropt.expandable = args->expandable;
     ropt.source_name = path;
-    ropt.device_unknown = capacity == 0;
+    ropt.device_unknown = args->capacity == 0;
     ropt.title = "cudalloc report (offline)";
-    int any = 0, rc = 0;
-    for (int k = 0; k < 4; k++) {
-        if (!out[k]) continue;
-        any = 1;
-        if (ca_report_write_file(t, a, fmt[k], out[k], &ropt, err, sizeof err) != 0) {
-            fprintf(stderr, "cudalloc-report: %s\n", err);
-            rc = 1;
-        }
-    }
-    if (!any && ca_report_write_file(t, a, CA_REPORT_TXT, "-", &ropt, err, sizeof err) != 0) {
-        fprintf(stderr, "cudalloc-report: %s\n", err);
-        rc = 1;
-    }
+    int rc = report_write(t, a, args, &ropt);
     ca_tracker_detach(t, a);
     ca_tracker_destroy(t);
     ca_allocator_destroy(a);
     free(ptrs);
     ca_trace_free(&tr);
     return rc;
+}
+
+int main(int argc, char **argv) {
+    report_args args = {.expandable = 1, .warmup = 1, .device = -1};
+    static const struct option longopts[] = {
+        {"txt", required_argument, 0, 't'},      {"json", required_argument, 0, 'j'},
+        {"html", required_argument, 0, 'w'},     {"pickle", required_argument, 0, 'p'},
+        {"capacity", required_argument, 0, 'c'}, {"mode", required_argument, 0, 'm'},
+        {"warmup", required_argument, 0, 'u'},   {"device", required_argument, 0, 'd'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+    int c;
+    long v;
+    char *end;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 't': args.out[0] = optarg; break;
+        case 'j': args.out[1] = optarg; break;
+        case 'w': args.out[2] = optarg; break;
+        case 'p': args.out[3] = optarg; break;
+        case 'c':
+            if (ca_parse_size(optarg, &args.capacity) != 0 || !args.capacity)
+                return bad("--capacity", optarg, "a size such as 512MiB, 80GiB");
+            break;
+        case 'm':
+            if (!strcmp(optarg, "expandable")) args.expandable = 1;
+            else if (!strcmp(optarg, "classic")) args.expandable = 0;
+            else return bad("--mode", optarg, "expandable, classic");
+            break;
+        case 'u':
+            v = strtol(optarg, &end, 10);
+            if (*end || end == optarg || v < 0 || v > 1000000) return bad("--warmup", optarg, "0 to 1000000");
+            args.warmup = (unsigned)v;
+            break;
+        case 'd':
+            v = strtol(optarg, &end, 10);
+            if (*end || end == optarg || v < 0 || v > 63) return bad("--device", optarg, "0 to 63");
+            args.device = (int)v;
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    int n = argc - optind;
+    if (n < 1) {
+        usage(stderr);
+        return 2;
+    }
+    char *const *paths = argv + optind;
+    int json = 0;
+    for (int i = 0; i < n; i++) json += sniff(paths[i]) == 'j';
+    if (json || n > 1) {
+        for (int i = 0; i < n; i++)
+            if (sniff(paths[i]) != 'j') {
+                fprintf(stderr, "%s: not a JSON report: several files are read as ranks' JSON reports "
+                                "(cudalloc's PREFIX.json); a trace or snapshot is read alone\n", paths[i]);
+                return 2;
+            }
+        if (report_any_output(&args) || args.capacity || args.device >= 0) {
+            fprintf(stderr, "cudalloc-report: the table of ranks goes to stdout and takes no options\n");
+            return 2;
+        }
+        return report_ranks(paths, n);
+    }
+    return sniff(paths[0]) == 'p' ? report_snapshot(paths[0], &args) : report_trace(paths[0], &args);
 }

@@ -16,13 +16,14 @@ FUZZ_FLAGS := -std=gnu11 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,addres
 FUZZ_TARGETS :=
 
 # One harness: $(1) its name (tests/fuzz/fuzz_$(1).c, seeds in
-# tests/fuzz/corpus/$(1)/), $(2) the sources it tests, $(3) extra flags for
-# them and the harness. Objects in $(FUZZ_BIN)/obj, instrumented for coverage.
+# tests/fuzz/corpus/$(1)/, a dictionary in tests/fuzz/$(1).dict if any), $(2)
+# the sources it tests, $(3) extra flags for them and the harness, $(4)
+# libraries to link. Objects in $(FUZZ_BIN)/obj, instrumented for coverage.
 define ca_fuzz
 FUZZ_TARGETS += $(1)
 $(patsubst %.c,$(FUZZ_BIN)/obj/%.o,tests/fuzz/fuzz_$(1).c $(2)): FUZZ_XFLAGS += $(3)
 $(FUZZ_BIN)/fuzz_$(1): $(patsubst %.c,$(FUZZ_BIN)/obj/%.o,tests/fuzz/fuzz_$(1).c $(2))
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $$@ $$^
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $$@ $$^ $(4)
 endef
 
 $(FUZZ_BIN)/obj/%.o: %.c | $(DEPS_STAMP)
@@ -33,7 +34,8 @@ $(FUZZ_BIN)/obj/%.o: %.c | $(DEPS_STAMP)
 $(eval $(call ca_fuzz,trace,tools/trace.c util/quote.c))
 $(eval $(call ca_fuzz,conf,preload/config.c util/size.c util/quote.c,-I$(CUDA_INC) -D_GNU_SOURCE))
 $(eval $(call ca_fuzz,size,util/size.c))
-# (the snapshot reader: $(eval $(call ca_fuzz,snapshot,SOURCES...)) and seeds in tests/fuzz/corpus/snapshot/)
+# the PyTorch snapshot reader end to end: pickle, snapshot, tracker, reports
+$(eval $(call ca_fuzz,snapshot,$(REPORTS_SRCS) $(TRACKING_SRCS) $(ALLOC_SRCS) $(BACKEND_SRCS),,$(REPORTS_LDLIBS)))
 
 -include $(shell find $(FUZZ_BIN)/obj -name '*.d' 2>/dev/null)
 

@@ -13,7 +13,8 @@ for t in "$@"; do
     mkdir -p "$work"
     log=$bin/$t.log
     # -max_len: room for a few dozen trace rows; -timeout: a hang is a finding.
-    "$bin/fuzz_$t" -max_total_time="$secs" -max_len=8192 -timeout=10 -print_final_stats=1 \
+    dict=(); [ -f "$here/$t.dict" ] && dict=(-dict="$here/$t.dict")
+    "$bin/fuzz_$t" -max_total_time="$secs" -max_len=8192 -timeout=10 -print_final_stats=1 "${dict[@]}" \
         -artifact_prefix="$bin/artifacts/$t-" "$work" "$here/corpus/$t" >"$log" 2>&1
     rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")

@@ -1,0 +1,149 @@
+/* cudalloc-report on a PyTorch memory snapshot: for each device, its run
+ * (reports/snapshot_read.h) fed to the tracker as it was recorded (the
+ * recorded allocator's segments, the recorded frames as call sites), then
+ * its allocations and frees replayed through cudalloc's allocator to say
+ * what cudalloc would reserve and the smallest device the run fits on. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reports/snapshot_read.h"
+#include "tools/replay.h"
+#include "tools/report_tool.h"
+
+/* The run's allocations and frees as a trace for the replay tools. */
+static int run_trace(const ca_snap_run *r, ca_trace *t) {
+    memset(t, 0, sizeof *t);
+    if (!(t->ops = calloc(r->n_ops ? r->n_ops : 1, sizeof *t->ops))) return -1;
+    uint64_t live = 0;
+    for (size_t i = 0; i < r->n_ops; i++) {
+        const ca_run_op *o = &r->ops[i];
+        ca_trace_op *op = &t->ops[t->n_ops];
+        *op = (ca_trace_op){.ptr = o->addr, .size = o->requested, .stream = o->stream, .id = o->id,
+                            .line = (uint32_t)i};
+        if (o->kind == CA_RUN_ALLOC) {
+            op->kind = CA_TRACE_ALLOC;
+            live += o->requested;
+            if (live > t->peak_live_bytes) t->peak_live_bytes = live;
+        } else if (o->kind == CA_RUN_FREE) {
+            op->kind = CA_TRACE_FREE;
+            live -= o->requested;
+        } else {
+            continue;
+        }
+        t->count[op->kind]++;
+        t->n_ops++;
+    }
+    t->n_ids = r->n_ids;
+    return 0;
+}
+
+static int replay(const ca_snap_run *r, const report_args *args, ca_report_replay *out) {
+    ca_trace t;
+    if (run_trace(r, &t)) return -1;
+    memset(out, 0, sizeof *out);
+    out->expandable = args->expandable;
+    out->allocations = t.count[CA_TRACE_ALLOC];
+    replay_config cfg = {.expandable = args->expandable, .host = 0, .capacity = 0};
+    replay_result res;
+    int rc = -1;
+    if (replay_run(&t, &cfg, 0, &res) == CA_OK) {
+        out->peak_requested = (uint64_t)res.peak_requested;
+        out->peak_reserved = (uint64_t)res.peak_reserved;
+        size_t hi = res.peak_reserved > 0 ? (size_t)res.peak_reserved : (size_t)1 << 20;
+        out->min_capacity = t.count[CA_TRACE_ALLOC] ? replay_min_capacity(&t, &cfg, hi) : 0;
+        rc = 0;
+        if (args->capacity) {
+            cfg.capacity = args->capacity;
+            out->capacity = args->capacity;
+            rc = replay_run(&t, &cfg, 0, &res) == CA_OK ? 0 : -1;
+            out->ooms_at_capacity = res.ooms;
+        }
+    }
+    ca_trace_free(&t);
+    return rc;
+}
+
+static int one_device(const char *path, const ca_torch_snapshot *s, int device, const report_args *args) {
+    char err[1024];
+    ca_snap_run run;
+    if (ca_snap_run_build(s, device, &run, err, sizeof err) != 0) {
+        fprintf(stderr, "cudalloc-report: %s: %s\n", path, err);
+        return 1;
+    }
+    ca_tracker_options topt;
+    ca_tracker_options_default(&topt);
+    topt.stacks = s->stacks;
+    topt.time_is_index = 1;
+    topt.warmup = args->warmup;
+    topt.device = device;
+    size_t events = run.n_ops + 1024; /* the whole run: the ring and detection see all of it */
+    if (events > topt.trace_events) topt.trace_events = events;
+    topt.detect_events = topt.trace_events;
+    ca_tracker *t = ca_tracker_new(&topt);
+    ca_report_replay rep;
+    if (!t || replay(&run, args, &rep) != 0) {
+        fprintf(stderr, "cudalloc-report: out of memory\n");
+        ca_tracker_destroy(t);
+        ca_snap_run_free(&run);
+        return 1;
+    }
+    ca_snap_run_feed(&run, t, args->capacity);
+    ca_report_options ropt;
+    ca_report_options_default(&ropt);
+    ropt.expandable = s->expandable_segments; /* -1 when the snapshot does not say */
+    ropt.alloc_conf = s->alloc_conf;
+    ropt.source_name = path;
+    ropt.title = "cudalloc report (PyTorch snapshot)";
+    ropt.device_unknown = args->capacity == 0;
+    ropt.device_total = args->capacity;
+    ropt.replay = &rep;
+    int rc = report_write(t, NULL, args, &ropt);
+    ca_tracker_destroy(t);
+    ca_snap_run_free(&run);
+    return rc;
+}
+
+int report_snapshot(const char *path, const report_args *args) {
+    char err[1024], *buf;
+    size_t len;
+    if (report_read_file(path, &buf, &len, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+    }
+    ca_torch_snapshot s;
+    int rc = ca_torch_snapshot_read(buf, len, &s, err, sizeof err);
+    free(buf);
+    if (rc != 0) {
+        fprintf(stderr, "%s: %s\n", path, err);
+        return 2;
+    }
+    uint64_t devices = ca_torch_snapshot_devices(&s);
+    char list[256] = "";
+    for (int d = 0; d < 64; d++)
+        if (devices >> d & 1) snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", *list ? ", " : "", d);
+    if (args->device >= 0 && !(devices >> args->device & 1)) {
+        fprintf(stderr, "%s: no device %d in the snapshot (devices with data: %s)\n", path, args->device,
+                *list ? list : "none");
+        ca_torch_snapshot_free(&s);
+        return 2;
+    }
+    if (args->device >= 0) devices = UINT64_C(1) << args->device;
+    if (!devices) devices = 1; /* nothing recorded: device 0's empty report says so */
+    int several = (devices & (devices - 1)) != 0;
+    if (several && report_any_output(args)) {
+        fprintf(stderr, "%s: devices %s in the snapshot: pick one with --device to write report files\n", path, list);
+        ca_torch_snapshot_free(&s);
+        return 2;
+    }
+    rc = 0;
+    for (int d = 0; d < 64; d++) {
+        if (!(devices >> d & 1)) continue;
+        if (several) printf("%s=== device %d of %s\n\n", d == __builtin_ctzll(devices) ? "" : "\n", d, path);
+        fflush(stdout);
+        int r = one_device(path, &s, d, args);
+        if (r > rc) rc = r;
+    }
+    ca_torch_snapshot_free(&s);
+    return rc;
+}

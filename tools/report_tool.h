@@ -1,0 +1,33 @@
+/* cudalloc-report's parts: one per kind of input (a CSV trace, a PyTorch
+ * snapshot, several ranks' JSON reports), sharing the options and the
+ * writing of the reports. */
+#ifndef CA_REPORT_TOOL_H
+#define CA_REPORT_TOOL_H
+#include <stddef.h>
+
+#include "allocator/allocator.h"
+#include "reports/report.h"
+#include "reports/tracker.h"
+
+typedef struct report_args {
+    const char *out[4];  /* --txt, --json, --html, --pickle; NULL: not asked */
+    size_t capacity;     /* --capacity; 0: none */
+    int expandable;      /* --mode */
+    unsigned warmup;     /* --warmup */
+    int device;          /* --device; -1: every device the input has */
+} report_args;
+
+/* Writes the reports asked for (the text to stdout when none is). 0, or 1
+ * when a file could not be written (said on stderr). */
+int report_write(ca_tracker *t, ca_allocator *a, const report_args *args, const ca_report_options *ropt);
+int report_any_output(const report_args *args);
+
+/* A whole file into memory (NUL-terminated). 0, or -1 with "PATH: why" in err. */
+int report_read_file(const char *path, char **buf, size_t *len, char *err, size_t errlen);
+
+/* Exit statuses: 0 done, 1 a report could not be written, 2 bad input. */
+int report_trace(const char *path, const report_args *args);
+int report_snapshot(const char *path, const report_args *args);
+int report_ranks(char *const *paths, int n);
+
+#endif
