@@ -74,15 +74,23 @@ static int library_file(const char *file) {
  * the program's own code (what lies below it is the CUDA runtime, ctypes,
  * PyTorch's C++ and Python layers), else the innermost Python frame. Without:
  * the innermost frame. */
-static const ca_frame *label_frame(const ca_report_ctx *c, uint32_t site) {
-    const ca_frame *fr[CA_STACK_MAX_FRAMES], *first_python = NULL;
-    size_t n = ca_report_frames(c, site, fr, CA_STACK_MAX_FRAMES);
+/* Which of a site's frames fr[0..n) names it: the innermost Python frame of
+ * the program's own code (not a library's), else the innermost Python frame,
+ * else the innermost frame. -1 when there is none. */
+static long label_index(const ca_frame *const *fr, size_t n) {
+    long first_python = -1;
     for (size_t i = 0; i < n; i++) {
         if (!ca_ip_is_named(fr[i]->ip) || strcmp(fr[i]->module, CA_PY_MODULE)) continue;
-        if (!library_file(fr[i]->file)) return fr[i];
-        if (!first_python) first_python = fr[i];
+        if (!library_file(fr[i]->file)) return (long)i;
+        if (first_python < 0) first_python = (long)i;
     }
-    return first_python ? first_python : n ? fr[0] : NULL;
+    return first_python >= 0 ? first_python : n ? 0 : -1;
+}
+
+static const ca_frame *label_frame(const ca_report_ctx *c, uint32_t site) {
+    const ca_frame *fr[CA_STACK_MAX_FRAMES];
+    long i = label_index(fr, ca_report_frames(c, site, fr, CA_STACK_MAX_FRAMES));
+    return i >= 0 ? fr[i] : NULL;
 }
 
 void ca_report_site_label(const ca_report_ctx *c, uint32_t site, char *buf, size_t n) {
@@ -125,14 +133,17 @@ void ca_report_finding_title(const ca_report_ctx *c, size_t i, char *buf, size_t
     ca_report_finding_root(c, i, root, sizeof root);
     if (!by_size && f->kind != CA_FINDING_TOGETHER) {
         /* The allocating function is often a helper: name its caller too. */
-        const ca_frame *fr[2];
-        if (ca_report_frames(c, c->leaks[f->first].site, fr, 2) == 2) {
+        const ca_frame *fr[CA_STACK_MAX_FRAMES];
+        size_t nf = ca_report_frames(c, c->leaks[f->first].site, fr, CA_STACK_MAX_FRAMES);
+        long at = label_index(fr, nf);
+        if (at >= 0 && (size_t)at + 1 < nf) {
+            const ca_frame *caller = fr[at + 1];
             size_t len = strlen(label);
-            if (fr[1]->line)
-                snprintf(label + len, sizeof label - len, " called from %s (%s:%u)", fr[1]->function, fr[1]->file,
-                         fr[1]->line);
+            if (caller->line)
+                snprintf(label + len, sizeof label - len, " called from %s (%s:%u)", caller->function, caller->file,
+                         caller->line);
             else
-                snprintf(label + len, sizeof label - len, " called from %s (%s)", fr[1]->function, fr[1]->module);
+                snprintf(label + len, sizeof label - len, " called from %s (%s)", caller->function, caller->module);
         }
     }
     switch (f->kind) {

@@ -272,11 +272,15 @@ static void cache_unlink(tcache *tc) {
     if (tc->next) tc->next->prev = tc->prev;
 }
 
+/* At thread exit. A later destructor of the same thread may still allocate
+ * (and capture): it then walks without a cache rather than use a freed one. */
 static void cache_destroy(void *p) {
     pthread_mutex_lock(&caches_mu);
     cache_unlink(p);
     pthread_mutex_unlock(&caches_mu);
     free(p);
+    tl_cache = NULL;
+    tl_cache_failed = 1;
 }
 static void cache_key_init(void) { pthread_key_create(&cache_key, cache_destroy); }
 
@@ -409,7 +413,13 @@ static TLS uint64_t tl_py_hits, tl_py_builds;
 static pthread_key_t py_key;
 static pthread_once_t py_once = PTHREAD_ONCE_INIT;
 
-static void py_key_init(void) { pthread_key_create(&py_key, cache_destroy); }
+/* At thread exit, as cache_destroy (a pcache is in no list). */
+static void py_cache_destroy(void *p) {
+    free(p);
+    tl_py = NULL;
+    tl_py_failed = 1;
+}
+static void py_key_init(void) { pthread_key_create(&py_key, py_cache_destroy); }
 
 void ca_stacks_python_counts(uint64_t *hits, uint64_t *builds) {
     if (hits) *hits = tl_py_hits;

@@ -48,7 +48,7 @@ START_TEST(rejections_name_the_problem)
 {
     parse_fails("expandable_segment:true",
                 "CUDALLOC_CONF: unknown key 'expandable_segment': accepted: expandable_segments, sync_free, "
-                "max_reserved, report, nvtx_range, summary, trace_iterations, tracking, oom_message");
+                "max_reserved, report, nvtx_range, summary, trace_iterations, tracking, python_frames, oom_message");
     parse_fails("summary", "CUDALLOC_CONF: 'summary' is not key:value");
     parse_fails("summary:maybe", "CUDALLOC_CONF: bad value 'maybe' for summary: accepted: true, false, 1, 0");
     parse_fails("max_reserved:lots",
@@ -66,7 +66,7 @@ START_TEST(control_bytes_in_values_are_escaped)
                 "CUDALLOC_CONF: bad value 't\\x0d\\x0drue' for expandable_segments: accepted: true, false, 1, 0");
     parse_fails("summary\n:true", "CUDALLOC_CONF: unknown key 'summary\\x0a': accepted: expandable_segments, "
                                   "sync_free, max_reserved, report, nvtx_range, summary, trace_iterations, "
-                                  "tracking, oom_message");
+                                  "tracking, python_frames, oom_message");
     parse_fails("a\nb", "CUDALLOC_CONF: 'a\\x0ab' is not key:value");
     /* a huge value is cut, the message still ends with what is accepted */
     char conf[3000] = "max_reserved:";

@@ -82,21 +82,21 @@ done
 for py in "${supported[@]}"; do
     v=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
     run "$v no marks" "$py"
-    expect "$v no marks: the leak named by its Python line" "since iteration 1: $want"
+    expect "$v no marks: the leak named by its Python line" "since iteration 1: allocations from $want"
     detected "$v no marks"
     run "$v marks" "$py" --marks
     expect "$v marks: explicit" "40 iterations (explicit)"
-    expect "$v marks: the leak named by its Python line" ": $want"
+    expect "$v marks: the leak named by its Python line" "allocations from $want"
     run "$v healthy" "$py" --healthy
     expect "$v healthy: no leak" "HEALTHY: no leak over"
     detected "$v healthy"
     run "$v GIL held" "$py" --gil
-    expect "$v GIL held: the leak named by its Python line" ": $want"
+    expect "$v GIL held: the leak named by its Python line" "allocations from $want"
     run "$v thread" "$py" --thread
-    expect "$v thread: the leak named by its Python line" ": $want"
+    expect "$v thread: the leak named by its Python line" "allocations from $want"
     detected "$v thread"
     run "$v python_frames:false" "$py" --conf python_frames:false --marks
-    expect "$v python_frames:false: native frames name it" "since iteration 1: cudaMalloc ("
+    expect "$v python_frames:false: native frames name it" "since iteration 1: allocations from cudaMalloc ("
     refuse "$v python_frames:false: no Python frames" "keep_metric"
     run "$v reports" "$py" --report "$tmp/r" --marks
     check_files "$v reports" "$py" "$tmp/r"
@@ -105,7 +105,7 @@ for py in "${supported[@]}"; do
     if [ -n "$libpy" ]; then
         out=$(PYTHONHOME=$("$py" -c 'import sys; print(sys.prefix)') "$build/bin/cudalloc" run --sim 1GiB -- \
             "$build/tests/preload/embed_python" "$libpy" "$prog" 2>&1)
-        expect "$v loaded with dlopen: the leak named by its Python line" "since iteration 1: $want"
+        expect "$v loaded with dlopen: the leak named by its Python line" "since iteration 1: allocations from $want"
         detected "$v loaded with dlopen"
     else
         echo "($v: no shared libpython: the dlopen case not run)"
@@ -117,13 +117,13 @@ mkdir -p "$tmp/site-packages"
 printf 'import ctypes\ncudart = ctypes.CDLL("libcudart.so.13")\n\ndef malloc(pp, n):\n    return cudart.cudaMalloc(pp, ctypes.c_size_t(n))\n' \
     >"$tmp/site-packages/devlib.py"
 run "library frames" "${supported[0]}" --marks --lib "$tmp/site-packages"
-expect "library frames: the program's line names the leak" "since iteration 1: $want"
+expect "library frames: the program's line names the leak" "since iteration 1: allocations from $want"
 
 for py in "${unsupported[@]}"; do
     v=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
     run "$v (unsupported)" "$py" --marks
     expect "$v (unsupported): says so" "Python $v is not supported"
-    expect "$v (unsupported): native frames" "since iteration 1: cudaMalloc ("
+    expect "$v (unsupported): native frames" "since iteration 1: allocations from cudaMalloc ("
 done
 echo "python: $pass passed, $fail failed"
 [ $fail -eq 0 ]
