@@ -37,9 +37,13 @@ const char *ca_report_bytes(double bytes, char *buf, size_t n) {
 
 const ca_oom_record *ca_report_ran_out(const ca_report_ctx *c) {
     const ca_track_snap *s = &c->snap;
-    if (!s->n_ooms) return NULL;
-    const ca_oom_record *r = &s->ooms[s->n_ooms - 1];
-    return r->iteration + 1 >= s->iteration ? r : NULL;
+    for (size_t i = s->n_ooms; i-- > 0;) {
+        const ca_oom_record *r = &s->ooms[i];
+        if (r->iteration + 1 < s->iteration) return NULL;
+        /* asking for more than the whole device says nothing about running out */
+        if (!(r->have_info && r->verdict == CA_OOM_BEYOND)) return r;
+    }
+    return NULL;
 }
 
 double ca_report_time(const ca_report_ctx *c, uint64_t ticks) {

@@ -74,7 +74,8 @@ void ca_report_finding_title(const ca_report_ctx *c, size_t i, char *buf, size_t
 void ca_report_finding_root(const ca_report_ctx *c, size_t i, char *buf, size_t n);
 /* The failure a report written now is about: the latest OOM, when it came in
  * the iteration under way or the one that just ended (then no format projects
- * an OOM: it happened). A program that went on well past an OOM can run out
+ * an OOM: it happened), unless it asked for more than the device could ever
+ * hold. A program that went on well past an OOM can run out
  * again, and its projections mean something again. NULL when there is none. */
 const ca_oom_record *ca_report_ran_out(const ca_report_ctx *c);
 /* Seconds (or event numbers, offline) since the tracker started. */

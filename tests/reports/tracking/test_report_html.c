@@ -55,7 +55,7 @@ static NOINLINE void run(ca_allocator **pa, ca_tracker **pt, int oom) {
     if (oom) {
         void *big;
         ca_oom_info info;
-        ck_assert_int_eq(ca_malloc(a, 300 * MIB, 0, &big, &info), CA_ERR_OOM);
+        ck_assert_int_eq(ca_malloc(a, 240 * MIB, 0, &big, &info), CA_ERR_OOM);
         ca_tracker_oom(t, &info);
     }
     *pa = a;
@@ -170,7 +170,7 @@ static const char *const OOM_CHECK =
     "assert 'runs out at iteration' not in text, re.findall(r'.{60}runs out at iteration.{20}', text)\n"
     "assert 'if only this site leaked' not in text\n"
     "# the failure marked on both charts, with what it asked\n"
-    "tip = 'out of memory at iteration 12: 300 MiB requested'\n"
+    "tip = 'out of memory at iteration 12: 240 MiB requested'\n"
     "per_it = [v for k, v in svgs.items() if k != 'events' and v.get('class') == 'plot']\n"
     "assert len(per_it) == 1\n"
     "for s in (ev, per_it[0]):\n"
@@ -178,7 +178,7 @@ static const char *const OOM_CHECK =
     "    assert len(al) == 1 and al[0].find('title').text == tip, [al[0].find('title').text]\n"
     "    assert float(al[0].get('x1')) <= float(s.get('width')) - 16, al[0].attrib\n"
     "oom = [i for i in range(len(D['x'])) if D['kinds'][D['k'][i]] == 'out of memory']\n"
-    "assert len(oom) == 1 and D['s'][oom[0]] == 300 << 20, oom\n"
+    "assert len(oom) == 1 and D['s'][oom[0]] == 240 << 20, oom\n"
     "assert D['frames'][D['stacks'][D['st'][oom[0]]][0]].startswith('run at '), 'the failing call'\n";
 
 START_TEST(after_oom_no_projection_and_markers) {
