@@ -27,7 +27,7 @@ done
 
 # The fixtures' diagnoses.
 out=$("$report" "$data/leaky.pickle") || no "leaky.pickle exited $?"
-has "$(head -1 <<<"$out")" '^VERDICT: LEAK: 1 call site keeps 1.00 MiB more every iteration' leaky
+has "$(head -1 <<<"$out")" '^VERDICT: LEAK: allocations from train_step (/work/train.py:42) called from main (/work/train.py:90) are kept: +1.00 MiB every iteration' leaky
 has "$out" 'source: detected, 4 allocations per iteration' leaky
 has "$out" '#0 train_step at /work/train.py:42' leaky
 has "$out" '#1 main at /work/train.py:90' leaky
