@@ -464,7 +464,10 @@ static uint32_t intern_python(ca_stacks *s, const uintptr_t *raw, unsigned n, co
     return intern_n(s, out, k);
 }
 
-__attribute__((noinline)) uint32_t ca_stacks_capture(ca_stacks *s) {
+/* The cache check reads the callers' stack words where return addresses sat
+ * when the entry was made: memory of live frames, but possibly their
+ * sanitizer redzones now. The hash decides; AddressSanitizer is told. */
+__attribute__((noinline, no_sanitize_address)) uint32_t ca_stacks_capture(ca_stacks *s) {
     if (!s) return CA_SITE_NONE;
     uintptr_t ref = (uintptr_t)__builtin_frame_address(0);
     uintptr_t raw[RAW_MAX], slots[RAW_MAX];
