@@ -21,6 +21,7 @@ static _Atomic uint64_t serials;
 void ca_options_default(ca_options *opt) {
     opt->expandable = 1;
     opt->max_reserved = 0;
+    opt->release_after = CA_RELEASE_AFTER;
 }
 
 /* What the allocator may hold and how much address space a heap reserves,
@@ -52,6 +53,7 @@ int ca_allocator_new(ca_backend *be, const ca_options *opt, ca_allocator **out) 
     if (opt) a->opt = *opt;
     else ca_options_default(&a->opt);
     a->granule = be->granule;
+    a->async = be->event_record || be->fence_record;
     size_t free_bytes = 0, total = 0;
     if (be->mem_info(be->self, &free_bytes, &total) != CA_OK) total = 0;
     a->capacity = total;
@@ -68,6 +70,7 @@ void ca_allocator_destroy(ca_allocator *a) {
     for (size_t i = 0; i < pool_count(a); i++) {
         ca_pool *p = a->pools[i];
         ca_pending_drop(a, p);
+        ca_exp_drop_mark(a, p);
         for (int k = 0; k < 2; k++)
             for (ca_segment *seg = p->heap[k].segments, *next; seg; seg = next) {
                 next = seg->next;
@@ -138,6 +141,7 @@ static ca_pool *get_pool(ca_allocator *a, ca_stream stream) {
     if (!p && n < CA_MAX_POOLS && (p = calloc(1, sizeof *p))) {
         ca_lock_init(&p->lock);
         p->stream = stream;
+        p->next_sweep = a->opt.expandable && a->opt.release_after ? a->opt.release_after : UINT64_MAX;
         for (int k = 0; k < 2; k++) {
             p->heap[k].pool = p;
             p->heap[k].small = k == 1;
@@ -167,6 +171,10 @@ ca_block *ca_split(ca_allocator *a, ca_block *b, size_t size) {
     r->addr = b->addr + size;
     r->size = rest;
     r->seg = b->seg;
+    r->idle = b->idle; /* the rest of a free block is as free as it was */
+    r->free_at = b->free_at;
+    r->unmapped = b->unmapped; /* what b's request needed is mapped: the rest is r's */
+    b->unmapped = 0;
     r->prev = b;
     r->next = b->next;
     if (b->next) b->next->prev = r;
@@ -262,7 +270,8 @@ int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom
     size_t rounded = SIZE_MAX, granules;
     bool never = !ca_size_round_up(size, CA_ROUND, &rounded) || !ca_size_round_up(rounded, a->granule, &granules) ||
                  granules > a->limit;
-    ca_heap *h = &p->heap[rounded <= CA_SMALL_LIMIT];
+    bool small = rounded <= CA_SMALL_LIMIT;
+    ca_heap *h = &p->heap[small && !a->opt.expandable]; /* see ca_heap */
     ca_block *b = NULL;
     ca_lock_acquire(&p->lock);
     if (ca_pool_has_pending(p)) ca_pending_collect(a, p);
@@ -293,35 +302,50 @@ int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom
     b->allocated = true;
     b->requested = size;
     HASH_ADD(hh, p->live, addr, sizeof(uintptr_t), b);
-    CA_STAT(a, h, allocation, 1);
-    CA_STAT(a, h, active, 1);
-    CA_STAT(a, h, allocated_bytes, (int64_t)b->size);
-    CA_STAT(a, h, active_bytes, (int64_t)b->size);
-    CA_STAT(a, h, requested_bytes, (int64_t)size);
+    b->small = small;
+    CA_BLOCK_STAT(a, p, b, allocation, 1);
+    CA_BLOCK_STAT(a, p, b, active, 1);
+    CA_BLOCK_STAT(a, p, b, allocated_bytes, (int64_t)b->size);
+    CA_BLOCK_STAT(a, p, b, active_bytes, (int64_t)b->size);
+    CA_BLOCK_STAT(a, p, b, requested_bytes, (int64_t)size);
     ca_emit(a, CA_EV_ALLOC, b->addr, b->size, size, stream);
+    /* The hot path's whole share of giving memory back: two compares. */
+    if (p->st.allocated_bytes[CA_POOL_ALL].current > p->win_peak) p->win_peak = p->st.allocated_bytes[CA_POOL_ALL].current;
+    if (ca_pool_clock(p) >= p->next_sweep) ca_exp_sweep(a, p);
     ca_lock_release(&p->lock);
     *ptr = (void *)b->addr;
     return CA_OK;
 }
 
-/* b is free: merge it with free neighbours and index the result. */
-static void merge_and_index(ca_pool *p, ca_block *b) {
+/* b is free: merge it with free neighbours and index the result. The
+ * result is idle only if every part is, and carries b's stamp, the latest
+ * (so a block counts as free since its most recent part became free). */
+static void merge_and_index(ca_pool *p, ca_block *b, bool idle) {
     b->allocated = false;
     b->requested = 0;
+    b->free_at = ca_pool_clock(p);
     ca_segment *seg = b->seg;
     ca_heap *h = seg->heap;
     ca_block *n = b->next, *prev = b->prev;
+    /* b was allocated, so all its granules are mapped, the ones it shares
+     * with a neighbour too: the merged block's unmapped ones are theirs */
     if (n && !n->allocated) {
+        idle = idle && ca_block_idle(p, n);
         ca_free_index_remove(&h->free, n);
         b->size += n->size;
+        b->unmapped = n->unmapped;
         b->next = n->next;
         if (n->next) n->next->prev = b;
         else seg->last = b;
         ca_block_put(p, n);
     }
+    b->idle = idle;
     if (prev && !prev->allocated) {
+        prev->idle = idle && ca_block_idle(p, prev);
+        prev->free_at = b->free_at;
         ca_free_index_remove(&h->free, prev);
         prev->size += b->size;
+        prev->unmapped += b->unmapped;
         prev->next = b->next;
         if (b->next) b->next->prev = prev;
         else seg->last = prev;
@@ -359,11 +383,10 @@ static ca_block *find_live(ca_allocator *a, uintptr_t addr, ca_pool **pool) {
     return NULL;
 }
 
-void ca_block_release(ca_allocator *a, ca_pool *p, ca_block *b) {
-    ca_heap *h = b->seg->heap;
-    CA_STAT(a, h, active, -1);
-    CA_STAT(a, h, active_bytes, -(int64_t)b->size);
-    merge_and_index(p, b);
+void ca_block_release(ca_allocator *a, ca_pool *p, ca_block *b, bool idle) {
+    CA_BLOCK_STAT(a, p, b, active, -1);
+    CA_BLOCK_STAT(a, p, b, active_bytes, -(int64_t)b->size);
+    merge_and_index(p, b, idle);
 }
 
 /* The live block at ptr out of its pool's live table, with the pool locked
@@ -373,10 +396,9 @@ static ca_block *take_live(ca_allocator *a, void *ptr, ca_stream stream, ca_pool
     if (!b) return NULL;
     ca_pool *p = *pool;
     HASH_DELETE(hh, p->live, b);
-    ca_heap *h = b->seg->heap;
-    CA_STAT(a, h, allocation, -1);
-    CA_STAT(a, h, allocated_bytes, -(int64_t)b->size);
-    CA_STAT(a, h, requested_bytes, -(int64_t)b->requested);
+    CA_BLOCK_STAT(a, p, b, allocation, -1);
+    CA_BLOCK_STAT(a, p, b, allocated_bytes, -(int64_t)b->size);
+    CA_BLOCK_STAT(a, p, b, requested_bytes, -(int64_t)b->requested);
     ca_emit(a, CA_EV_FREE, b->addr, b->size, b->requested, stream);
     b->requested = 0;
     return b;
@@ -400,8 +422,10 @@ int ca_free(ca_allocator *a, void *ptr, ca_stream stream) {
         }
         wait_device = rc != CA_OK && a->be->fence_record;
     }
+    /* In stream order the pool's stream may still have work on the block:
+     * not idle, on a device that runs work after calls return. */
     if (wait_device) ca_pending_add(a, p, b);
-    else ca_block_release(a, p, b);
+    else ca_block_release(a, p, b, !a->async);
     ca_lock_release(&p->lock);
     return CA_OK;
 }
@@ -411,7 +435,7 @@ int ca_free_device(ca_allocator *a, void *ptr, int device_idle) {
     ca_block *b = take_live(a, ptr, 0, &p);
     if (!b) return CA_ERR_INVALID;
     if (!device_idle && a->be->fence_record) ca_pending_add(a, p, b);
-    else ca_block_release(a, p, b);
+    else ca_block_release(a, p, b, device_idle || !a->async);
     ca_lock_release(&p->lock);
     return CA_OK;
 }
@@ -478,6 +502,7 @@ void ca_get_stats(ca_allocator *a, ca_stats *out) {
         out->num_ooms += p->st.num_ooms;
         out->num_device_alloc += p->st.num_device_alloc;
         out->num_device_free += p->st.num_device_free;
+        out->num_granules_moved += p->st.num_granules_moved;
         ca_lock_release(&p->lock);
     }
     ca_lock_acquire(&a->lock);

@@ -15,12 +15,18 @@
  * address spaces are 47 to 49 bits. Below it, every sum of sizes fits the
  * int64 statistics and every block the tracker's 48-bit records. */
 #define CA_MAX_BYTES ((size_t)1 << 47)
+/* Default of ca_options.release_after (expandable.c says why this many). */
+#define CA_RELEASE_AFTER 10000
 
 typedef struct ca_allocator ca_allocator;
 
 typedef struct ca_options {
     int expandable;            /* 1: expandable segments (default); 0: classic */
     size_t max_reserved;       /* cap on reserved bytes (0: the device's capacity) */
+    uint64_t release_after;    /* expandable: every this many allocations of a pool, the
+                                * granules it did not need over the last that many go back
+                                * to the device (0: never, until an OOM or ca_release);
+                                * CA_RELEASE_AFTER by default */
 } ca_options;
 
 /* What an out-of-memory failure looked like, for the OOM report. */

@@ -34,11 +34,21 @@ typedef struct ca_block {
     ca_segment *seg;
     struct ca_block *left, *right, *parent; /* free index (treap) links */
     int32_t bin;                       /* free index bin; -1 when not indexed */
+    bool idle;                         /* free, and no device work can touch it any more:
+                                        * its granules may be unmapped without a sync
+                                        * (ca_block_idle has the whole rule) */
     bool allocated;                    /* not free: held by the program, or pending */
+    bool small;                        /* allocated: asked for at most CA_SMALL_LIMIT (its
+                                        * statistics count in the small pool) */
     bool pending;                      /* freed by a plain free, waiting for a fence
                                         * (fence.c); `allocated` stays set meanwhile,
                                         * so nothing merges, maps or unmaps it */
     struct ca_block *pending_next;     /* in its pool's unfenced list or batch */
+    uint64_t free_at;                  /* free: its pool's clock when it (or a block merged
+                                        * into it) last became free */
+    size_t unmapped;                   /* free, expandable: granules lying wholly inside it
+                                        * with no physical memory (0: all mapped, the hot
+                                        * path's test); 0 while allocated */
     UT_hash_handle hh;                 /* live table, keyed by addr */
 } ca_block;
 
@@ -61,6 +71,7 @@ struct ca_segment {
     size_t reserve_size;  /* expandable: the whole virtual range */
     size_t mapped;        /* bytes of physical memory behind the range */
     ca_handle *handles;   /* expandable: one per granule of span; 0 = unmapped */
+    uint64_t *mapped_bits; /* expandable: bit i set when handles[i] is: scans go 64 granules a step */
     size_t handles_cap;
     ca_block *first, *last;
     ca_segment *next;     /* in the heap */
@@ -68,7 +79,10 @@ struct ca_segment {
 };
 
 /* The blocks of one size class in a pool: small (up to 1 MiB) or large,
- * each with its own segments, so small blocks never pin large granules. */
+ * each with its own segments, so that a small block never pins a classic
+ * segment. Expandable segments use the large heap alone: any free granule can
+ * be moved where a request needs it, so one range wastes fewer partly used
+ * granules than two (BENCHMARKS.md, issue 11). */
 struct ca_heap {
     ca_pool *pool;
     bool small;
@@ -95,6 +109,17 @@ struct ca_pool {
     size_t n_unfenced;
     ca_batch *oldest, *newest;
     ca_batch *spare_batches;
+    /* Reserved memory follows need (expandable.c): the pool's clock is its
+     * allocation count; blocks free since before idle_before are idle; a mark
+     * is a fence recorded at clock mark_at to move idle_before on. */
+    uint64_t next_sweep;    /* clock at which granules not needed are next given back */
+    int64_t win_peak;       /* allocated bytes at their highest since the last sweep */
+    int64_t win_peak_prev;  /* ... between the two sweeps before */
+    size_t edges;           /* reserved - allocated when the pool last had to grow: what
+                             * the partly used granules at blocks' edges cost it */
+    uint64_t idle_before;
+    ca_fence mark;
+    uint64_t mark_at;
     ca_block *spare;        /* recycled block structs */
     void **chunks;          /* block slabs, freed with the pool */
     size_t nchunks, chunks_cap;
@@ -113,6 +138,8 @@ struct ca_allocator {
                                * device would give more (max_reserved, CA_MAX_BYTES); 0: the
                                * device's own capacity is the limit */
     size_t reserve;           /* expandable: virtual range per heap, at least limit */
+    bool async;               /* the device may still run work when calls return (events or
+                               * fences): a block freed in stream order is not idle */
     ca_pool *pools[CA_MAX_POOLS]; /* published in order, never removed */
     _Atomic size_t npools;
     ca_stats peaks;           /* device-wide peaks of the pools' sums */
@@ -126,6 +153,11 @@ void ca_free_index_insert(ca_free_index *fi, ca_block *b);
 void ca_free_index_remove(ca_free_index *fi, ca_block *b);
 ca_block *ca_free_index_best_fit(ca_free_index *fi, size_t size);
 ca_block *ca_free_index_largest(ca_free_index *fi);
+/* The block before b in (size, address) order; NULL when b is the smallest.
+ * With ca_free_index_largest, walks the index from its largest block down. */
+ca_block *ca_free_index_smaller(ca_free_index *fi, ca_block *b);
+/* The block after b in (size, address) order; NULL when b is the largest. */
+ca_block *ca_free_index_larger(ca_free_index *fi, ca_block *b);
 void ca_free_index_walk(ca_free_index *fi, void (*fn)(void *ctx, ca_block *b), void *ctx);
 
 /* block.c: block structs from the pool's slabs */
@@ -141,12 +173,23 @@ static inline int ca_heap_kind(const ca_heap *h) { return h->small ? CA_POOL_SMA
 /* A pool reached a new peak of a statistic: update the device-wide peak. */
 void ca_pool_new_peak(ca_allocator *a, size_t field);
 /* Change one statistic of heap h's pool. */
-#define CA_STAT(a, h, field, delta)                                                      \
+#define CA_STAT(a, h, field, delta) CA_STAT_KIND(a, (h)->pool, ca_heap_kind(h), field, delta)
+/* Change one statistic of a block of pool p: its kind is its size class
+ * (ca_block.small), whichever heap holds it. */
+#define CA_BLOCK_STAT(a, p, b, field, delta) \
+    CA_STAT_KIND(a, p, (b)->small ? CA_POOL_SMALL : CA_POOL_LARGE, field, delta)
+#define CA_STAT_KIND(a, p, kind, field, delta)                                           \
     do {                                                                                 \
-        if (ca_stat_update((h)->pool->st.field, ca_heap_kind(h), (delta)))               \
+        if (ca_stat_update((p)->st.field, (kind), (delta)))                              \
             ca_pool_new_peak((a), offsetof(ca_stats, field));                            \
     } while (0)
 size_t ca_reserved_total(ca_allocator *a);
+
+/* The pool's clock: allocations it served so far (a statistic kept anyway). */
+static inline uint64_t ca_pool_clock(const ca_pool *p) { return (uint64_t)p->st.allocation[CA_POOL_ALL].allocated; }
+/* A free block is idle when it was freed where the device had finished with
+ * it (flag), or became free before a mark that has passed (stamp). */
+static inline bool ca_block_idle(const ca_pool *p, const ca_block *b) { return b->idle || b->free_at < p->idle_before; }
 
 /* expandable.c */
 int ca_exp_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out);
@@ -154,6 +197,11 @@ void ca_exp_release(ca_allocator *a, ca_segment *seg);
 void ca_exp_destroy(ca_allocator *a, ca_segment *seg);
 size_t ca_exp_mapped_run(const ca_allocator *a, const ca_block *b);
 size_t ca_exp_block_mapped(const ca_allocator *a, const ca_block *b);
+/* Every release_after allocations of the pool: give back the granules of idle
+ * blocks free for at least that many. */
+void ca_exp_sweep(ca_allocator *a, ca_pool *p);
+/* At destruction: the pool's mark dropped. */
+void ca_exp_drop_mark(ca_allocator *a, ca_pool *p);
 
 /* fence.c: plain frees wait for a fence before their blocks are free again */
 void ca_pending_add(ca_allocator *a, ca_pool *p, ca_block *b);
@@ -169,8 +217,9 @@ void ca_pending_settle(ca_allocator *a, ca_pool *p);
 void ca_pending_drop(ca_allocator *a, ca_pool *p);
 static inline bool ca_pool_has_pending(const ca_pool *p) { return p->unfenced || p->oldest; }
 
-/* allocator.c: a block that is free again (its stats, merged and indexed) */
-void ca_block_release(ca_allocator *a, ca_pool *p, ca_block *b);
+/* allocator.c: a block that is free again (its stats, merged and indexed);
+ * idle: no device work can touch it any more (see ca_block.idle). */
+void ca_block_release(ca_allocator *a, ca_pool *p, ca_block *b, bool idle);
 
 /* classic.c */
 int ca_classic_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out);

@@ -24,6 +24,9 @@ typedef struct ca_stats {
     int64_t num_ooms;
     int64_t num_device_alloc;               /* physical creations (cuMemCreate/cudaMalloc) */
     int64_t num_device_free;
+    int64_t num_granules_moved;             /* granules unmapped from free blocks and mapped
+                                               again where a request needed memory (no
+                                               cuMemCreate/cuMemRelease) */
 } ca_stats;
 
 /* Returns 1 when the peak rose. */
