@@ -142,6 +142,7 @@ static ca_pool *get_pool(ca_allocator *a, ca_stream stream) {
         ca_lock_init(&p->lock);
         p->stream = stream;
         p->next_sweep = a->opt.expandable && a->opt.release_after ? a->opt.release_after : UINT64_MAX;
+        p->epoch = p->idle_epoch = 1; /* a granule's 0: never busy */
         for (int k = 0; k < 2; k++) {
             p->heap[k].pool = p;
             p->heap[k].small = k == 1;
@@ -171,8 +172,6 @@ ca_block *ca_split(ca_allocator *a, ca_block *b, size_t size) {
     r->addr = b->addr + size;
     r->size = rest;
     r->seg = b->seg;
-    r->idle = b->idle; /* the rest of a free block is as free as it was */
-    r->free_at = b->free_at;
     r->unmapped = b->unmapped; /* what b's request needed is mapped: the rest is r's */
     b->unmapped = 0;
     r->prev = b;
@@ -310,27 +309,23 @@ int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom
     CA_BLOCK_STAT(a, p, b, requested_bytes, (int64_t)size);
     ca_emit(a, CA_EV_ALLOC, b->addr, b->size, size, stream);
     /* The hot path's whole share of giving memory back: two compares. */
-    if (p->st.allocated_bytes[CA_POOL_ALL].current > p->win_peak) p->win_peak = p->st.allocated_bytes[CA_POOL_ALL].current;
+    if (p->st.active_bytes[CA_POOL_ALL].current > p->win_peak) p->win_peak = p->st.active_bytes[CA_POOL_ALL].current;
     if (ca_pool_clock(p) >= p->next_sweep) ca_exp_sweep(a, p);
     ca_lock_release(&p->lock);
     *ptr = (void *)b->addr;
     return CA_OK;
 }
 
-/* b is free: merge it with free neighbours and index the result. The
- * result is idle only if every part is, and carries b's stamp, the latest
- * (so a block counts as free since its most recent part became free). */
-static void merge_and_index(ca_pool *p, ca_block *b, bool idle) {
+/* b is free: merge it with free neighbours and index the result. */
+static void merge_and_index(ca_pool *p, ca_block *b) {
     b->allocated = false;
     b->requested = 0;
-    b->free_at = ca_pool_clock(p);
     ca_segment *seg = b->seg;
     ca_heap *h = seg->heap;
     ca_block *n = b->next, *prev = b->prev;
     /* b was allocated, so all its granules are mapped, the ones it shares
      * with a neighbour too: the merged block's unmapped ones are theirs */
     if (n && !n->allocated) {
-        idle = idle && ca_block_idle(p, n);
         ca_free_index_remove(&h->free, n);
         b->size += n->size;
         b->unmapped = n->unmapped;
@@ -339,10 +334,7 @@ static void merge_and_index(ca_pool *p, ca_block *b, bool idle) {
         else seg->last = b;
         ca_block_put(p, n);
     }
-    b->idle = idle;
     if (prev && !prev->allocated) {
-        prev->idle = idle && ca_block_idle(p, prev);
-        prev->free_at = b->free_at;
         ca_free_index_remove(&h->free, prev);
         prev->size += b->size;
         prev->unmapped += b->unmapped;
@@ -386,7 +378,8 @@ static ca_block *find_live(ca_allocator *a, uintptr_t addr, ca_pool **pool) {
 void ca_block_release(ca_allocator *a, ca_pool *p, ca_block *b, bool idle) {
     CA_BLOCK_STAT(a, p, b, active, -1);
     CA_BLOCK_STAT(a, p, b, active_bytes, -(int64_t)b->size);
-    merge_and_index(p, b, idle);
+    if (!idle && b->seg->expandable) ca_exp_busy(a, p, b);
+    merge_and_index(p, b);
 }
 
 /* The live block at ptr out of its pool's live table, with the pool locked
@@ -471,6 +464,7 @@ void ca_wait_pending(ca_allocator *a) {
         ca_pool *p = a->pools[i];
         ca_lock_acquire(&p->lock);
         if (ca_pool_has_pending(p)) ca_pending_settle(a, p);
+        ca_exp_drop_mark(a, p); /* its events go back to the backend now */
         ca_lock_release(&p->lock);
     }
 }

@@ -112,7 +112,8 @@ int ca_contains(ca_allocator *a, const void *ptr);
 /* Give every free physical granule (and free classic segment) back to the
  * device, pending plain frees included (this waits for their fences). */
 void ca_release(ca_allocator *a);
-/* Wait for every pending plain free: their blocks are free when it returns. */
+/* Wait for every pending plain free: their blocks are free when it returns.
+ * Fences the allocator still holds for itself are given back to the backend. */
 void ca_wait_pending(ca_allocator *a);
 
 /* The figures now; pending plain frees whose fence has passed are collected

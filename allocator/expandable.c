@@ -6,14 +6,15 @@
  * granules at the edges of live blocks.
  *
  * Reserved memory follows need. A request that lands on unmapped granules
- * first takes mapped granules lying wholly inside idle free blocks of its
- * pool (either heap), unmaps them there and maps their handles where it needs
- * them (the range is virtual: a granule's physical memory can sit anywhere);
- * only the rest is created. And every release_after allocations, the granules
- * the pool did not need over that time go back to the device (ca_exp_sweep).
- * Only idle blocks give up
- * granules (ca_block_idle): memory that queued device work may still touch is
- * never unmapped without a sync, and nothing on the allocation path syncs. */
+ * first takes idle mapped granules lying wholly inside free blocks of its
+ * pool, unmaps them there and maps their handles where it needs them (the
+ * range is virtual: a granule's physical memory can sit anywhere); only the
+ * rest is created (unless the pool holds no more than it needed lately:
+ * within_need). And every release_after allocations, the granules the pool
+ * did not need over that time go back to the device (ca_exp_sweep). Only idle
+ * granules are moved or given back (granule_idle): memory that queued device
+ * work may still touch is never unmapped without a sync, and nothing on the
+ * allocation path syncs. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +52,7 @@ static ca_segment *segment_new(ca_allocator *a, ca_heap *h) {
 /* Room for new_n granule handles (and their bits); the arrays grow
  * geometrically. new_n is at most the reserve's granules, so neither doubling
  * nor the byte count wraps. */
-static int grow_handles(ca_segment *seg, size_t new_n) {
+static int grow_handles(ca_allocator *a, ca_segment *seg, size_t new_n) {
     if (new_n <= seg->handles_cap) return CA_OK;
     size_t cap = seg->handles_cap ? seg->handles_cap : 64; /* a multiple of 64 */
     while (cap < new_n) cap *= 2;
@@ -65,6 +66,12 @@ static int grow_handles(ca_segment *seg, size_t new_n) {
     if (!bits) return CA_ERR_OOM; /* handles grew, cap did not: harmless */
     memset(bits + seg->handles_cap / 64, 0, (cap - seg->handles_cap) / 64 * sizeof *bits);
     seg->mapped_bits = bits;
+    if (a->async) {
+        uint64_t *busy = realloc(seg->busy, cap * sizeof *busy);
+        if (!busy) return CA_ERR_OOM;
+        memset(busy + seg->handles_cap, 0, (cap - seg->handles_cap) * sizeof *busy);
+        seg->busy = busy;
+    }
     seg->handles_cap = cap;
     return CA_OK;
 }
@@ -179,30 +186,43 @@ static bool room_for(ca_allocator *a, size_t bytes) {
     return !a->cap || ca_reserved_total(a) + bytes <= a->cap; /* both <= CA_MAX_BYTES */
 }
 
-/* ---- marks: when blocks freed in stream order become idle ---- */
+/* ---- busy granules, and the marks that make them idle ---- */
 
-/* A passed mark makes every block free since before it idle. */
+/* A granule that a free with device work behind it covered (a free in stream
+ * order, or a plain free whose fence only ordered later work after it: both
+ * only on devices that run work after calls return) is busy: unmapping it
+ * could fault work still queued. It is idle again once a mark recorded after
+ * the free has passed. The label is per granule, not per block, because
+ * blocks merge: a block freed a moment ago must not make the long-free block
+ * it joins look busy, nor the other way round. */
+static inline bool granule_idle(const ca_pool *p, const ca_segment *seg, size_t i) {
+    return !seg->busy || seg->busy[i] < p->idle_epoch;
+}
+
+void ca_exp_busy(ca_allocator *a, ca_pool *p, const ca_block *b) {
+    ca_segment *seg = b->seg;
+    size_t g = a->granule;
+    for (size_t i = (b->addr - seg->base) / g; i * g < b->addr + b->size - seg->base; i++) seg->busy[i] = p->epoch;
+}
+
+/* A passed mark makes every granule labelled before it idle. */
 static void check_mark(ca_allocator *a, ca_pool *p) {
     if (!p->mark || !a->be->fence_query(a->be->self, p->mark)) return;
     a->be->fence_destroy(a->be->self, p->mark);
     p->mark = 0;
-    if (p->mark_at > p->idle_before) p->idle_before = p->mark_at;
+    p->idle_epoch = p->epoch;
 }
 
-/* Busy free blocks held granules we wanted: a mark, so that they are idle
- * once the work queued now is done (no wait: a later search asks). */
+/* Busy granules were in the way: a mark, so that they are idle once the work
+ * queued now is done (no wait: a later search or sweep asks). Granules
+ * labelled from now on carry the next epoch. */
 static void set_mark(ca_allocator *a, ca_pool *p) {
     if (p->mark || !a->be->fence_record_done) return;
     ca_fence f = 0;
     if (a->be->fence_record_done(a->be->self, &f) != CA_OK) return;
-    /* Blocks stamped with this clock may have become free after the mark:
-     * only earlier stamps count (ca_block_idle's strict compare). */
-    if (!f) { /* the device was synchronized */
-        if (ca_pool_clock(p) > p->idle_before) p->idle_before = ca_pool_clock(p);
-        return;
-    }
-    p->mark = f;
-    p->mark_at = ca_pool_clock(p);
+    p->epoch++;
+    if (f) p->mark = f;
+    else p->idle_epoch = p->epoch; /* the device was synchronized */
 }
 
 void ca_exp_drop_mark(ca_allocator *a, ca_pool *p) {
@@ -212,7 +232,7 @@ void ca_exp_drop_mark(ca_allocator *a, ca_pool *p) {
 
 /* ---- donors: granules a request may take instead of creating new ones ---- */
 
-/* Mapped granules lying wholly inside idle free blocks of the request's heap
+/* Idle mapped granules lying wholly inside free blocks of the request's heap
  * (in expandable mode, the pool's only one): first the rest of the block
  * being allocated, then the free blocks, largest first (blocks smaller than a
  * granule hold none). The walk changes nothing but its own fields, so a copy
@@ -227,7 +247,7 @@ typedef struct donors {
     ca_block *blk;          /* the block whose granules [at, end) are looked at */
     size_t at, end;
     long budget;            /* units of work left (CA_REMAP_BUDGET) */
-    bool busy;              /* a block with mapped granules was not idle */
+    size_t busy_granules;   /* mapped granules passed over as busy */
     ca_segment *run_seg;    /* granules taken and unmapped, not reported yet */
     size_t run_at, run_len;
 } donors;
@@ -240,7 +260,7 @@ static void donors_init(donors *d, ca_allocator *a, ca_heap *h, ca_block *own, s
     *d = (donors){.a = a, .p = p, .heap = h, .skip = skip};
     d->budget = CA_REMAP_BUDGET + (need < LONG_MAX / 4 ? 2 * (long)need : LONG_MAX / 2);
     check_mark(a, p);
-    if (own && ca_block_idle(p, own)) {
+    if (own) {
         size_t first, end;
         whole_granules(a, own, &first, &end);
         d->blk = own;
@@ -253,16 +273,21 @@ static void donors_init(donors *d, ca_allocator *a, ca_heap *h, ca_block *own, s
  * budget is spent. */
 static bool next_donor(donors *d, ca_segment **seg, size_t *i) {
     for (;;) {
-        if (d->blk) {
+        while (d->blk) {
             size_t words = 0, at = find_bit(d->blk->seg, d->at, d->end, true, &words);
             d->budget -= (long)words;
-            if (at < d->end) {
-                d->at = at + 1;
-                *seg = d->blk->seg;
-                *i = at;
-                return true;
+            if (at == d->end) {
+                d->blk = NULL;
+                break;
             }
-            d->blk = NULL;
+            d->at = at + 1;
+            if (!granule_idle(d->p, d->blk->seg, at)) {
+                d->busy_granules++;
+                continue;
+            }
+            *seg = d->blk->seg;
+            *i = at;
+            return true;
         }
         if (d->done || d->budget <= 0) return false;
         ca_free_index *fi = &d->heap->free;
@@ -277,10 +302,6 @@ static bool next_donor(donors *d, ca_segment **seg, size_t *i) {
         size_t first, end;
         whole_granules(d->a, b, &first, &end);
         if (end - first == b->unmapped) continue; /* nothing mapped to give */
-        if (!ca_block_idle(d->p, b)) {
-            d->busy = true;
-            continue;
-        }
         d->blk = b;
         d->at = first;
         d->end = end;
@@ -298,7 +319,7 @@ static void donors_flush(donors *d) {
 
 static void donors_done(donors *d) {
     donors_flush(d);
-    if (d->busy) set_mark(d->a, d->p);
+    if (d->busy_granules) set_mark(d->a, d->p);
 }
 
 /* Move the donor at (from, j) to granule i of `to`: unmapped there, mapped
@@ -325,10 +346,13 @@ static bool move_granule(donors *d, ca_segment *from, size_t j, ca_segment *to, 
     return true;
 }
 
-/* The pool grew with no donor left: the granules it holds now, less what is
- * allocated with this request, are its edges (see ca_exp_sweep). */
-static void p_edges(ca_allocator *a, ca_pool *p, size_t size) {
-    int64_t waste = p->st.reserved_bytes[CA_POOL_ALL].current - p->st.allocated_bytes[CA_POOL_ALL].current - (int64_t)size;
+/* The pool grew with no donor left (the walk went through every free block):
+ * the granules it holds now, less what is active with this request and the
+ * busy free granules, are its edges (see ca_exp_sweep). */
+static void set_edges(ca_allocator *a, ca_pool *p, size_t size, const donors *d) {
+    if (!d->done) return; /* stopped by its budget: the figure would count donors */
+    int64_t waste = p->st.reserved_bytes[CA_POOL_ALL].current - p->st.active_bytes[CA_POOL_ALL].current -
+                    (int64_t)size - (int64_t)(d->busy_granules * a->granule);
     p->edges = waste > 0 ? (size_t)waste : 0;
 }
 
@@ -352,7 +376,7 @@ static size_t donors_count(const donors *d, size_t want) {
  * 1/64; pools under 128 MiB get no slack (it is less than a granule). */
 static bool within_need(ca_allocator *a, ca_pool *p, size_t size, size_t missing) {
     int64_t need = p->win_peak > p->win_peak_prev ? p->win_peak : p->win_peak_prev;
-    int64_t now = p->st.allocated_bytes[CA_POOL_ALL].current + (int64_t)size;
+    int64_t now = p->st.active_bytes[CA_POOL_ALL].current + (int64_t)size;
     if (now > need) need = now;
     need += (int64_t)p->edges;
     int64_t g = (int64_t)a->granule, slack = (need / 64) / g * g;
@@ -369,6 +393,7 @@ static int map_range(ca_allocator *a, ca_segment *seg, ca_block *b, size_t size)
     size_t missing = end - first - count_mapped(seg, first, end);
     if (!missing) return CA_OK; /* what is unmapped lies in the rest of b */
     donors d;
+    bool skipped = false;
     donors_init(&d, a, seg->heap, b, end, NULL, missing);
     if (!room_for(a, missing * g)) {
         size_t have = donors_count(&d, missing);
@@ -377,7 +402,7 @@ static int map_range(ca_allocator *a, ca_segment *seg, ca_block *b, size_t size)
             return CA_ERR_OOM;
         }
     } else if (within_need(a, seg->heap->pool, size, missing)) {
-        d.done = true; /* create: see within_need */
+        d.done = skipped = true; /* create: see within_need */
         d.blk = NULL;
     }
     int rc = CA_OK;
@@ -400,8 +425,8 @@ static int map_range(ca_allocator *a, ca_segment *seg, ca_block *b, size_t size)
         i = next_unmapped(seg, run_end, end);
     }
     donors_done(&d);
-    if (created) /* nothing was left to move: what the pool holds is what it needs */
-        p_edges(a, seg->heap->pool, size);
+    if (created && !skipped) /* nothing was left to move: what the pool holds is what it needs */
+        set_edges(a, seg->heap->pool, size, &d);
     return rc;
 }
 
@@ -427,7 +452,7 @@ static ca_block *extend(ca_allocator *a, ca_segment *seg, size_t size) {
         donors_done(&d);
         if (!room_for(a, added - have * g)) return NULL;
     }
-    if (grow_handles(seg, new_span / g) != CA_OK) return NULL;
+    if (grow_handles(a, seg, new_span / g) != CA_OK) return NULL;
     ca_block *b;
     if (tail_free) {
         ca_free_index_remove(&seg->heap->free, tail);
@@ -440,7 +465,6 @@ static ca_block *extend(ca_allocator *a, ca_segment *seg, size_t size) {
         b->size = added;
         b->unmapped = added / g;
         b->seg = seg;
-        b->idle = true; /* new address space: nothing ever ran there */
         b->prev = tail;
         if (tail) tail->next = b;
         else seg->first = b;
@@ -549,7 +573,7 @@ void ca_exp_sweep(ca_allocator *a, ca_pool *p) {
     p->next_sweep = ca_pool_clock(p) + a->opt.release_after;
     int64_t peak = p->win_peak > p->win_peak_prev ? p->win_peak : p->win_peak_prev;
     p->win_peak_prev = p->win_peak;
-    p->win_peak = p->st.allocated_bytes[CA_POOL_ALL].current;
+    p->win_peak = p->st.active_bytes[CA_POOL_ALL].current;
     int64_t reserved = p->st.reserved_bytes[CA_POOL_ALL].current, need = peak + (int64_t)p->edges;
     if (reserved - need < (int64_t)g) return;
     size_t excess = (size_t)(reserved - need) / g;
@@ -564,19 +588,16 @@ void ca_exp_sweep(ca_allocator *a, ca_pool *p) {
             size_t first, end;
             whole_granules(a, b, &first, &end);
             if (end - first == b->unmapped) continue;
-            if (!ca_block_idle(p, b)) {
-                busy = true;
-                continue;
-            }
             /* the highest granules of the block first: its low end is where
-             * best fit (ties by address) places the next request */
+             * the next request goes */
             for (size_t i = end; i > first && excess;) {
-                if (!seg->handles[i - 1]) {
+                if (!seg->handles[i - 1] || !granule_idle(p, seg, i - 1)) {
+                    busy = busy || seg->handles[i - 1];
                     i--;
                     continue;
                 }
-                size_t lo = i - 1; /* [lo, i): a mapped run, at most `excess` long */
-                while (lo > first && seg->handles[lo - 1] && i - lo < excess) lo--;
+                size_t lo = i - 1; /* [lo, i): an idle mapped run, at most `excess` long */
+                while (lo > first && seg->handles[lo - 1] && granule_idle(p, seg, lo - 1) && i - lo < excess) lo--;
                 b->unmapped += unmap_granules(a, seg, lo, i);
                 excess -= i - lo;
                 i = lo;
@@ -595,6 +616,7 @@ void ca_exp_destroy(ca_allocator *a, ca_segment *seg) {
     CA_STAT(a, seg->heap, segment, -1);
     free(seg->handles);
     free(seg->mapped_bits);
+    free(seg->busy);
     free(seg);
 }
 

@@ -34,9 +34,6 @@ typedef struct ca_block {
     ca_segment *seg;
     struct ca_block *left, *right, *parent; /* free index (treap) links */
     int32_t bin;                       /* free index bin; -1 when not indexed */
-    bool idle;                         /* free, and no device work can touch it any more:
-                                        * its granules may be unmapped without a sync
-                                        * (ca_block_idle has the whole rule) */
     bool allocated;                    /* not free: held by the program, or pending */
     bool small;                        /* allocated: asked for at most CA_SMALL_LIMIT (its
                                         * statistics count in the small pool) */
@@ -44,8 +41,6 @@ typedef struct ca_block {
                                         * (fence.c); `allocated` stays set meanwhile,
                                         * so nothing merges, maps or unmaps it */
     struct ca_block *pending_next;     /* in its pool's unfenced list or batch */
-    uint64_t free_at;                  /* free: its pool's clock when it (or a block merged
-                                        * into it) last became free */
     size_t unmapped;                   /* free, expandable: granules lying wholly inside it
                                         * with no physical memory (0: all mapped, the hot
                                         * path's test); 0 while allocated */
@@ -72,6 +67,9 @@ struct ca_segment {
     size_t mapped;        /* bytes of physical memory behind the range */
     ca_handle *handles;   /* expandable: one per granule of span; 0 = unmapped */
     uint64_t *mapped_bits; /* expandable: bit i set when handles[i] is: scans go 64 granules a step */
+    uint64_t *busy;       /* expandable, on a device that runs work after calls return: per
+                           * granule, the pool's epoch when a free that left device work
+                           * behind last covered it (0: none); see expandable.c */
     size_t handles_cap;
     ca_block *first, *last;
     ca_segment *next;     /* in the heap */
@@ -110,16 +108,18 @@ struct ca_pool {
     ca_batch *oldest, *newest;
     ca_batch *spare_batches;
     /* Reserved memory follows need (expandable.c): the pool's clock is its
-     * allocation count; blocks free since before idle_before are idle; a mark
-     * is a fence recorded at clock mark_at to move idle_before on. */
+     * allocation count. Granules freed with device work behind them are busy
+     * until a mark (a fence) recorded after the free has passed: epoch counts
+     * the marks recorded, granules labelled below idle_epoch are idle. */
     uint64_t next_sweep;    /* clock at which granules not needed are next given back */
-    int64_t win_peak;       /* allocated bytes at their highest since the last sweep */
+    int64_t win_peak;       /* active bytes (allocated, or freed and waiting for a fence)
+                             * at their highest since the last sweep */
     int64_t win_peak_prev;  /* ... between the two sweeps before */
-    size_t edges;           /* reserved - allocated when the pool last had to grow: what
-                             * the partly used granules at blocks' edges cost it */
-    uint64_t idle_before;
-    ca_fence mark;
-    uint64_t mark_at;
+    size_t edges;           /* reserved - active - busy free granules when the pool last
+                             * had to grow: what partly used granules at blocks' edges
+                             * cost it */
+    uint64_t epoch, idle_epoch;
+    ca_fence mark;          /* in flight; 0: none */
     ca_block *spare;        /* recycled block structs */
     void **chunks;          /* block slabs, freed with the pool */
     size_t nchunks, chunks_cap;
@@ -187,9 +187,6 @@ size_t ca_reserved_total(ca_allocator *a);
 
 /* The pool's clock: allocations it served so far (a statistic kept anyway). */
 static inline uint64_t ca_pool_clock(const ca_pool *p) { return (uint64_t)p->st.allocation[CA_POOL_ALL].allocated; }
-/* A free block is idle when it was freed where the device had finished with
- * it (flag), or became free before a mark that has passed (stamp). */
-static inline bool ca_block_idle(const ca_pool *p, const ca_block *b) { return b->idle || b->free_at < p->idle_before; }
 
 /* expandable.c */
 int ca_exp_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out);
@@ -218,8 +215,11 @@ void ca_pending_drop(ca_allocator *a, ca_pool *p);
 static inline bool ca_pool_has_pending(const ca_pool *p) { return p->unfenced || p->oldest; }
 
 /* allocator.c: a block that is free again (its stats, merged and indexed);
- * idle: no device work can touch it any more (see ca_block.idle). */
+ * idle: no device work can touch it any more (else its granules are busy:
+ * see expandable.c). */
 void ca_block_release(ca_allocator *a, ca_pool *p, ca_block *b, bool idle);
+/* expandable.c: b's granules are busy (freed with device work behind them). */
+void ca_exp_busy(ca_allocator *a, ca_pool *p, const ca_block *b);
 
 /* classic.c */
 int ca_classic_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out);

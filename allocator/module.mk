@@ -24,6 +24,10 @@ $(TESTS_BIN)/test_sizes: $(OBJ)/tests/allocator/test_sizes.o $(LIBCA)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
 UNIT_TESTS += $(TESTS_BIN)/test_sizes
+$(TESTS_BIN)/test_remap: $(OBJ)/tests/allocator/test_remap.o $(LIBCA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
+UNIT_TESTS += $(TESTS_BIN)/test_remap
 $(TESTS_BIN)/test_fences: $(OBJ)/tests/allocator/test_fences.o $(LIBCA)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
