@@ -97,13 +97,48 @@ void ca_pool_sync(ca_allocator *a, ca_pool *p) {
 
 /* The sum over pools of one statistic's current value. Other pools' figures
  * are read without their locks: a snapshot. */
+/* A pool's current figure; read without its lock (a snapshot). Active
+ * counts and bytes are allocated ones plus pending plain frees: keeping them
+ * apart on the hot path cost four more updates an allocation. */
+static int64_t pool_current(const ca_pool *p, size_t field, int kind) {
+    const int64_t *pend = NULL;
+    if (field == offsetof(ca_stats, active)) field = offsetof(ca_stats, allocation), pend = p->pend_count;
+    if (field == offsetof(ca_stats, active_bytes)) field = offsetof(ca_stats, allocated_bytes), pend = p->pend_bytes;
+    const ca_stat *s3 = (const ca_stat *)((const char *)&p->st + field);
+    int64_t v = __atomic_load_n(&s3[kind].current, __ATOMIC_RELAXED);
+    return pend ? v + __atomic_load_n(&pend[kind], __ATOMIC_RELAXED) : v;
+}
+
 static int64_t sum_current(ca_allocator *a, size_t field, int kind) {
     int64_t sum = 0;
-    for (size_t i = 0; i < pool_count(a); i++) {
-        const ca_stat *s3 = (const ca_stat *)((const char *)&a->pools[i]->st + field);
-        sum += __atomic_load_n(&s3[kind].current, __ATOMIC_RELAXED);
-    }
+    for (size_t i = 0; i < pool_count(a); i++) sum += pool_current(a->pools[i], field, kind);
     return sum;
+}
+
+/* After an allocation of kind `kind`: active's peaks (see pool_current). */
+static inline void active_peaks(ca_allocator *a, ca_pool *p, int kind) {
+    bool count = false, bytes = false;
+    int kinds[2] = {CA_POOL_ALL, kind};
+    for (int i = 0; i < 2; i++) {
+        int k = kinds[i];
+        int64_t n = p->st.allocation[k].current + p->pend_count[k];
+        int64_t by = p->st.allocated_bytes[k].current + p->pend_bytes[k];
+        if (n > p->st.active[k].peak) p->st.active[k].peak = n, count = true;
+        if (by > p->st.active_bytes[k].peak) p->st.active_bytes[k].peak = by, bytes = true;
+    }
+    if (count) ca_pool_new_peak(a, offsetof(ca_stats, active));
+    if (bytes) ca_pool_new_peak(a, offsetof(ca_stats, active_bytes));
+}
+
+/* A pool's active figures in full (see pool_current). */
+static void pool_active(const ca_pool *p, ca_stat *count, ca_stat *bytes) {
+    for (int k = 0; k < CA_POOL_KINDS; k++) {
+        const ca_stat *n = &p->st.allocation[k], *by = &p->st.allocated_bytes[k];
+        count[k] = (ca_stat){n->current + p->pend_count[k], p->st.active[k].peak, n->allocated,
+                             n->allocated - n->current - p->pend_count[k]};
+        bytes[k] = (ca_stat){by->current + p->pend_bytes[k], p->st.active_bytes[k].peak, by->allocated,
+                             by->allocated - by->current - p->pend_bytes[k]};
+    }
 }
 
 /* With one pool (one stream) its own peaks are the device's, exactly. With
@@ -302,14 +337,19 @@ int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom
     b->requested = size;
     HASH_ADD(hh, p->live, addr, sizeof(uintptr_t), b);
     b->small = small;
-    CA_BLOCK_STAT(a, p, b, allocation, 1);
-    CA_BLOCK_STAT(a, p, b, active, 1);
-    CA_BLOCK_STAT(a, p, b, allocated_bytes, (int64_t)b->size);
-    CA_BLOCK_STAT(a, p, b, active_bytes, (int64_t)b->size);
+    int kind = small ? CA_POOL_SMALL : CA_POOL_LARGE;
+    bool rose_n = ca_stat_update(p->st.allocation, kind, 1);
+    bool rose_b = ca_stat_update(p->st.allocated_bytes, kind, (int64_t)b->size);
+    if (rose_n) ca_pool_new_peak(a, offsetof(ca_stats, allocation));
+    if (rose_b) ca_pool_new_peak(a, offsetof(ca_stats, allocated_bytes));
     CA_BLOCK_STAT(a, p, b, requested_bytes, (int64_t)size);
+    /* active = allocated + pending, so its peak can only rise with
+     * allocated's, or while plain frees are pending */
+    if (rose_n || rose_b || p->pend_count[CA_POOL_ALL]) active_peaks(a, p, kind);
     ca_emit(a, CA_EV_ALLOC, b->addr, b->size, size, stream);
     /* The hot path's whole share of giving memory back: two compares. */
-    if (p->st.active_bytes[CA_POOL_ALL].current > p->win_peak) p->win_peak = p->st.active_bytes[CA_POOL_ALL].current;
+    int64_t active = ca_pool_active_bytes(p);
+    if (active > p->win_peak) p->win_peak = active;
     if (ca_pool_clock(p) >= p->next_sweep) ca_exp_sweep(a, p);
     ca_lock_release(&p->lock);
     *ptr = (void *)b->addr;
@@ -376,8 +416,6 @@ static ca_block *find_live(ca_allocator *a, uintptr_t addr, ca_pool **pool) {
 }
 
 void ca_block_release(ca_allocator *a, ca_pool *p, ca_block *b, bool idle) {
-    CA_BLOCK_STAT(a, p, b, active, -1);
-    CA_BLOCK_STAT(a, p, b, active_bytes, -(int64_t)b->size);
     if (!idle && b->seg->expandable) ca_exp_busy(a, p, b);
     merge_and_index(p, b);
 }
@@ -469,11 +507,13 @@ void ca_wait_pending(ca_allocator *a) {
     }
 }
 
+/* A pool's figures into the sums: what was freed is what was added less
+ * what is there now (the hot path keeps only the first two). */
 static void add_stat(ca_stat *dst, const ca_stat *src) {
     for (int k = 0; k < CA_POOL_KINDS; k++) {
         dst[k].current += src[k].current;
         dst[k].allocated += src[k].allocated;
-        dst[k].freed += src[k].freed;
+        dst[k].freed += src[k].allocated - src[k].current;
         if (src[k].peak > dst[k].peak) dst[k].peak = src[k].peak; /* at least any pool's */
     }
 }
@@ -489,7 +529,9 @@ void ca_get_stats(ca_allocator *a, ca_stats *out) {
         /* Plain frees whose fence has passed are free, not active: a program
          * that synchronized and asks sees its frees complete. (No waiting.) */
         if (ca_pool_has_pending(p)) ca_pending_collect(a, p);
-#define ADD(f) add_stat(out->f, p->st.f);
+        ca_stats st = p->st;
+        pool_active(p, st.active, st.active_bytes);
+#define ADD(f) add_stat(out->f, st.f);
         STAT_FIELDS(ADD)
 #undef ADD
         out->num_alloc_retries += p->st.num_alloc_retries;
@@ -513,6 +555,10 @@ void ca_reset_peaks(ca_allocator *a) {
         ca_pool *p = a->pools[i];
         ca_lock_acquire(&p->lock);
         ca_stats_reset_peaks(&p->st);
+        for (int k = 0; k < CA_POOL_KINDS; k++) {
+            p->st.active[k].peak = pool_current(p, offsetof(ca_stats, active), k);
+            p->st.active_bytes[k].peak = pool_current(p, offsetof(ca_stats, active_bytes), k);
+        }
         ca_lock_release(&p->lock);
     }
     ca_stats now;

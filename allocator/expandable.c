@@ -351,7 +351,7 @@ static bool move_granule(donors *d, ca_segment *from, size_t j, ca_segment *to, 
  * busy free granules, are its edges (see ca_exp_sweep). */
 static void set_edges(ca_allocator *a, ca_pool *p, size_t size, const donors *d) {
     if (!d->done) return; /* stopped by its budget: the figure would count donors */
-    int64_t waste = p->st.reserved_bytes[CA_POOL_ALL].current - p->st.active_bytes[CA_POOL_ALL].current -
+    int64_t waste = p->st.reserved_bytes[CA_POOL_ALL].current - ca_pool_active_bytes(p) -
                     (int64_t)size - (int64_t)(d->busy_granules * a->granule);
     p->edges = waste > 0 ? (size_t)waste : 0;
 }
@@ -376,7 +376,7 @@ static size_t donors_count(const donors *d, size_t want) {
  * 1/64; pools under 128 MiB get no slack (it is less than a granule). */
 static bool within_need(ca_allocator *a, ca_pool *p, size_t size, size_t missing) {
     int64_t need = p->win_peak > p->win_peak_prev ? p->win_peak : p->win_peak_prev;
-    int64_t now = p->st.active_bytes[CA_POOL_ALL].current + (int64_t)size;
+    int64_t now = ca_pool_active_bytes(p) + (int64_t)size;
     if (now > need) need = now;
     need += (int64_t)p->edges;
     int64_t g = (int64_t)a->granule, slack = (need / 64) / g * g;
@@ -474,27 +474,27 @@ static ca_block *extend(ca_allocator *a, ca_segment *seg, size_t size) {
     return b;
 }
 
-/* Small requests (up to CA_SMALL_LIMIT) take, of the best fit and the
- * CA_FIT_WINDOW next larger free blocks, the one at the lowest address; large
- * ones take the best fit. Small blocks, many and often long-lived (weights,
+/* Small requests (4 KiB to CA_SMALL_LIMIT) take, of the best fit and the
+ * CA_FIT_WINDOW next larger free blocks, the one at the lowest address; the
+ * others take the best fit. Small blocks, many and often long-lived (weights,
  * optimizer state, kept losses), then pack toward the start of the range, as
- * in a small heap of their own, without the second heap's partly used last
+ * in a small heap of their own, without a second heap's partly used last
  * granule; plain best fit scatters them over the holes of the whole range,
- * each partly using a granule. Measured on every trace of tests/data and ten
- * more recorded alike (BENCHMARKS.md, issue 11): windows of 3 to 6 met the
- * goal on all of them, best fit missed on 2 to 7. An exact fit leaves no hole
- * and is taken as it is. */
-#define CA_FIT_WINDOW 4
+ * each partly using a granule. An exact fit leaves no hole and is taken as
+ * it is. Requests under 4 KiB, the most numerous, skip the look (each costs
+ * cache misses on the hot path) and lose nothing measurable. Measured on every
+ * trace of tests/data and seven more recorded alike (BENCHMARKS.md, issue 11):
+ * windows of 3 to 6 met the goal on all of them, 2 missed on 3, best fit on
+ * 2 to 7. */
+#define CA_FIT_WINDOW 3
+#define CA_FIT_FROM 4096
 
 int ca_exp_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out) {
     ca_segment *seg = h->segments;
     if (!seg && !(seg = segment_new(a, h))) return CA_ERR_OOM;
     ca_block *b = ca_free_index_best_fit(&h->free, size);
-    if (b && b->size != size && size <= CA_SMALL_LIMIT) {
-        ca_block *c = b;
-        for (int n = 0; n < CA_FIT_WINDOW && (c = ca_free_index_larger(&h->free, c)); n++)
-            if (c->addr < b->addr) b = c;
-    }
+    if (b && b->size != size && size >= CA_FIT_FROM && size <= CA_SMALL_LIMIT)
+        b = ca_free_index_lowest_near(&h->free, b, CA_FIT_WINDOW);
     if (b) ca_free_index_remove(&h->free, b);
     else if (!(b = extend(a, seg, size))) return CA_ERR_OOM;
     /* The hot path's whole share of remapping: one test. */
@@ -573,7 +573,7 @@ void ca_exp_sweep(ca_allocator *a, ca_pool *p) {
     p->next_sweep = ca_pool_clock(p) + a->opt.release_after;
     int64_t peak = p->win_peak > p->win_peak_prev ? p->win_peak : p->win_peak_prev;
     p->win_peak_prev = p->win_peak;
-    p->win_peak = p->st.active_bytes[CA_POOL_ALL].current;
+    p->win_peak = ca_pool_active_bytes(p);
     int64_t reserved = p->st.reserved_bytes[CA_POOL_ALL].current, need = peak + (int64_t)p->edges;
     if (reserved - need < (int64_t)g) return;
     size_t excess = (size_t)(reserved - need) / g;

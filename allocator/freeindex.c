@@ -136,6 +136,13 @@ ca_block *ca_free_index_smaller(ca_free_index *fi, ca_block *b) {
     return bin < 0 ? NULL : rightmost(fi->root[bin]);
 }
 
+ca_block *ca_free_index_lowest_near(ca_free_index *fi, ca_block *b, int n) {
+    ca_block *low = b;
+    while (n-- > 0 && (b = ca_free_index_larger(fi, b)))
+        if (b->addr < low->addr) low = b;
+    return low;
+}
+
 ca_block *ca_free_index_larger(ca_free_index *fi, ca_block *b) {
     if (b->right) return leftmost(b->right);
     for (ca_block *n = b; n->parent; n = n->parent)

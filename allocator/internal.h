@@ -40,10 +40,12 @@ typedef struct ca_block {
     bool pending;                      /* freed by a plain free, waiting for a fence
                                         * (fence.c); `allocated` stays set meanwhile,
                                         * so nothing merges, maps or unmaps it */
-    struct ca_block *pending_next;     /* in its pool's unfenced list or batch */
-    size_t unmapped;                   /* free, expandable: granules lying wholly inside it
+    union {                            /* never needed at once: */
+        struct ca_block *pending_next; /* pending: in its pool's unfenced list or batch */
+        size_t unmapped;               /* free, expandable: granules lying wholly inside it
                                         * with no physical memory (0: all mapped, the hot
                                         * path's test); 0 while allocated */
+    };
     UT_hash_handle hh;                 /* live table, keyed by addr */
 } ca_block;
 
@@ -100,7 +102,9 @@ struct ca_pool {
     ca_block sentinel;      /* address 0, always in `live`: uthash frees its table
                              * whenever it empties, which would cost a malloc and a
                              * free on every alloc/free of a lone block */
-    ca_stats st;            /* this pool's figures */
+    ca_stats st;            /* this pool's figures; active and active_bytes keep only
+                             * their peaks: the rest is allocated + pending (pool_stat) */
+    int64_t pend_count[CA_POOL_KINDS], pend_bytes[CA_POOL_KINDS]; /* pending plain frees */
     /* Plain frees waiting for the device (fence.c): blocks freed since the
      * last fence, then fenced batches, oldest first. */
     ca_block *unfenced;
@@ -158,6 +162,8 @@ ca_block *ca_free_index_largest(ca_free_index *fi);
 ca_block *ca_free_index_smaller(ca_free_index *fi, ca_block *b);
 /* The block after b in (size, address) order; NULL when b is the largest. */
 ca_block *ca_free_index_larger(ca_free_index *fi, ca_block *b);
+/* Of b and the n blocks after it, the one at the lowest address. */
+ca_block *ca_free_index_lowest_near(ca_free_index *fi, ca_block *b, int n);
 void ca_free_index_walk(ca_free_index *fi, void (*fn)(void *ctx, ca_block *b), void *ctx);
 
 /* block.c: block structs from the pool's slabs */
@@ -184,6 +190,22 @@ void ca_pool_new_peak(ca_allocator *a, size_t field);
             ca_pool_new_peak((a), offsetof(ca_stats, field));                            \
     } while (0)
 size_t ca_reserved_total(ca_allocator *a);
+
+/* A pending plain free comes (sign 1) or goes (-1): blocks awaiting their
+ * fence count as active, not allocated. Read without the lock by the
+ * device-wide sums, so stored whole. */
+static inline void ca_pend(ca_pool *p, const ca_block *b, int sign) {
+    int kinds[2] = {CA_POOL_ALL, b->small ? CA_POOL_SMALL : CA_POOL_LARGE};
+    for (int i = 0; i < 2; i++) {
+        int k = kinds[i];
+        __atomic_store_n(&p->pend_count[k], p->pend_count[k] + sign, __ATOMIC_RELAXED);
+        __atomic_store_n(&p->pend_bytes[k], p->pend_bytes[k] + sign * (int64_t)b->size, __ATOMIC_RELAXED);
+    }
+}
+/* Active bytes of the pool: allocated, or freed and waiting for a fence. */
+static inline int64_t ca_pool_active_bytes(const ca_pool *p) {
+    return p->st.allocated_bytes[CA_POOL_ALL].current + p->pend_bytes[CA_POOL_ALL];
+}
 
 /* The pool's clock: allocations it served so far (a statistic kept anyway). */
 static inline uint64_t ca_pool_clock(const ca_pool *p) { return (uint64_t)p->st.allocation[CA_POOL_ALL].allocated; }
