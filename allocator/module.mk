@@ -28,6 +28,13 @@ $(TESTS_BIN)/test_remap: $(OBJ)/tests/allocator/test_remap.o $(LIBCA)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
 UNIT_TESTS += $(TESTS_BIN)/test_remap
+$(TESTS_BIN)/bench_remap: $(OBJ)/tests/allocator/bench_remap.o $(LIBCA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ -lpthread
+.PHONY: bench-remap
+bench-remap: $(TESTS_BIN)/bench_remap
+	@$(TESTS_BIN)/bench_remap
+BENCHES += bench-remap
 $(TESTS_BIN)/test_fences: $(OBJ)/tests/allocator/test_fences.o $(LIBCA)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
