@@ -123,9 +123,10 @@ static void finding_box(const ca_report_ctx *c, FILE *f, size_t i) {
     ca_html_escape(f, title);
     fprintf(f, ": +%s every iteration</h3>\n<p>", ca_report_bytes(g->bytes_per_iteration, b1, sizeof b1));
     fprintf(f, "%.1f allocations per iteration, growing since iteration %u; live now %s in %" PRIu64
-               " allocations (%s above the level before the growth); %.4f%% of the working set per iteration. ",
+               " allocations (%s above the level before the growth); %.*f%% of the working set per iteration. ",
             g->count_per_iteration, g->growth_since, ca_report_bytes((double)g->live_bytes, b2, sizeof b2),
-            g->live_count, ca_report_bytes((double)g->leaked_bytes, b3, sizeof b3), g->working_set_share * 100);
+            g->live_count, ca_report_bytes((double)g->leaked_bytes, b3, sizeof b3),
+            ca_report_share_digits(g->working_set_share), g->working_set_share * 100);
     finding_when(c, f, g);
     fputs("</p>\n<p class=\"advice\"><strong>What to do:</strong> ", f);
     ca_html_escape(f, g->advice);

@@ -34,6 +34,16 @@ static void frames(const ca_report_ctx *c, ca_json *j, uint32_t site) {
     ca_json_kv_str(j, "site", label);
 }
 
+/* What a growing site's entry says in "leaks" and in a finding's "sites". */
+static void site_fields(const ca_report_ctx *c, ca_json *j, const ca_leak *l) {
+    ca_json_kv_str(j, "kind", l->growing_buffer ? "growing_buffer" : "accumulating");
+    ca_json_kv_double(j, "bytes_per_iteration", l->bytes_per_iteration);
+    ca_json_kv_double(j, "count_per_iteration", l->count_per_iteration);
+    ca_json_kv_uint(j, "live_bytes", l->live_bytes);
+    ca_json_kv_uint(j, "live_count", l->live_count);
+    frames(c, j, l->site);
+}
+
 static void kv_opt_uint(ca_json *j, const char *k, int have, uint64_t v) {
     if (have) ca_json_kv_uint(j, k, v);
     else {
@@ -182,16 +192,11 @@ int ca_report_json(const ca_report_ctx *c, FILE *f) {
         for (size_t i = fd->first; i < fd->first + fd->n_sites; i++) {
             const ca_leak *l = &c->leaks[i];
             ca_json_obj_begin(j);
-            ca_json_kv_str(j, "kind", l->growing_buffer ? "growing_buffer" : "accumulating");
-            ca_json_kv_double(j, "bytes_per_iteration", l->bytes_per_iteration);
-            ca_json_kv_double(j, "count_per_iteration", l->count_per_iteration);
+            site_fields(c, j, l);
             ca_json_kv_uint(j, "first_iteration", l->first_iteration);
             ca_json_kv_uint(j, "growth_since_iteration", l->growth_since);
-            ca_json_kv_uint(j, "live_bytes", l->live_bytes);
-            ca_json_kv_uint(j, "live_count", l->live_count);
             ca_json_kv_uint(j, "leaked_bytes", l->leaked_bytes);
             kv_opt_int(j, "projected_oom_iteration", l->projected_oom_iteration >= 0, l->projected_oom_iteration);
-            frames(c, j, l->site);
             ca_json_kv_str(j, "advice", fd->advice);
             ca_json_kv_uint(j, "finding", k);
             ca_json_obj_end(j);
@@ -239,14 +244,8 @@ int ca_report_json(const ca_report_ctx *c, FILE *f) {
         ca_json_key(j, "sites");
         ca_json_arr_begin(j);
         for (size_t i = fd->first; i < fd->first + fd->n_sites; i++) {
-            const ca_leak *l = &c->leaks[i];
             ca_json_obj_begin(j);
-            ca_json_kv_str(j, "kind", l->growing_buffer ? "growing_buffer" : "accumulating");
-            ca_json_kv_double(j, "bytes_per_iteration", l->bytes_per_iteration);
-            ca_json_kv_double(j, "count_per_iteration", l->count_per_iteration);
-            ca_json_kv_uint(j, "live_bytes", l->live_bytes);
-            ca_json_kv_uint(j, "live_count", l->live_count);
-            frames(c, j, l->site);
+            site_fields(c, j, &c->leaks[i]);
             ca_json_obj_end(j);
         }
         ca_json_arr_end(j);

@@ -77,7 +77,8 @@ static void finding(const ca_report_ctx *c, FILE *f, size_t i) {
     fprintf(f, "  live now %s in %" PRIu64 " allocations (%s above the level before the growth)\n",
             ca_report_bytes((double)fd->live_bytes, b1, sizeof b1), fd->live_count,
             ca_report_bytes((double)fd->leaked_bytes, b2, sizeof b2));
-    fprintf(f, "  %.4f%% of the working set (%s) per iteration; ", fd->working_set_share * 100,
+    fprintf(f, "  %.*f%% of the working set (%s) per iteration; ", ca_report_share_digits(fd->working_set_share),
+            fd->working_set_share * 100,
             ca_report_bytes((double)c->working_set, b1, sizeof b1));
     if (fd->iterations_to_fill >= 0 && fd->note)
         fprintf(f, "would fill the device in %.0f iterations\n", fd->iterations_to_fill);

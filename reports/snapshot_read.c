@@ -318,9 +318,11 @@ static int read_segments(sr *r, const ca_val *segs) {
             else if (!strcmp(state, "active_pending_free") || !strcmp(state, "active_awaiting_free"))
                 bl->state = CA_SNAP_ACTIVE_PENDING_FREE;
             else if (!strcmp(state, "inactive")) bl->state = CA_SNAP_INACTIVE;
-            else /* a value from the file: escaped, so the message stays one line */
+            else {
+                char shown[CA_QUOTE_BUF(40)]; /* the file's bytes: a line break must not split the message */
                 return fail(r, "%s: state '%s': accepted: active_allocated, active_pending_free, inactive", at,
-                            ca_quote(state, strlen(state), 64, (char[CA_QUOTE_BUF(64)]){0}, CA_QUOTE_BUF(64)));
+                            ca_quote(state, strlen(state), 40, shown, sizeof shown));
+            }
             if (bl->state != CA_SNAP_INACTIVE && site_of(r, b, at, bl->requested, &bl->site)) return -1;
             addr = bl->addr + bl->size;
             s->n_blocks++;

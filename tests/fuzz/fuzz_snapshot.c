@@ -11,31 +11,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/fuzz/fuzz.h"
 #include "reports/pickle_read.h"
 #include "reports/report_internal.h"
 #include "reports/snapshot_read.h"
-
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "%s:%d: invariant broken: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fputc('\n', stderr);                                               \
-            abort();                                                           \
-        }                                                                      \
-    } while (0)
-
-static int one_line(const char *msg, size_t cap) {
-    const char *end = memchr(msg, 0, cap);
-    return end && end > msg && !memchr(msg, '\n', (size_t)(end - msg));
-}
 
 /* Every value reachable within a bounded walk (shared and cyclic values
  * included) is readable. */
 static size_t walk(const ca_val *v, int depth, size_t budget) {
     if (!budget || depth > 64) return 0;
     size_t seen = 1;
-    if (v->kind == CA_VAL_STR || v->kind == CA_VAL_BYTES) CHECK(v->s.p[v->s.len] == '\0', "string not terminated");
+    if (v->kind == CA_VAL_STR || v->kind == CA_VAL_BYTES) FUZZ_CHECK(v->s.p[v->s.len] == '\0', "string not terminated");
     for (size_t i = 0; i < ca_val_len(v) && seen < budget; i++) {
         if (v->kind == CA_VAL_DICT) {
             seen += walk(ca_val_key_at(v, i), depth + 1, budget - seen);
@@ -50,19 +36,19 @@ static size_t walk(const ca_val *v, int depth, size_t budget) {
 static void check_run(const ca_snap_run *r) {
     uint64_t *live = calloc(r->n_ids ? r->n_ids : 1, sizeof *live); /* size + 1 while live */
     uint64_t *addr = calloc(r->n_ids ? r->n_ids : 1, sizeof *addr);
-    CHECK(live && addr, "out of memory");
+    FUZZ_CHECK(live && addr, "out of memory");
     for (size_t i = 0; i < r->n_ops; i++) {
         const ca_run_op *o = &r->ops[i];
-        CHECK(o->kind <= CA_RUN_STEP, "op %zu: kind %d", i, o->kind);
+        FUZZ_CHECK(o->kind <= CA_RUN_STEP, "op %zu: kind %d", i, o->kind);
         if (o->kind == CA_RUN_ALLOC) {
-            CHECK(o->id < r->n_ids, "op %zu: id %u of %u", i, o->id, r->n_ids);
+            FUZZ_CHECK(o->id < r->n_ids, "op %zu: id %u of %u", i, o->id, r->n_ids);
             /* an id is handed out again only after its free, or for its own
              * address allocated twice (the old allocation is then gone) */
-            CHECK(!live[o->id] || addr[o->id] == o->addr, "op %zu: id %u given while live", i, o->id);
+            FUZZ_CHECK(!live[o->id] || addr[o->id] == o->addr, "op %zu: id %u given while live", i, o->id);
             live[o->id] = o->size + 1;
             addr[o->id] = o->addr;
         } else if (o->kind == CA_RUN_FREE) {
-            CHECK(o->id < r->n_ids && live[o->id] == o->size + 1, "op %zu: free of id %u not live with its size", i,
+            FUZZ_CHECK(o->id < r->n_ids && live[o->id] == o->size + 1, "op %zu: free of id %u not live with its size", i,
                   o->id);
             live[o->id] = 0;
         }
@@ -73,14 +59,14 @@ static void check_run(const ca_snap_run *r) {
 
 static void report(ca_tracker *t) {
     FILE *devnull = fopen("/dev/null", "w");
-    CHECK(devnull, "no /dev/null");
+    FUZZ_CHECK(devnull, "no /dev/null");
     ca_report_options o;
     ca_report_options_default(&o);
     o.symbolize = 0;
     ca_report_ctx c;
     if (ca_report_ctx_init(&c, t, NULL, &o, 1) == 0) {
-        CHECK(ca_report_txt(&c, devnull) == 0, "text report failed");
-        CHECK(ca_report_json(&c, devnull) == 0, "JSON report failed");
+        FUZZ_CHECK(ca_report_txt(&c, devnull) == 0, "text report failed");
+        FUZZ_CHECK(ca_report_json(&c, devnull) == 0, "JSON report failed");
         ca_report_ctx_free(&c);
     }
     fclose(devnull);
@@ -90,13 +76,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char err[256];
     ca_doc *d = ca_unpickle(data, size, err, sizeof err);
     if (!d) {
-        CHECK(one_line(err, sizeof err), "refused without a one-line message");
+        FUZZ_CHECK(fuzz_one_line(err, sizeof err), "refused without a one-line message");
         return 0;
     }
     walk(ca_doc_root(d), 0, 100000);
     ca_torch_snapshot s;
     if (ca_torch_snapshot_from_doc(ca_doc_root(d), &s, err, sizeof err) != 0) {
-        CHECK(one_line(err, sizeof err), "snapshot refused without a one-line message");
+        FUZZ_CHECK(fuzz_one_line(err, sizeof err), "snapshot refused without a one-line message");
         ca_doc_free(d);
         return 0;
     }
@@ -115,7 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         o.trace_events = o.detect_events = run.n_ops + 64;
         o.device = dev;
         ca_tracker *t = ca_tracker_new(&o);
-        CHECK(t, "no tracker");
+        FUZZ_CHECK(t, "no tracker");
         ca_snap_run_feed(&run, t, (uint64_t)1 << 30);
         report(t);
         ca_tracker_destroy(t);

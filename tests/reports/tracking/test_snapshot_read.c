@@ -326,6 +326,10 @@ static const struct {
     {"{'segments': [{'device': 0, 'address': 0, 'total_size': 512, 'blocks': [{'size': 512, 'state': 'weird'}]}],"
      " 'device_traces': []}",
      "segments[0].blocks[0]: state 'weird': accepted: active_allocated, active_pending_free, inactive"},
+    /* found by the fuzzer: the file's own bytes are escaped, the message stays one line */
+    {"{'segments': [{'device': 0, 'address': 0, 'total_size': 512, 'blocks': [{'size': 512, 'state': 'activ\\n_x'}]}],"
+     " 'device_traces': []}",
+     "segments[0].blocks[0]: state 'activ\\x0a_x': accepted: active_allocated, active_pending_free, inactive"},
     {"{'segments': [{'device': 0, 'address': 0, 'total_size': 512, 'blocks': [{'state': 'inactive'}]}],"
      " 'device_traces': []}",
      "segments[0].blocks[0]: no 'size'"},
