@@ -18,9 +18,13 @@ run; each marks an iteration boundary after every optimizer step:
               the shapes, for the allocator's reserved-memory figures
 
   RECORD_ALLOC_CSV=out.csv LD_PRELOAD=record_alloc.so python3 train_gpt.py CASE
+
+SEED=N (default 0) draws other weights, data and shapes: the committed traces
+use 0; other seeds give more traces of the same kind to validate a policy on.
 """
 import ctypes
 import math
+import os
 import random
 import sys
 
@@ -94,8 +98,9 @@ def main():
     global C, NH, L, TMAX, STEPS
     if case == "varying-big":
         C, NH, L, TMAX, STEPS = BIG["C"], BIG["NH"], BIG["L"], BIG["TMAX"], BIG["STEPS"]
-    torch.manual_seed(0)
-    rng = random.Random(0)
+    seed = int(os.environ.get("SEED", "0"))
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
     torch.set_num_threads(1)
     model = GPT()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
