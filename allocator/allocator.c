@@ -77,7 +77,7 @@ void ca_allocator_destroy(ca_allocator *a) {
                 if (seg->expandable) ca_exp_destroy(a, seg);
                 else ca_classic_destroy(a, seg);
             }
-        HASH_CLEAR(hh, p->live);
+        ca_live_destroy(&p->live);
         ca_block_free_all(p);
         free(p);
     }
@@ -159,6 +159,22 @@ size_t ca_reserved_total(ca_allocator *a) {
     return (size_t)sum_current(a, offsetof(ca_stats, reserved_bytes), CA_POOL_ALL);
 }
 
+static ca_pool *pool_new(ca_allocator *a, ca_stream stream) {
+    ca_pool *p = calloc(1, sizeof *p);
+    if (!p || ca_live_init(&p->live) != CA_OK) {
+        free(p);
+        return NULL;
+    }
+    ca_lock_init(&p->lock);
+    p->stream = stream;
+    p->next_sweep = a->opt.expandable && a->opt.release_after ? a->opt.release_after : UINT64_MAX;
+    p->epoch = p->idle_epoch = 1; /* a granule's 0: never busy */
+    for (int k = 0; k < 2; k++) {
+        p->heap[k].pool = p;
+        p->heap[k].small = k == 1;
+    }
+    return p;
+}
 
 static ca_pool *get_pool(ca_allocator *a, ca_stream stream) {
     ca_pool *p = tl_pool;
@@ -173,16 +189,7 @@ static ca_pool *get_pool(ca_allocator *a, ca_stream stream) {
     n = pool_count(a); /* another thread may have added it meanwhile */
     for (size_t i = 0; i < n && !p; i++)
         if (a->pools[i]->stream == stream) p = a->pools[i];
-    if (!p && n < CA_MAX_POOLS && (p = calloc(1, sizeof *p))) {
-        ca_lock_init(&p->lock);
-        p->stream = stream;
-        p->next_sweep = a->opt.expandable && a->opt.release_after ? a->opt.release_after : UINT64_MAX;
-        p->epoch = p->idle_epoch = 1; /* a granule's 0: never busy */
-        for (int k = 0; k < 2; k++) {
-            p->heap[k].pool = p;
-            p->heap[k].small = k == 1;
-        }
-        HASH_ADD(hh, p->live, addr, sizeof(uintptr_t), &p->sentinel);
+    if (!p && n < CA_MAX_POOLS && (p = pool_new(a, stream))) {
         a->pools[n] = p;
         atomic_store_explicit(&a->npools, n + 1, memory_order_release);
     }
@@ -335,7 +342,7 @@ int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom
     b = ca_split(a, b, rounded);
     b->allocated = true;
     b->requested = size;
-    HASH_ADD(hh, p->live, addr, sizeof(uintptr_t), b);
+    ca_live_add(&p->live, b);
     b->small = small;
     int kind = small ? CA_POOL_SMALL : CA_POOL_LARGE;
     bool rose_n = ca_stat_update(p->st.allocation, kind, 1);
@@ -397,15 +404,14 @@ static bool in_range(const ca_heap *h, uintptr_t addr) {
 
 /* The pool that owns addr, with its lock held, and the block; NULL if none. */
 static ca_block *find_live(ca_allocator *a, uintptr_t addr, ca_pool **pool) {
-    if (!addr) return NULL; /* the sentinel's address */
+    if (!addr) return NULL; /* never live */
     size_t n = pool_count(a);
     for (size_t i = 0; i < n; i++) {
         ca_pool *p = a->pools[i];
         /* Expandable heaps own one fixed range each: look only where it can be. */
         if (a->opt.expandable && !in_range(&p->heap[0], addr) && !in_range(&p->heap[1], addr)) continue;
-        ca_block *b;
         ca_lock_acquire(&p->lock);
-        HASH_FIND(hh, p->live, &addr, sizeof(uintptr_t), b);
+        ca_block *b = ca_live_find(&p->live, addr);
         if (b) {
             *pool = p;
             return b;
@@ -426,7 +432,7 @@ static ca_block *take_live(ca_allocator *a, void *ptr, ca_stream stream, ca_pool
     ca_block *b = find_live(a, (uintptr_t)ptr, pool);
     if (!b) return NULL;
     ca_pool *p = *pool;
-    HASH_DELETE(hh, p->live, b);
+    ca_live_remove(&p->live, b);
     CA_BLOCK_STAT(a, p, b, allocation, -1);
     CA_BLOCK_STAT(a, p, b, allocated_bytes, -(int64_t)b->size);
     CA_BLOCK_STAT(a, p, b, requested_bytes, -(int64_t)b->requested);

@@ -4,21 +4,9 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <uthash.h>
 
 #include "allocator.h"
 #include "lock.h"
-
-/* Pointer keys: a multiplicative hash of the address beats uthash's default
- * Jenkins hash by a wide margin on the hot path. */
-#undef HASH_FUNCTION
-#define HASH_FUNCTION(keyptr, keylen, hashv)                                    \
-    do {                                                                        \
-        uint64_t k_ = (uint64_t)(*(const uintptr_t *)(keyptr)) >> 9;            \
-        (hashv) = (unsigned)((k_ * 0x9E3779B97F4A7C15ull) >> 32);               \
-    } while (0)
-#undef HASH_KEYCMP
-#define HASH_KEYCMP(a, b, n) (*(const uintptr_t *)(a) != *(const uintptr_t *)(b))
 
 typedef struct ca_pool ca_pool;
 typedef struct ca_batch ca_batch;
@@ -46,8 +34,10 @@ typedef struct ca_block {
                                         * with no physical memory (0: all mapped, the hot
                                         * path's test); 0 while allocated */
     };
-    UT_hash_handle hh;                 /* live table, keyed by addr */
+    struct ca_block *live_next;        /* allocated: next in its live table's bucket */
 } ca_block;
+
+#include "livetable.h"
 
 #define CA_BINS 352
 #define CA_BIN_WORDS ((CA_BINS + 63) / 64)
@@ -98,10 +88,7 @@ struct ca_pool {
     ca_lock lock;
     ca_stream stream;
     ca_heap heap[2];        /* [0] large, [1] small */
-    ca_block *live;         /* uthash table of allocated blocks, keyed by addr */
-    ca_block sentinel;      /* address 0, always in `live`: uthash frees its table
-                             * whenever it empties, which would cost a malloc and a
-                             * free on every alloc/free of a lone block */
+    ca_live_table live;     /* allocated blocks, by address */
     ca_stats st;            /* this pool's figures; active and active_bytes keep only
                              * their peaks: the rest is allocated + pending (pool_stat) */
     int64_t pend_count[CA_POOL_KINDS], pend_bytes[CA_POOL_KINDS]; /* pending plain frees */
