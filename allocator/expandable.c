@@ -483,17 +483,19 @@ static ca_block *extend(ca_allocator *a, ca_segment *seg, size_t size) {
  * each partly using a granule. An exact fit leaves no hole and is taken as
  * it is. Requests under 4 KiB, the most numerous, skip the look (each costs
  * cache misses on the hot path) and lose nothing measurable. Measured on every
- * trace of tests/data and seven more recorded alike (BENCHMARKS.md, issue 11):
- * windows of 3 to 6 met the goal on all of them, 2 missed on 3, best fit on
- * 2 to 7. */
+ * trace of tests/data and six more recorded alike (train_gpt.py, SEED 1 to
+ * 4; BENCHMARKS.md, issue 11): windows of 3 to 6 met the goal on all 14,
+ * 2 missed it on 3, plain best fit on 5. */
+#ifndef CA_FIT_WINDOW /* -DCA_FIT_WINDOW=N to measure another; 0: plain best fit */
 #define CA_FIT_WINDOW 3
+#endif
 #define CA_FIT_FROM 4096
 
 int ca_exp_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out) {
     ca_segment *seg = h->segments;
     if (!seg && !(seg = segment_new(a, h))) return CA_ERR_OOM;
     ca_block *b = ca_free_index_best_fit(&h->free, size);
-    if (b && b->size != size && size >= CA_FIT_FROM && size <= CA_SMALL_LIMIT)
+    if (CA_FIT_WINDOW && b && b->size != size && size >= CA_FIT_FROM && size <= CA_SMALL_LIMIT)
         b = ca_free_index_lowest_near(&h->free, b, CA_FIT_WINDOW);
     if (b) ca_free_index_remove(&h->free, b);
     else if (!(b = extend(a, seg, size))) return CA_ERR_OOM;
