@@ -95,8 +95,6 @@ void ca_pool_sync(ca_allocator *a, ca_pool *p) {
     if (a->be->stream_sync) a->be->stream_sync(a->be->self, p->stream);
 }
 
-/* The sum over pools of one statistic's current value. Other pools' figures
- * are read without their locks: a snapshot. */
 /* A pool's current figure; read without its lock (a snapshot). Active
  * counts and bytes are allocated ones plus pending plain frees: keeping them
  * apart on the hot path cost four more updates an allocation. */
@@ -109,6 +107,8 @@ static int64_t pool_current(const ca_pool *p, size_t field, int kind) {
     return pend ? v + __atomic_load_n(&pend[kind], __ATOMIC_RELAXED) : v;
 }
 
+/* The sum over pools of one statistic's current value. Other pools' figures
+ * are read without their locks: a snapshot. */
 static int64_t sum_current(ca_allocator *a, size_t field, int kind) {
     int64_t sum = 0;
     for (size_t i = 0; i < pool_count(a); i++) sum += pool_current(a->pools[i], field, kind);

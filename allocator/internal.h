@@ -90,7 +90,7 @@ struct ca_pool {
     ca_heap heap[2];        /* [0] large, [1] small */
     ca_live_table live;     /* allocated blocks, by address */
     ca_stats st;            /* this pool's figures; active and active_bytes keep only
-                             * their peaks: the rest is allocated + pending (pool_stat) */
+                             * their peaks: the rest is allocated + pending (pool_current) */
     int64_t pend_count[CA_POOL_KINDS], pend_bytes[CA_POOL_KINDS]; /* pending plain frees */
     /* Plain frees waiting for the device (fence.c): blocks freed since the
      * last fence, then fenced batches, oldest first. */
@@ -203,8 +203,8 @@ void ca_exp_release(ca_allocator *a, ca_segment *seg);
 void ca_exp_destroy(ca_allocator *a, ca_segment *seg);
 size_t ca_exp_mapped_run(const ca_allocator *a, const ca_block *b);
 size_t ca_exp_block_mapped(const ca_allocator *a, const ca_block *b);
-/* Every release_after allocations of the pool: give back the granules of idle
- * blocks free for at least that many. */
+/* Every release_after allocations of the pool: give back the idle granules it
+ * did not need over the last release_after to twice that many. */
 void ca_exp_sweep(ca_allocator *a, ca_pool *p);
 /* At destruction: the pool's mark dropped. */
 void ca_exp_drop_mark(ca_allocator *a, ca_pool *p);
@@ -223,7 +223,7 @@ void ca_pending_settle(ca_allocator *a, ca_pool *p);
 void ca_pending_drop(ca_allocator *a, ca_pool *p);
 static inline bool ca_pool_has_pending(const ca_pool *p) { return p->unfenced || p->oldest; }
 
-/* allocator.c: a block that is free again (its stats, merged and indexed);
+/* allocator.c: a block that is free again, merged and indexed;
  * idle: no device work can touch it any more (else its granules are busy:
  * see expandable.c). */
 void ca_block_release(ca_allocator *a, ca_pool *p, ca_block *b, bool idle);
