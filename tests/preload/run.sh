@@ -80,6 +80,10 @@ run remap-moves 0 -- "$bin/prog_remap" moves
 run remap-busy 0 -- "$bin/prog_remap" busy
 run remap-give-back 0 CUDALLOC_CONF=release_after:100 -- "$bin/prog_remap" give-back
 run remap-keep 0 CUDALLOC_CONF=release_after:0 -- "$bin/prog_remap" keep
+if [ $on_gpu = 0 ] && command -v python3 >/dev/null; then # a PyTorch run's allocations, from Python
+    run remap-torch 0 -- python3 tests/preload/replay_torch.py tests/data/torch/gpt_varying_big.csv
+    expect remap-torch-figures "replay_torch: peak requested 126278964, peak reserved"
+fi
 
 run nvtx 0 NVTX_INJECTION64_PATH="$lib" -- "$bin/prog_nvtx"
 run nvtx-other-name 1 NVTX_INJECTION64_PATH="$lib" CUDALLOC_CONF=nvtx_range:iteration -- "$bin/prog_nvtx"
