@@ -21,6 +21,7 @@ static _Atomic uint64_t serials;
 void ca_options_default(ca_options *opt) {
     opt->expandable = 1;
     opt->max_reserved = 0;
+    opt->release_after = CA_RELEASE_AFTER;
 }
 
 /* What the allocator may hold and how much address space a heap reserves,
@@ -52,6 +53,7 @@ int ca_allocator_new(ca_backend *be, const ca_options *opt, ca_allocator **out) 
     if (opt) a->opt = *opt;
     else ca_options_default(&a->opt);
     a->granule = be->granule;
+    a->async = be->event_record || be->fence_record;
     size_t free_bytes = 0, total = 0;
     if (be->mem_info(be->self, &free_bytes, &total) != CA_OK) total = 0;
     a->capacity = total;
@@ -68,13 +70,14 @@ void ca_allocator_destroy(ca_allocator *a) {
     for (size_t i = 0; i < pool_count(a); i++) {
         ca_pool *p = a->pools[i];
         ca_pending_drop(a, p);
+        ca_exp_drop_mark(a, p);
         for (int k = 0; k < 2; k++)
             for (ca_segment *seg = p->heap[k].segments, *next; seg; seg = next) {
                 next = seg->next;
                 if (seg->expandable) ca_exp_destroy(a, seg);
                 else ca_classic_destroy(a, seg);
             }
-        HASH_CLEAR(hh, p->live);
+        ca_live_destroy(&p->live);
         ca_block_free_all(p);
         free(p);
     }
@@ -92,15 +95,50 @@ void ca_pool_sync(ca_allocator *a, ca_pool *p) {
     if (a->be->stream_sync) a->be->stream_sync(a->be->self, p->stream);
 }
 
+/* A pool's current figure; read without its lock (a snapshot). Active
+ * counts and bytes are allocated ones plus pending plain frees: keeping them
+ * apart on the hot path cost four more updates an allocation. */
+static int64_t pool_current(const ca_pool *p, size_t field, int kind) {
+    const int64_t *pend = NULL;
+    if (field == offsetof(ca_stats, active)) field = offsetof(ca_stats, allocation), pend = p->pend_count;
+    if (field == offsetof(ca_stats, active_bytes)) field = offsetof(ca_stats, allocated_bytes), pend = p->pend_bytes;
+    const ca_stat *s3 = (const ca_stat *)((const char *)&p->st + field);
+    int64_t v = __atomic_load_n(&s3[kind].current, __ATOMIC_RELAXED);
+    return pend ? v + __atomic_load_n(&pend[kind], __ATOMIC_RELAXED) : v;
+}
+
 /* The sum over pools of one statistic's current value. Other pools' figures
  * are read without their locks: a snapshot. */
 static int64_t sum_current(ca_allocator *a, size_t field, int kind) {
     int64_t sum = 0;
-    for (size_t i = 0; i < pool_count(a); i++) {
-        const ca_stat *s3 = (const ca_stat *)((const char *)&a->pools[i]->st + field);
-        sum += __atomic_load_n(&s3[kind].current, __ATOMIC_RELAXED);
-    }
+    for (size_t i = 0; i < pool_count(a); i++) sum += pool_current(a->pools[i], field, kind);
     return sum;
+}
+
+/* After an allocation of kind `kind`: active's peaks (see pool_current). */
+static inline void active_peaks(ca_allocator *a, ca_pool *p, int kind) {
+    bool count = false, bytes = false;
+    int kinds[2] = {CA_POOL_ALL, kind};
+    for (int i = 0; i < 2; i++) {
+        int k = kinds[i];
+        int64_t n = p->st.allocation[k].current + p->pend_count[k];
+        int64_t by = p->st.allocated_bytes[k].current + p->pend_bytes[k];
+        if (n > p->st.active[k].peak) p->st.active[k].peak = n, count = true;
+        if (by > p->st.active_bytes[k].peak) p->st.active_bytes[k].peak = by, bytes = true;
+    }
+    if (count) ca_pool_new_peak(a, offsetof(ca_stats, active));
+    if (bytes) ca_pool_new_peak(a, offsetof(ca_stats, active_bytes));
+}
+
+/* A pool's active figures in full (see pool_current). */
+static void pool_active(const ca_pool *p, ca_stat *count, ca_stat *bytes) {
+    for (int k = 0; k < CA_POOL_KINDS; k++) {
+        const ca_stat *n = &p->st.allocation[k], *by = &p->st.allocated_bytes[k];
+        count[k] = (ca_stat){n->current + p->pend_count[k], p->st.active[k].peak, n->allocated,
+                             n->allocated - n->current - p->pend_count[k]};
+        bytes[k] = (ca_stat){by->current + p->pend_bytes[k], p->st.active_bytes[k].peak, by->allocated,
+                             by->allocated - by->current - p->pend_bytes[k]};
+    }
 }
 
 /* With one pool (one stream) its own peaks are the device's, exactly. With
@@ -121,6 +159,22 @@ size_t ca_reserved_total(ca_allocator *a) {
     return (size_t)sum_current(a, offsetof(ca_stats, reserved_bytes), CA_POOL_ALL);
 }
 
+static ca_pool *pool_new(ca_allocator *a, ca_stream stream) {
+    ca_pool *p = calloc(1, sizeof *p);
+    if (!p || ca_live_init(&p->live) != CA_OK) {
+        free(p);
+        return NULL;
+    }
+    ca_lock_init(&p->lock);
+    p->stream = stream;
+    p->next_sweep = a->opt.expandable && a->opt.release_after ? a->opt.release_after : UINT64_MAX;
+    p->epoch = p->idle_epoch = 1; /* a granule's 0: never busy */
+    for (int k = 0; k < 2; k++) {
+        p->heap[k].pool = p;
+        p->heap[k].small = k == 1;
+    }
+    return p;
+}
 
 static ca_pool *get_pool(ca_allocator *a, ca_stream stream) {
     ca_pool *p = tl_pool;
@@ -135,14 +189,7 @@ static ca_pool *get_pool(ca_allocator *a, ca_stream stream) {
     n = pool_count(a); /* another thread may have added it meanwhile */
     for (size_t i = 0; i < n && !p; i++)
         if (a->pools[i]->stream == stream) p = a->pools[i];
-    if (!p && n < CA_MAX_POOLS && (p = calloc(1, sizeof *p))) {
-        ca_lock_init(&p->lock);
-        p->stream = stream;
-        for (int k = 0; k < 2; k++) {
-            p->heap[k].pool = p;
-            p->heap[k].small = k == 1;
-        }
-        HASH_ADD(hh, p->live, addr, sizeof(uintptr_t), &p->sentinel);
+    if (!p && n < CA_MAX_POOLS && (p = pool_new(a, stream))) {
         a->pools[n] = p;
         atomic_store_explicit(&a->npools, n + 1, memory_order_release);
     }
@@ -167,6 +214,8 @@ ca_block *ca_split(ca_allocator *a, ca_block *b, size_t size) {
     r->addr = b->addr + size;
     r->size = rest;
     r->seg = b->seg;
+    r->unmapped = b->unmapped; /* what b's request needed is mapped: the rest is r's */
+    b->unmapped = 0;
     r->prev = b;
     r->next = b->next;
     if (b->next) b->next->prev = r;
@@ -262,7 +311,8 @@ int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom
     size_t rounded = SIZE_MAX, granules;
     bool never = !ca_size_round_up(size, CA_ROUND, &rounded) || !ca_size_round_up(rounded, a->granule, &granules) ||
                  granules > a->limit;
-    ca_heap *h = &p->heap[rounded <= CA_SMALL_LIMIT];
+    bool small = rounded <= CA_SMALL_LIMIT;
+    ca_heap *h = &p->heap[small && !a->opt.expandable]; /* see ca_heap */
     ca_block *b = NULL;
     ca_lock_acquire(&p->lock);
     if (ca_pool_has_pending(p)) ca_pending_collect(a, p);
@@ -292,13 +342,22 @@ int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom
     b = ca_split(a, b, rounded);
     b->allocated = true;
     b->requested = size;
-    HASH_ADD(hh, p->live, addr, sizeof(uintptr_t), b);
-    CA_STAT(a, h, allocation, 1);
-    CA_STAT(a, h, active, 1);
-    CA_STAT(a, h, allocated_bytes, (int64_t)b->size);
-    CA_STAT(a, h, active_bytes, (int64_t)b->size);
-    CA_STAT(a, h, requested_bytes, (int64_t)size);
+    ca_live_add(&p->live, b);
+    b->small = small;
+    int kind = small ? CA_POOL_SMALL : CA_POOL_LARGE;
+    bool rose_n = ca_stat_update(p->st.allocation, kind, 1);
+    bool rose_b = ca_stat_update(p->st.allocated_bytes, kind, (int64_t)b->size);
+    if (rose_n) ca_pool_new_peak(a, offsetof(ca_stats, allocation));
+    if (rose_b) ca_pool_new_peak(a, offsetof(ca_stats, allocated_bytes));
+    CA_BLOCK_STAT(a, p, b, requested_bytes, (int64_t)size);
+    /* active = allocated + pending, so its peak can only rise with
+     * allocated's, or while plain frees are pending */
+    if (rose_n || rose_b || p->pend_count[CA_POOL_ALL]) active_peaks(a, p, kind);
     ca_emit(a, CA_EV_ALLOC, b->addr, b->size, size, stream);
+    /* The hot path's whole share of giving memory back: two compares. */
+    int64_t active = ca_pool_active_bytes(p);
+    if (active > p->win_peak) p->win_peak = active;
+    if (ca_pool_clock(p) >= p->next_sweep) ca_exp_sweep(a, p);
     ca_lock_release(&p->lock);
     *ptr = (void *)b->addr;
     return CA_OK;
@@ -311,9 +370,12 @@ static void merge_and_index(ca_pool *p, ca_block *b) {
     ca_segment *seg = b->seg;
     ca_heap *h = seg->heap;
     ca_block *n = b->next, *prev = b->prev;
+    /* b was allocated, so all its granules are mapped, the ones it shares
+     * with a neighbour too: the merged block's unmapped ones are theirs */
     if (n && !n->allocated) {
         ca_free_index_remove(&h->free, n);
         b->size += n->size;
+        b->unmapped = n->unmapped;
         b->next = n->next;
         if (n->next) n->next->prev = b;
         else seg->last = b;
@@ -322,6 +384,7 @@ static void merge_and_index(ca_pool *p, ca_block *b) {
     if (prev && !prev->allocated) {
         ca_free_index_remove(&h->free, prev);
         prev->size += b->size;
+        prev->unmapped += b->unmapped;
         prev->next = b->next;
         if (b->next) b->next->prev = prev;
         else seg->last = prev;
@@ -341,15 +404,14 @@ static bool in_range(const ca_heap *h, uintptr_t addr) {
 
 /* The pool that owns addr, with its lock held, and the block; NULL if none. */
 static ca_block *find_live(ca_allocator *a, uintptr_t addr, ca_pool **pool) {
-    if (!addr) return NULL; /* the sentinel's address */
+    if (!addr) return NULL; /* never live */
     size_t n = pool_count(a);
     for (size_t i = 0; i < n; i++) {
         ca_pool *p = a->pools[i];
         /* Expandable heaps own one fixed range each: look only where it can be. */
         if (a->opt.expandable && !in_range(&p->heap[0], addr) && !in_range(&p->heap[1], addr)) continue;
-        ca_block *b;
         ca_lock_acquire(&p->lock);
-        HASH_FIND(hh, p->live, &addr, sizeof(uintptr_t), b);
+        ca_block *b = ca_live_find(&p->live, addr);
         if (b) {
             *pool = p;
             return b;
@@ -359,10 +421,8 @@ static ca_block *find_live(ca_allocator *a, uintptr_t addr, ca_pool **pool) {
     return NULL;
 }
 
-void ca_block_release(ca_allocator *a, ca_pool *p, ca_block *b) {
-    ca_heap *h = b->seg->heap;
-    CA_STAT(a, h, active, -1);
-    CA_STAT(a, h, active_bytes, -(int64_t)b->size);
+void ca_block_release(ca_allocator *a, ca_pool *p, ca_block *b, bool idle) {
+    if (!idle && b->seg->expandable) ca_exp_busy(a, p, b);
     merge_and_index(p, b);
 }
 
@@ -372,11 +432,10 @@ static ca_block *take_live(ca_allocator *a, void *ptr, ca_stream stream, ca_pool
     ca_block *b = find_live(a, (uintptr_t)ptr, pool);
     if (!b) return NULL;
     ca_pool *p = *pool;
-    HASH_DELETE(hh, p->live, b);
-    ca_heap *h = b->seg->heap;
-    CA_STAT(a, h, allocation, -1);
-    CA_STAT(a, h, allocated_bytes, -(int64_t)b->size);
-    CA_STAT(a, h, requested_bytes, -(int64_t)b->requested);
+    ca_live_remove(&p->live, b);
+    CA_BLOCK_STAT(a, p, b, allocation, -1);
+    CA_BLOCK_STAT(a, p, b, allocated_bytes, -(int64_t)b->size);
+    CA_BLOCK_STAT(a, p, b, requested_bytes, -(int64_t)b->requested);
     ca_emit(a, CA_EV_FREE, b->addr, b->size, b->requested, stream);
     b->requested = 0;
     return b;
@@ -400,8 +459,10 @@ int ca_free(ca_allocator *a, void *ptr, ca_stream stream) {
         }
         wait_device = rc != CA_OK && a->be->fence_record;
     }
+    /* In stream order the pool's stream may still have work on the block:
+     * not idle, on a device that runs work after calls return. */
     if (wait_device) ca_pending_add(a, p, b);
-    else ca_block_release(a, p, b);
+    else ca_block_release(a, p, b, !a->async);
     ca_lock_release(&p->lock);
     return CA_OK;
 }
@@ -411,7 +472,7 @@ int ca_free_device(ca_allocator *a, void *ptr, int device_idle) {
     ca_block *b = take_live(a, ptr, 0, &p);
     if (!b) return CA_ERR_INVALID;
     if (!device_idle && a->be->fence_record) ca_pending_add(a, p, b);
-    else ca_block_release(a, p, b);
+    else ca_block_release(a, p, b, device_idle || !a->async);
     ca_lock_release(&p->lock);
     return CA_OK;
 }
@@ -447,15 +508,18 @@ void ca_wait_pending(ca_allocator *a) {
         ca_pool *p = a->pools[i];
         ca_lock_acquire(&p->lock);
         if (ca_pool_has_pending(p)) ca_pending_settle(a, p);
+        ca_exp_drop_mark(a, p); /* its events go back to the backend now */
         ca_lock_release(&p->lock);
     }
 }
 
+/* A pool's figures into the sums: what was freed is what was added less
+ * what is there now (the hot path keeps only the first two). */
 static void add_stat(ca_stat *dst, const ca_stat *src) {
     for (int k = 0; k < CA_POOL_KINDS; k++) {
         dst[k].current += src[k].current;
         dst[k].allocated += src[k].allocated;
-        dst[k].freed += src[k].freed;
+        dst[k].freed += src[k].allocated - src[k].current;
         if (src[k].peak > dst[k].peak) dst[k].peak = src[k].peak; /* at least any pool's */
     }
 }
@@ -471,13 +535,16 @@ void ca_get_stats(ca_allocator *a, ca_stats *out) {
         /* Plain frees whose fence has passed are free, not active: a program
          * that synchronized and asks sees its frees complete. (No waiting.) */
         if (ca_pool_has_pending(p)) ca_pending_collect(a, p);
-#define ADD(f) add_stat(out->f, p->st.f);
+        ca_stats st = p->st;
+        pool_active(p, st.active, st.active_bytes);
+#define ADD(f) add_stat(out->f, st.f);
         STAT_FIELDS(ADD)
 #undef ADD
         out->num_alloc_retries += p->st.num_alloc_retries;
         out->num_ooms += p->st.num_ooms;
         out->num_device_alloc += p->st.num_device_alloc;
         out->num_device_free += p->st.num_device_free;
+        out->num_granules_moved += p->st.num_granules_moved;
         ca_lock_release(&p->lock);
     }
     ca_lock_acquire(&a->lock);
@@ -494,6 +561,10 @@ void ca_reset_peaks(ca_allocator *a) {
         ca_pool *p = a->pools[i];
         ca_lock_acquire(&p->lock);
         ca_stats_reset_peaks(&p->st);
+        for (int k = 0; k < CA_POOL_KINDS; k++) {
+            p->st.active[k].peak = pool_current(p, offsetof(ca_stats, active), k);
+            p->st.active_bytes[k].peak = pool_current(p, offsetof(ca_stats, active_bytes), k);
+        }
         ca_lock_release(&p->lock);
     }
     ca_stats now;

@@ -15,12 +15,18 @@
  * address spaces are 47 to 49 bits. Below it, every sum of sizes fits the
  * int64 statistics and every block the tracker's 48-bit records. */
 #define CA_MAX_BYTES ((size_t)1 << 47)
+/* Default of ca_options.release_after (expandable.c says why this many). */
+#define CA_RELEASE_AFTER 10000
 
 typedef struct ca_allocator ca_allocator;
 
 typedef struct ca_options {
     int expandable;            /* 1: expandable segments (default); 0: classic */
     size_t max_reserved;       /* cap on reserved bytes (0: the device's capacity) */
+    uint64_t release_after;    /* expandable: every this many allocations of a pool, the
+                                * granules it did not need over the last that many go back
+                                * to the device (0: never, until an OOM or ca_release);
+                                * CA_RELEASE_AFTER by default */
 } ca_options;
 
 /* What an out-of-memory failure looked like, for the OOM report. */
@@ -106,7 +112,8 @@ int ca_contains(ca_allocator *a, const void *ptr);
 /* Give every free physical granule (and free classic segment) back to the
  * device, pending plain frees included (this waits for their fences). */
 void ca_release(ca_allocator *a);
-/* Wait for every pending plain free: their blocks are free when it returns. */
+/* Wait for every pending plain free: their blocks are free when it returns.
+ * Fences the allocator still holds for itself are given back to the backend. */
 void ca_wait_pending(ca_allocator *a);
 
 /* The figures now; pending plain frees whose fence has passed are collected

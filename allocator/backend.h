@@ -66,6 +66,13 @@ struct ca_backend {
     int (*fence_query)(void *self, ca_fence f);
     void (*fence_wait)(void *self, ca_fence f);
     void (*fence_destroy)(void *self, ca_fence f);
+    /* A fence that passes only once the work queued before it, on every
+     * stream, is done: never merely ordered (fence_record's 0 lets a block be
+     * handed out again, not its memory be unmapped, which work still queued
+     * would fault on). 0 only when the device was synchronized. Answered and
+     * destroyed with fence_query and fence_destroy. NULL when fence_record's
+     * fences are always done when they pass (or there are none). */
+    int (*fence_record_done)(void *self, ca_fence *f);
 
     void (*destroy)(ca_backend *be); /* frees the backend itself */
 };

@@ -24,19 +24,22 @@ struct ca_batch {
     ca_batch *next;      /* newer */
 };
 
-static void free_blocks(ca_allocator *a, ca_pool *p, ca_block *b) {
+/* idle: the fence has passed because the work before it is done; not when
+ * it passed at record (0), which only orders later work after it. */
+static void free_blocks(ca_allocator *a, ca_pool *p, ca_block *b, bool idle) {
     while (b) {
         ca_block *next = b->pending_next;
         b->pending = false;
         b->pending_next = NULL;
-        ca_block_release(a, p, b);
+        ca_pend(p, b, -1);
+        ca_block_release(a, p, b, idle);
         b = next;
     }
 }
 
 static void batch_done(ca_allocator *a, ca_pool *p, ca_batch *bt) {
     a->be->fence_destroy(a->be->self, bt->fence);
-    free_blocks(a, p, bt->blocks);
+    free_blocks(a, p, bt->blocks, true);
     bt->next = p->spare_batches;
     p->spare_batches = bt;
 }
@@ -50,7 +53,7 @@ static void fence_unfenced(ca_allocator *a, ca_pool *p) {
     p->unfenced = NULL;
     p->n_unfenced = 0;
     if (!f) { /* passed already: every later use is ordered after it */
-        free_blocks(a, p, blocks);
+        free_blocks(a, p, blocks, false);
         return;
     }
     ca_batch *bt = p->spare_batches;
@@ -59,7 +62,7 @@ static void fence_unfenced(ca_allocator *a, ca_pool *p) {
         /* no memory to keep the batch: wait for its fence now */
         a->be->fence_wait(a->be->self, f);
         a->be->fence_destroy(a->be->self, f);
-        free_blocks(a, p, blocks);
+        free_blocks(a, p, blocks, true);
         return;
     }
     *bt = (ca_batch){f, blocks, NULL};
@@ -70,6 +73,7 @@ static void fence_unfenced(ca_allocator *a, ca_pool *p) {
 
 void ca_pending_add(ca_allocator *a, ca_pool *p, ca_block *b) {
     b->pending = true;
+    ca_pend(p, b, 1);
     b->pending_next = p->unfenced;
     p->unfenced = b;
     if (++p->n_unfenced >= CA_FENCE_BATCH) fence_unfenced(a, p);

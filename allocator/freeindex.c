@@ -111,6 +111,46 @@ ca_block *ca_free_index_largest(ca_free_index *fi) {
     return NULL;
 }
 
+/* The highest non-empty bin at or below `from`; -1 when none. */
+static int prev_bin(const ca_free_index *fi, int from) {
+    if (from < 0) return -1;
+    int w = from / 64;
+    uint64_t bits = fi->bitmap[w] & (~0ull >> (63 - from % 64));
+    for (;;) {
+        if (bits) return w * 64 + 63 - __builtin_clzll(bits);
+        if (--w < 0) return -1;
+        bits = fi->bitmap[w];
+    }
+}
+
+static ca_block *rightmost(ca_block *n) {
+    while (n->right) n = n->right;
+    return n;
+}
+
+ca_block *ca_free_index_smaller(ca_free_index *fi, ca_block *b) {
+    if (b->left) return rightmost(b->left);
+    for (ca_block *n = b; n->parent; n = n->parent)
+        if (n->parent->right == n) return n->parent;
+    int bin = prev_bin(fi, b->bin - 1);
+    return bin < 0 ? NULL : rightmost(fi->root[bin]);
+}
+
+ca_block *ca_free_index_lowest_near(ca_free_index *fi, ca_block *b, int n) {
+    ca_block *low = b;
+    while (n-- > 0 && (b = ca_free_index_larger(fi, b)))
+        if (b->addr < low->addr) low = b;
+    return low;
+}
+
+ca_block *ca_free_index_larger(ca_free_index *fi, ca_block *b) {
+    if (b->right) return leftmost(b->right);
+    for (ca_block *n = b; n->parent; n = n->parent)
+        if (n->parent->left == n) return n->parent;
+    int bin = next_bin(fi, b->bin + 1);
+    return bin < 0 ? NULL : leftmost(fi->root[bin]);
+}
+
 static void walk(ca_block *n, void (*fn)(void *, ca_block *), void *ctx) {
     while (n) {
         walk(n->left, fn, ctx);

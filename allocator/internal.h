@@ -4,21 +4,9 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <uthash.h>
 
 #include "allocator.h"
 #include "lock.h"
-
-/* Pointer keys: a multiplicative hash of the address beats uthash's default
- * Jenkins hash by a wide margin on the hot path. */
-#undef HASH_FUNCTION
-#define HASH_FUNCTION(keyptr, keylen, hashv)                                    \
-    do {                                                                        \
-        uint64_t k_ = (uint64_t)(*(const uintptr_t *)(keyptr)) >> 9;            \
-        (hashv) = (unsigned)((k_ * 0x9E3779B97F4A7C15ull) >> 32);               \
-    } while (0)
-#undef HASH_KEYCMP
-#define HASH_KEYCMP(a, b, n) (*(const uintptr_t *)(a) != *(const uintptr_t *)(b))
 
 typedef struct ca_pool ca_pool;
 typedef struct ca_batch ca_batch;
@@ -35,12 +23,21 @@ typedef struct ca_block {
     struct ca_block *left, *right, *parent; /* free index (treap) links */
     int32_t bin;                       /* free index bin; -1 when not indexed */
     bool allocated;                    /* not free: held by the program, or pending */
+    bool small;                        /* allocated: asked for at most CA_SMALL_LIMIT (its
+                                        * statistics count in the small pool) */
     bool pending;                      /* freed by a plain free, waiting for a fence
                                         * (fence.c); `allocated` stays set meanwhile,
                                         * so nothing merges, maps or unmaps it */
-    struct ca_block *pending_next;     /* in its pool's unfenced list or batch */
-    UT_hash_handle hh;                 /* live table, keyed by addr */
+    union {                            /* never needed at once: */
+        struct ca_block *pending_next; /* pending: in its pool's unfenced list or batch */
+        size_t unmapped;               /* free, expandable: granules lying wholly inside it
+                                        * with no physical memory (0: all mapped, the hot
+                                        * path's test); 0 while allocated */
+    };
+    struct ca_block *live_next;        /* allocated: next in its live table's bucket */
 } ca_block;
+
+#include "livetable.h"
 
 #define CA_BINS 352
 #define CA_BIN_WORDS ((CA_BINS + 63) / 64)
@@ -61,6 +58,10 @@ struct ca_segment {
     size_t reserve_size;  /* expandable: the whole virtual range */
     size_t mapped;        /* bytes of physical memory behind the range */
     ca_handle *handles;   /* expandable: one per granule of span; 0 = unmapped */
+    uint64_t *mapped_bits; /* expandable: bit i set when handles[i] is: scans go 64 granules a step */
+    uint64_t *busy;       /* expandable, on a device that runs work after calls return: per
+                           * granule, the pool's epoch when a free that left device work
+                           * behind last covered it (0: none); see expandable.c */
     size_t handles_cap;
     ca_block *first, *last;
     ca_segment *next;     /* in the heap */
@@ -68,7 +69,10 @@ struct ca_segment {
 };
 
 /* The blocks of one size class in a pool: small (up to 1 MiB) or large,
- * each with its own segments, so small blocks never pin large granules. */
+ * each with its own segments, so that a small block never pins a classic
+ * segment. Expandable segments use the large heap alone: any free granule can
+ * be moved where a request needs it, so one range wastes fewer partly used
+ * granules than two (BENCHMARKS.md, issue 11). */
 struct ca_heap {
     ca_pool *pool;
     bool small;
@@ -84,17 +88,29 @@ struct ca_pool {
     ca_lock lock;
     ca_stream stream;
     ca_heap heap[2];        /* [0] large, [1] small */
-    ca_block *live;         /* uthash table of allocated blocks, keyed by addr */
-    ca_block sentinel;      /* address 0, always in `live`: uthash frees its table
-                             * whenever it empties, which would cost a malloc and a
-                             * free on every alloc/free of a lone block */
-    ca_stats st;            /* this pool's figures */
+    ca_live_table live;     /* allocated blocks, by address */
+    ca_stats st;            /* this pool's figures; active and active_bytes keep only
+                             * their peaks: the rest is allocated + pending (pool_current) */
+    int64_t pend_count[CA_POOL_KINDS], pend_bytes[CA_POOL_KINDS]; /* pending plain frees */
     /* Plain frees waiting for the device (fence.c): blocks freed since the
      * last fence, then fenced batches, oldest first. */
     ca_block *unfenced;
     size_t n_unfenced;
     ca_batch *oldest, *newest;
     ca_batch *spare_batches;
+    /* Reserved memory follows need (expandable.c): the pool's clock is its
+     * allocation count. Granules freed with device work behind them are busy
+     * until a mark (a fence) recorded after the free has passed: epoch counts
+     * the marks recorded, granules labelled below idle_epoch are idle. */
+    uint64_t next_sweep;    /* clock at which granules not needed are next given back */
+    int64_t win_peak;       /* active bytes (allocated, or freed and waiting for a fence)
+                             * at their highest since the last sweep */
+    int64_t win_peak_prev;  /* ... between the two sweeps before */
+    size_t edges;           /* reserved - active - busy free granules when the pool last
+                             * had to grow: what partly used granules at blocks' edges
+                             * cost it */
+    uint64_t epoch, idle_epoch;
+    ca_fence mark;          /* in flight; 0: none */
     ca_block *spare;        /* recycled block structs */
     void **chunks;          /* block slabs, freed with the pool */
     size_t nchunks, chunks_cap;
@@ -113,6 +129,8 @@ struct ca_allocator {
                                * device would give more (max_reserved, CA_MAX_BYTES); 0: the
                                * device's own capacity is the limit */
     size_t reserve;           /* expandable: virtual range per heap, at least limit */
+    bool async;               /* the device may still run work when calls return (events or
+                               * fences): a block freed in stream order is not idle */
     ca_pool *pools[CA_MAX_POOLS]; /* published in order, never removed */
     _Atomic size_t npools;
     ca_stats peaks;           /* device-wide peaks of the pools' sums */
@@ -126,6 +144,13 @@ void ca_free_index_insert(ca_free_index *fi, ca_block *b);
 void ca_free_index_remove(ca_free_index *fi, ca_block *b);
 ca_block *ca_free_index_best_fit(ca_free_index *fi, size_t size);
 ca_block *ca_free_index_largest(ca_free_index *fi);
+/* The block before b in (size, address) order; NULL when b is the smallest.
+ * With ca_free_index_largest, walks the index from its largest block down. */
+ca_block *ca_free_index_smaller(ca_free_index *fi, ca_block *b);
+/* The block after b in (size, address) order; NULL when b is the largest. */
+ca_block *ca_free_index_larger(ca_free_index *fi, ca_block *b);
+/* Of b and the n blocks after it, the one at the lowest address. */
+ca_block *ca_free_index_lowest_near(ca_free_index *fi, ca_block *b, int n);
 void ca_free_index_walk(ca_free_index *fi, void (*fn)(void *ctx, ca_block *b), void *ctx);
 
 /* block.c: block structs from the pool's slabs */
@@ -141,12 +166,36 @@ static inline int ca_heap_kind(const ca_heap *h) { return h->small ? CA_POOL_SMA
 /* A pool reached a new peak of a statistic: update the device-wide peak. */
 void ca_pool_new_peak(ca_allocator *a, size_t field);
 /* Change one statistic of heap h's pool. */
-#define CA_STAT(a, h, field, delta)                                                      \
+#define CA_STAT(a, h, field, delta) CA_STAT_KIND(a, (h)->pool, ca_heap_kind(h), field, delta)
+/* Change one statistic of a block of pool p: its kind is its size class
+ * (ca_block.small), whichever heap holds it. */
+#define CA_BLOCK_STAT(a, p, b, field, delta) \
+    CA_STAT_KIND(a, p, (b)->small ? CA_POOL_SMALL : CA_POOL_LARGE, field, delta)
+#define CA_STAT_KIND(a, p, kind, field, delta)                                           \
     do {                                                                                 \
-        if (ca_stat_update((h)->pool->st.field, ca_heap_kind(h), (delta)))               \
+        if (ca_stat_update((p)->st.field, (kind), (delta)))                              \
             ca_pool_new_peak((a), offsetof(ca_stats, field));                            \
     } while (0)
 size_t ca_reserved_total(ca_allocator *a);
+
+/* A pending plain free comes (sign 1) or goes (-1): blocks awaiting their
+ * fence count as active, not allocated. Read without the lock by the
+ * device-wide sums, so stored whole. */
+static inline void ca_pend(ca_pool *p, const ca_block *b, int sign) {
+    int kinds[2] = {CA_POOL_ALL, b->small ? CA_POOL_SMALL : CA_POOL_LARGE};
+    for (int i = 0; i < 2; i++) {
+        int k = kinds[i];
+        __atomic_store_n(&p->pend_count[k], p->pend_count[k] + sign, __ATOMIC_RELAXED);
+        __atomic_store_n(&p->pend_bytes[k], p->pend_bytes[k] + sign * (int64_t)b->size, __ATOMIC_RELAXED);
+    }
+}
+/* Active bytes of the pool: allocated, or freed and waiting for a fence. */
+static inline int64_t ca_pool_active_bytes(const ca_pool *p) {
+    return p->st.allocated_bytes[CA_POOL_ALL].current + p->pend_bytes[CA_POOL_ALL];
+}
+
+/* The pool's clock: allocations it served so far (a statistic kept anyway). */
+static inline uint64_t ca_pool_clock(const ca_pool *p) { return (uint64_t)p->st.allocation[CA_POOL_ALL].allocated; }
 
 /* expandable.c */
 int ca_exp_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out);
@@ -154,6 +203,11 @@ void ca_exp_release(ca_allocator *a, ca_segment *seg);
 void ca_exp_destroy(ca_allocator *a, ca_segment *seg);
 size_t ca_exp_mapped_run(const ca_allocator *a, const ca_block *b);
 size_t ca_exp_block_mapped(const ca_allocator *a, const ca_block *b);
+/* Every release_after allocations of the pool: give back the idle granules it
+ * did not need over the last release_after to twice that many. */
+void ca_exp_sweep(ca_allocator *a, ca_pool *p);
+/* At destruction: the pool's mark dropped. */
+void ca_exp_drop_mark(ca_allocator *a, ca_pool *p);
 
 /* fence.c: plain frees wait for a fence before their blocks are free again */
 void ca_pending_add(ca_allocator *a, ca_pool *p, ca_block *b);
@@ -169,8 +223,12 @@ void ca_pending_settle(ca_allocator *a, ca_pool *p);
 void ca_pending_drop(ca_allocator *a, ca_pool *p);
 static inline bool ca_pool_has_pending(const ca_pool *p) { return p->unfenced || p->oldest; }
 
-/* allocator.c: a block that is free again (its stats, merged and indexed) */
-void ca_block_release(ca_allocator *a, ca_pool *p, ca_block *b);
+/* allocator.c: a block that is free again, merged and indexed;
+ * idle: no device work can touch it any more (else its granules are busy:
+ * see expandable.c). */
+void ca_block_release(ca_allocator *a, ca_pool *p, ca_block *b, bool idle);
+/* expandable.c: b's granules are busy (freed with device work behind them). */
+void ca_exp_busy(ca_allocator *a, ca_pool *p, const ca_block *b);
 
 /* classic.c */
 int ca_classic_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out);

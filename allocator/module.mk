@@ -1,6 +1,7 @@
 # allocator/: the caching allocator core and its host/count backends.
 ALLOC_SRCS := allocator/allocator.c allocator/expandable.c allocator/classic.c allocator/fence.c \
-              allocator/freeindex.c allocator/block.c allocator/stats.c
+              allocator/freeindex.c allocator/block.c allocator/stats.c \
+              allocator/livetable.c
 -include allocator/backends.mk
 ALLOC_OBJS := $(patsubst %.c,$(OBJ)/%.o,$(ALLOC_SRCS) $(BACKEND_SRCS))
 LIBCA := $(LIB)/libcaalloc.a
@@ -24,6 +25,21 @@ $(TESTS_BIN)/test_sizes: $(OBJ)/tests/allocator/test_sizes.o $(LIBCA)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
 UNIT_TESTS += $(TESTS_BIN)/test_sizes
+$(TESTS_BIN)/test_remap: $(OBJ)/tests/allocator/test_remap.o $(LIBCA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
+UNIT_TESTS += $(TESTS_BIN)/test_remap
+$(TESTS_BIN)/test_livetable: $(OBJ)/tests/allocator/test_livetable.o $(LIBCA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
+UNIT_TESTS += $(TESTS_BIN)/test_livetable
+$(TESTS_BIN)/bench_remap: $(OBJ)/tests/allocator/bench_remap.o $(LIBCA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ -lpthread
+.PHONY: bench-remap
+bench-remap: $(TESTS_BIN)/bench_remap
+	@$(TESTS_BIN)/bench_remap
+BENCHES += bench-remap
 $(TESTS_BIN)/test_fences: $(OBJ)/tests/allocator/test_fences.o $(LIBCA)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread

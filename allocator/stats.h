@@ -6,7 +6,8 @@
 #include <stdint.h>
 
 typedef struct ca_stat {
-    int64_t current, peak, allocated, freed;
+    int64_t current, peak, allocated, freed; /* in a pool, freed is not kept: it is
+                                              * allocated - current (ca_get_stats) */
 } ca_stat;
 
 enum { CA_POOL_ALL, CA_POOL_SMALL, CA_POOL_LARGE, CA_POOL_KINDS };
@@ -24,6 +25,9 @@ typedef struct ca_stats {
     int64_t num_ooms;
     int64_t num_device_alloc;               /* physical creations (cuMemCreate/cudaMalloc) */
     int64_t num_device_free;
+    int64_t num_granules_moved;             /* granules unmapped from free blocks and mapped
+                                               again where a request needed memory (no
+                                               cuMemCreate/cuMemRelease) */
 } ca_stats;
 
 /* Returns 1 when the peak rose. */
@@ -31,7 +35,6 @@ static inline int ca_stat_apply(ca_stat *s, int64_t delta) {
     /* current is read by other threads without a lock (device-wide sums) */
     __atomic_store_n(&s->current, s->current + delta, __ATOMIC_RELAXED);
     if (delta > 0) s->allocated += delta;
-    else s->freed -= delta;
     if (s->current <= s->peak) return 0;
     s->peak = s->current;
     return 1;

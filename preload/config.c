@@ -12,7 +12,7 @@
 
 ca_config ca_conf;
 
-enum kind { BOOL, SIZE, PATH, NAME };
+enum kind { BOOL, SIZE, COUNT, PATH, NAME };
 static const struct option {
     const char *key;
     enum kind kind;
@@ -22,6 +22,8 @@ static const struct option {
     {"expandable_segments", BOOL, offsetof(ca_config, expandable), "virtual-memory segments that grow (default true)"},
     {"sync_free", BOOL, offsetof(ca_config, sync_free), "cudaFree waits for the device, as CUDA's does (default false)"},
     {"max_reserved", SIZE, offsetof(ca_config, max_reserved), "cap on memory held per device, e.g. 20GiB (default none)"},
+    {"release_after", COUNT, offsetof(ca_config, release_after),
+     "every this many allocations, memory not needed over them goes back to the device; 0: never (default 10000)"},
     {"report", PATH, offsetof(ca_config, report), "report path prefix; %p pid, %r rank (default none)"},
     {"nvtx_range", NAME, offsetof(ca_config, nvtx_range), "the NVTX range that is one iteration (default step)"},
     {"summary", BOOL, offsetof(ca_config, summary), "print the exit summary on stderr (default true)"},
@@ -68,6 +70,20 @@ static int set_option(ca_config *c, const char *key, const char *value, char *er
             snprintf(err, errlen, "CUDALLOC_CONF: bad value '%s' for %s: accepted: a size such as 512MiB, 20GiB",
                      QUOTED(value), key);
             return -1;
+        case COUNT: {
+            /* decimal digits only, at most 10^15: no sign, suffix or blank */
+            size_t n = 0, len = strlen(value);
+            bool good = len > 0 && len <= 16;
+            for (size_t k = 0; good && k < len; k++) good = value[k] >= '0' && value[k] <= '9';
+            for (size_t k = 0; good && k < len; k++) n = n * 10 + (size_t)(value[k] - '0');
+            if (good && n <= 1000000000000000u) {
+                *(size_t *)field = n;
+                return 0;
+            }
+            snprintf(err, errlen, "CUDALLOC_CONF: bad value '%s' for %s: accepted: a count such as 10000, 0 for never",
+                     QUOTED(value), key);
+            return -1;
+        }
         case PATH:
         case NAME: {
             size_t cap = o->kind == PATH ? sizeof c->report : sizeof c->nvtx_range;
@@ -88,7 +104,7 @@ static int set_option(ca_config *c, const char *key, const char *value, char *er
 }
 
 int ca_config_parse(const char *conf, ca_config *out, char *err, size_t errlen) {
-    ca_config c = {.expandable = true, .summary = true, .tracking = true, .python_frames = true, .trace_iterations = true, .oom_message = true, .nvtx_range = "step"};
+    ca_config c = {.expandable = true, .release_after = CA_RELEASE_AFTER, .summary = true, .tracking = true, .python_frames = true, .trace_iterations = true, .oom_message = true, .nvtx_range = "step"};
     const char *report = getenv("CUDALLOC_REPORT");
     if (report && *report && set_option(&c, "report", report, err, errlen) != 0) return -1;
     char buf[4096];
@@ -128,6 +144,7 @@ size_t ca_config_format(const ca_config *c, char *buf, size_t n) {
             if (!*(const size_t *)field) continue; /* 0: not set */
             snprintf(value, sizeof value, "%zu", *(const size_t *)field);
             break;
+        case COUNT: snprintf(value, sizeof value, "%zu", *(const size_t *)field); break;
         case NAME: snprintf(value, sizeof value, "%s", (const char *)field); break;
         case PATH: continue; /* a path may hold the separator */
         }

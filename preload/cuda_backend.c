@@ -218,7 +218,7 @@ static bool record_on(cuda_backend *cb, cuda_fence *f, CUevent e, CUstream s) {
  * devices have some), the legacy event alone orders later uses (0). Under the
  * registry's lock. A fence that cannot be recorded is replaced by
  * synchronizing the device (0). */
-static CUresult record_fence(cuda_backend *cb, ca_fence *out) {
+static CUresult record_fence(cuda_backend *cb, ca_fence *out, bool done) {
     CUstream few[16], *nb = few;
     size_t n = ca_streams_nonblocking(cb->ctx, few, 16);
     if (n > 16 && (nb = malloc(n * sizeof *nb))) ca_streams_nonblocking(cb->ctx, nb, n);
@@ -230,7 +230,7 @@ static CUresult record_fence(cuda_backend *cb, ca_fence *out) {
         else if (!record_on(cb, f, e, nb[i])) ca_streams_forget_locked(nb[i]); /* gone behind our back */
     }
     if (nb != few) free(nb);
-    bool ordered = recorded && f->n == 1;
+    bool ordered = !done && recorded && f->n == 1;
     *out = recorded && !ordered ? (ca_fence)(uintptr_t)f : 0;
     if (f && !*out) b_fence_destroy(cb, (ca_fence)(uintptr_t)f);
     if (ordered) ca_streams_fenced_ordered();
@@ -260,7 +260,18 @@ static int b_fence_record(void *self, ca_fence *out) {
     if (ca_streams_none_nonblocking()) IN_CTX(cb, record_ordered(cb, &ordered));
     if (ordered) return CA_OK;
     ca_streams_lock();
-    IN_CTX(cb, record_fence(cb, out));
+    IN_CTX(cb, record_fence(cb, out, false));
+    ca_streams_unlock();
+    return CA_OK;
+}
+
+/* A fence for unmapping (backend.h): the legacy event alone is queried too,
+ * never taken as passed because it orders later work. */
+static int b_fence_record_done(void *self, ca_fence *out) {
+    cuda_backend *cb = self;
+    *out = 0;
+    ca_streams_lock();
+    IN_CTX(cb, record_fence(cb, out, true));
     ca_streams_unlock();
     return CA_OK;
 }
@@ -347,6 +358,7 @@ ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx) {
         .fence_query = fences ? b_fence_query : NULL,
         .fence_wait = fences ? b_fence_wait : NULL,
         .fence_destroy = fences ? b_fence_destroy : NULL,
+        .fence_record_done = fences ? b_fence_record_done : NULL,
         .destroy = b_destroy,
     };
     return be;

@@ -51,6 +51,7 @@ static ca_allocator *new_allocator(int ordinal, CUcontext ctx, ca_backend **back
     ca_options_default(&opt);
     opt.expandable = ca_conf.expandable;
     opt.max_reserved = ca_conf.max_reserved;
+    opt.release_after = ca_conf.release_after;
     ca_allocator *a = NULL;
     if (ca_allocator_new(be, &opt, &a) != CA_OK) {
         be->destroy(be);

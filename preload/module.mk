@@ -80,4 +80,10 @@ $(PRELOAD_TEST_BIN)/prog_free: tests/preload/prog_free.c $(SIM)/libcudart.so $(S
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lcuda -ldl -lpthread
 test-preload: $(PRELOAD_TEST_BIN)/prog_free
 ALL_TARGETS += $(PRELOAD_TEST_BIN)/prog_free
+# Reserved memory that follows need (tests/preload/prog_remap.c).
+$(PRELOAD_TEST_BIN)/prog_remap: tests/preload/prog_remap.c $(SIM)/libcudart.so $(SIM)/libcuda.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -ldl
+test-preload: $(PRELOAD_TEST_BIN)/prog_remap
+ALL_TARGETS += $(PRELOAD_TEST_BIN)/prog_remap
 endif

@@ -78,6 +78,7 @@ typedef struct ca_config {
     bool expandable;      /* expandable_segments */
     bool sync_free;       /* cudaFree synchronizes the device first, as CUDA's does */
     size_t max_reserved;  /* per device; 0: the device's memory */
+    size_t release_after; /* allocations between give-backs of granules not needed (0: never) */
     char report[1024];    /* report path prefix; empty: none */
     bool summary;         /* the exit summary on stderr */
     bool tracking;        /* watch lifetimes, call sites and iterations (reports, leaks) */

@@ -93,6 +93,7 @@ static void stats(const ca_report_ctx *c, ca_json *j) {
         ca_json_kv_int(j, "num_ooms", st->num_ooms);
         ca_json_kv_int(j, "num_device_alloc", st->num_device_alloc);
         ca_json_kv_int(j, "num_device_free", st->num_device_free);
+        ca_json_kv_int(j, "num_granules_moved", st->num_granules_moved);
     } else {
         /* Offline without an allocator: what the tracker counted itself. */
         const ca_track_snap *s = &c->snap;

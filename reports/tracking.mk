@@ -104,7 +104,7 @@ BENCHES += bench-pyframes
 # tests/data/README.md): Debian's python3-torch on the CPU, its tensor
 # allocations recorded by a preload. Not part of `make test`: it re-records
 # the committed files.
-TORCH_CASES := fixed varying eval-kept eval-sum train-sum
+TORCH_CASES := fixed varying eval-kept eval-sum train-sum varying-big
 TORCH_PYTHON ?= /usr/bin/python3
 $(BUILD)/record_alloc.so: tests/data/torch/record_alloc.c
 	@mkdir -p $(@D)

@@ -9,7 +9,7 @@ $(eval $(call ca_check_test,util/test_quote,$(UTIL_OBJS)))
 $(eval $(call ca_check_test,tools/test_trace,$(TRACE_OBJS) $(UTIL_OBJS)))
 
 # cudalloc-replay
-REPLAY_SRCS := tools/replay.c tools/replay_run.c tools/replay_foreign.c
+REPLAY_SRCS := tools/replay.c tools/replay_run.c tools/replay_foreign.c tools/replay_timeline.c
 $(BIN)/cudalloc-replay: $(REPLAY_SRCS:%.c=$(OBJ)/%.o) $(TRACE_OBJS) $(UTIL_OBJS) $(LIBCA)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ -lpthread -ldl

@@ -2,6 +2,7 @@
  * prints what it measured: peak requested and reserved bytes, utilization,
  * OOMs and time per call (the median of several replays, parsing excluded). */
 #include <getopt.h>
+#include <stdbool.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: cudalloc-replay [--mode expandable|classic] [--backend count|host]\n"
             "                       [--capacity SIZE] [--min-capacity] [--runs N]\n"
-            "                       [--compare] [--threads N] FILE.csv...\n"
+            "                       [--compare] [--threads N] [--timeline[=N]]\n"
+            "                       [--release-after N] FILE.csv...\n"
             "  --mode        expandable segments (default) or classic (PyTorch's default)\n"
             "  --backend     count: accounting only (default); host: real memory\n"
             "  --capacity    device size, e.g. 16GiB (default: unlimited on count,\n"
@@ -25,7 +27,12 @@ static void usage(FILE *f) {
             "  --runs        replays after the first to take the median time of (default 9);\n"
             "                the first, on a fresh allocator, is reported as cold_ns_per_op\n"
             "  --compare     also time glibc malloc, mimalloc and jemalloc on the sizes\n"
-            "  --threads N   also measure N threads on N streams against one thread\n");
+            "  --threads N   also measure N threads on N streams against one thread\n"
+            "  --timeline    also print reserved and allocated memory (now and peak) per\n"
+            "                iteration of the trace (its iteration rows), or every N calls\n"
+            "                with =N or without iteration rows (N 1000), over 2 passes\n"
+            "  --release-after N  give back granules free for N allocations (0: never;\n"
+            "                default %d)\n", CA_RELEASE_AFTER);
 }
 
 /* Twice the trace's peak plus 64 MiB, the host backend's default and where
@@ -39,19 +46,33 @@ static size_t roomy_capacity(uint64_t peak_live_bytes) {
     return cap;
 }
 
+/* A count: decimal digits only, at most 10^15 (no sign, blank or suffix). */
+static bool parse_count(const char *s, size_t *out) {
+    size_t n = 0;
+    if (!*s) return false;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || n > 100000000000000u) return false;
+        n = n * 10 + (size_t)(*s - '0');
+    }
+    *out = n;
+    return true;
+}
+
 static int bad(const char *what, const char *value, const char *accepted) {
     fprintf(stderr, "cudalloc-replay: bad %s '%s': accepted: %s\n", what, value, accepted);
     return 2;
 }
 
 int main(int argc, char **argv) {
-    replay_config cfg = {1, 0, 0};
-    int min_capacity = 0, runs = 9, compare = 0, threads = 0, time_malloc = 0;
+    replay_config cfg = {1, 0, 0, CA_RELEASE_AFTER};
+    size_t timeline_every = 0;
+    int timeline = 0, min_capacity = 0, runs = 9, compare = 0, threads = 0, time_malloc = 0;
     static const struct option longopts[] = {
         {"mode", required_argument, 0, 'm'},     {"backend", required_argument, 0, 'b'},
         {"capacity", required_argument, 0, 'c'}, {"min-capacity", no_argument, 0, 'n'},
         {"runs", required_argument, 0, 'r'},     {"compare", no_argument, 0, 'x'},
         {"threads", required_argument, 0, 't'},  {"help", no_argument, 0, 'h'},
+        {"timeline", optional_argument, 0, 'T'}, {"release-after", required_argument, 0, 'R'},
         {"time-malloc", no_argument, 0, 'M'}, /* internal: --compare's jemalloc child */
         {0, 0, 0, 0}};
     int c;
@@ -81,6 +102,17 @@ int main(int argc, char **argv) {
             threads = atoi(optarg);
             if (threads < 1 || threads > 16) return bad("--threads", optarg, "1 to 16");
             break;
+        case 'T':
+            timeline = 1;
+            if (optarg && (!parse_count(optarg, &timeline_every) || !timeline_every))
+                return bad("--timeline", optarg, "--timeline or --timeline=N, N calls per row (1 or more)");
+            break;
+        case 'R': {
+            size_t n;
+            if (!parse_count(optarg, &n)) return bad("--release-after", optarg, "a count of allocations, 0 for never");
+            cfg.release_after = n;
+            break;
+        }
         case 'M': time_malloc = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -147,6 +179,11 @@ int main(int argc, char **argv) {
                 else printf(", %s %.1f ns/op (%.2fx cudalloc's time)", libs[k], ns, ns / r.ns_per_op);
             }
             printf("\n");
+        }
+        if (timeline && replay_timeline(&t, &run_cfg, timeline_every, 2, stdout) != CA_OK) {
+            fprintf(stderr, "cudalloc-replay: %s: the timeline's allocator failed to start\n", argv[i]);
+            ca_trace_free(&t);
+            return 1;
         }
         if (threads) {
             replay_config tc = cfg;

@@ -3,6 +3,8 @@
 #ifndef CA_REPLAY_H
 #define CA_REPLAY_H
 
+#include <stdio.h>
+
 #include "allocator/allocator.h"
 #include "tools/trace.h"
 
@@ -10,6 +12,7 @@ typedef struct replay_config {
     int expandable;
     int host;          /* 1: host backend (real memory), 0: count */
     size_t capacity;   /* 0: unlimited (count) */
+    uint64_t release_after; /* ca_options.release_after */
 } replay_config;
 
 typedef struct replay_result {
@@ -34,6 +37,13 @@ double replay_throughput(const ca_trace *t, const replay_config *cfg, int thread
  * through "glibc", "mimalloc", "jemalloc", or "preloaded" (whatever malloc
  * this process has); <0 when not available. */
 double replay_foreign(const ca_trace *t, const char *path, const char *which, int runs);
+
+/* Replays `passes` times on a fresh allocator, printing reserved and
+ * allocated memory per iteration (the trace's iteration rows) or, with
+ * `every` or without iteration rows, every `every` (default 1000) calls. */
+int replay_timeline(const ca_trace *t, const replay_config *cfg, size_t every, int passes, FILE *out);
+/* The allocator a replay runs on (NULL when the backend cannot start). */
+ca_allocator *replay_allocator(const replay_config *cfg);
 
 double replay_now_ns(void);
 double replay_median(double *v, int n);

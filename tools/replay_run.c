@@ -21,7 +21,7 @@ double replay_median(double *v, int n) {
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-static ca_allocator *make_allocator(const replay_config *cfg) {
+ca_allocator *replay_allocator(const replay_config *cfg) {
     size_t granule = (size_t)2 << 20;
     ca_backend *be = cfg->host ? ca_backend_host_new(cfg->capacity, granule)
                                : ca_backend_count_new(cfg->capacity, granule);
@@ -29,6 +29,7 @@ static ca_allocator *make_allocator(const replay_config *cfg) {
     ca_options opt;
     ca_options_default(&opt);
     opt.expandable = cfg->expandable;
+    opt.release_after = cfg->release_after;
     ca_allocator *a;
     if (ca_allocator_new(be, &opt, &a) != CA_OK) {
         be->destroy(be);
@@ -71,7 +72,7 @@ static void free_leftovers(ca_allocator *a, const ca_trace *t, void **ptrs, ca_s
 int replay_run(const ca_trace *t, const replay_config *cfg, int runs, replay_result *out) {
     void **ptrs = calloc(t->n_ids ? t->n_ids : 1, sizeof *ptrs);
     double *ns = calloc((size_t)runs, sizeof *ns);
-    ca_allocator *a = make_allocator(cfg);
+    ca_allocator *a = replay_allocator(cfg);
     if (!ptrs || !ns || !a) {
         free(ptrs);
         free(ns);
@@ -144,7 +145,7 @@ static void *thread_main(void *p) {
 }
 
 double replay_throughput(const ca_trace *t, const replay_config *cfg, int threads) {
-    ca_allocator *a = make_allocator(cfg);
+    ca_allocator *a = replay_allocator(cfg);
     if (!a) return -1;
     enum { MAX_THREADS = 16 };
     if (threads > MAX_THREADS) threads = MAX_THREADS;

@@ -9,40 +9,10 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "include/cudalloc.h"
-#include "simgpu/simgpu.h"
-#include "tests/preload/check.h"
+#include "tests/preload/simhooks.h"
 
 #undef cuGetProcAddress
 #define MIB ((size_t)1 << 20)
-
-static int (*hold_fn)(void *, int);
-static int (*counters_fn)(simgpu_counters_t *);
-
-static int hold(void *s, int on) { return hold_fn(s, on); }
-
-static simgpu_counters_t sim(void) {
-    simgpu_counters_t c;
-    memset(&c, 0, sizeof c);
-    counters_fn(&c);
-    return c;
-}
-
-static cudalloc_stats stats(int device) {
-    cudalloc_stats s;
-    memset(&s, 0, sizeof s);
-    CHECK(CUDALLOC_CALL(cudalloc_get_stats, device, &s) == 0, "cudalloc_get_stats(%d)", device);
-    return s;
-}
-
-/* Everything freed comes back and is given back: nothing is lost. */
-static void all_back(int device, const char *what) {
-    CHECK(CUDALLOC_CALL(cudalloc_empty_cache) == 0, "empty cache");
-    cudalloc_stats s = stats(device);
-    CHECK(s.allocated_bytes == 0 && s.active_bytes == 0 && s.reserved_bytes == 0,
-          "%s: allocated %lld active %lld reserved %lld after freeing everything", what, (long long)s.allocated_bytes,
-          (long long)s.active_bytes, (long long)s.reserved_bytes);
-}
 
 /* The issue's case on stream s: 4 MiB allocated, work queued on s (held),
  * cudaFree, cudaMalloc of 4 MiB again. */
@@ -344,10 +314,7 @@ static int exit_pending(void) {
 
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
-    void *driver = dlopen("libcuda.so.1", RTLD_NOW);
-    hold_fn = driver ? (int (*)(void *, int))dlsym(driver, "simgpu_stream_hold") : NULL;
-    counters_fn = driver ? (int (*)(simgpu_counters_t *))dlsym(driver, "simgpu_counters") : NULL;
-    if (!hold_fn || !counters_fn) {
+    if (!simhooks_init()) {
         printf("%s: skipped (needs the simulated device's held streams)\n", mode);
         return 0;
     }

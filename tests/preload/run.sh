@@ -75,6 +75,15 @@ run free-ptds 0 -- "$bin/prog_free" ptds
 run free-cross-device 0 CUDALLOC_SIM_DEVICES=2 -- "$bin/prog_free" cross-device
 run free-reset 0 -- "$bin/prog_free" reset
 run free-exit-pending 0 -- timeout 20 "$bin/prog_free" exit-pending
+# Reserved memory that follows need (prog_remap.c): moves, busy granules, give-back.
+run remap-moves 0 -- "$bin/prog_remap" moves
+run remap-busy 0 -- "$bin/prog_remap" busy
+run remap-give-back 0 CUDALLOC_CONF=release_after:100 -- "$bin/prog_remap" give-back
+run remap-keep 0 CUDALLOC_CONF=release_after:0 -- "$bin/prog_remap" keep
+if command -v python3 >/dev/null; then # a PyTorch run's allocations, from Python (on a GPU too)
+    run remap-torch 0 -- python3 tests/preload/replay_torch.py tests/data/torch/gpt_varying_big.csv
+    expect remap-torch-figures "replay_torch: peak requested 126278964, peak reserved"
+fi
 
 run nvtx 0 NVTX_INJECTION64_PATH="$lib" -- "$bin/prog_nvtx"
 run nvtx-other-name 1 NVTX_INJECTION64_PATH="$lib" CUDALLOC_CONF=nvtx_range:iteration -- "$bin/prog_nvtx"

@@ -13,11 +13,18 @@ run; each marks an iteration boundary after every optimizer step:
   eval-sum    the same, summed with `running_loss += loss` (a retained graph)
   train-sum   `running_loss += loss` on the training loss, after backward():
               backward has freed the saved tensors, so no tensor memory grows
+  varying-big varying on a larger model (3 blocks, 128 channels, sequences
+              to 192, batch 4..16): a peak of ~100-200 MiB that moves with
+              the shapes, for the allocator's reserved-memory figures
 
   RECORD_ALLOC_CSV=out.csv LD_PRELOAD=record_alloc.so python3 train_gpt.py CASE
+
+SEED=N (default 0) draws other weights, data and shapes: the committed traces
+use 0; other seeds give more traces of the same kind to validate a policy on.
 """
 import ctypes
 import math
+import os
 import random
 import sys
 
@@ -25,9 +32,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-CASES = ("fixed", "varying", "eval-kept", "eval-sum", "train-sum")
+CASES = ("fixed", "varying", "eval-kept", "eval-sum", "train-sum", "varying-big")
 STEPS = 50
 V, C, NH, L, TMAX = 256, 64, 4, 1, 64
+BIG = dict(C=128, NH=4, L=3, TMAX=192, STEPS=40)  # varying-big: the model's sizes
 
 
 def step_mark():
@@ -87,8 +95,12 @@ def main():
     if len(sys.argv) != 2 or sys.argv[1] not in CASES:
         sys.exit("usage: train_gpt.py " + "|".join(CASES))
     case = sys.argv[1]
-    torch.manual_seed(0)
-    rng = random.Random(0)
+    global C, NH, L, TMAX, STEPS
+    if case == "varying-big":
+        C, NH, L, TMAX, STEPS = BIG["C"], BIG["NH"], BIG["L"], BIG["TMAX"], BIG["STEPS"]
+    seed = int(os.environ.get("SEED", "0"))
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
     torch.set_num_threads(1)
     model = GPT()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -97,6 +109,8 @@ def main():
     for step in range(STEPS):
         if case == "varying":
             B, T = rng.randint(4, 12), rng.choice(range(16, TMAX + 1, 8))
+        elif case == "varying-big":
+            B, T = rng.randint(4, 16), rng.choice(range(32, TMAX + 1, 16))
         else:
             B, T = 8, TMAX
         data = torch.randint(0, V, (B, T + 1))
