@@ -22,12 +22,6 @@
 #include "internal.h"
 #include "util/checked.h"
 
-/* Work one search for donor granules may do, beyond two units per granule it
- * needs (a move replaces a creation, which costs far more on a GPU): a unit
- * is a free block looked at or 64 granules scanned. BENCHMARKS.md (issue 11)
- * has what it costs and gains. */
-#define CA_REMAP_BUDGET 64
-
 static ca_segment *segment_new(ca_allocator *a, ca_heap *h) {
     size_t reserve = a->reserve; /* see set_limits */
     uintptr_t base;

@@ -198,6 +198,11 @@ static inline int64_t ca_pool_active_bytes(const ca_pool *p) {
 static inline uint64_t ca_pool_clock(const ca_pool *p) { return (uint64_t)p->st.allocation[CA_POOL_ALL].allocated; }
 
 /* expandable.c */
+/* Work one search for donor granules may do, beyond two units per granule it
+ * needs (a move replaces a creation, which costs far more on a GPU): a unit
+ * is a free block looked at or 64 granules scanned. BENCHMARKS.md (issue 11)
+ * has what it costs and gains. */
+#define CA_REMAP_BUDGET 64
 int ca_exp_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out);
 void ca_exp_release(ca_allocator *a, ca_segment *seg);
 void ca_exp_destroy(ca_allocator *a, ca_segment *seg);

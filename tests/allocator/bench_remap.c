@@ -21,20 +21,10 @@
 #include <time.h>
 
 #include "allocator/internal.h"
+#include "tests/bench.h"
 
 #define MIB ((size_t)1 << 20)
 #define G (2 * MIB)
-
-static double now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static ca_allocator *fresh(int host) {
     ca_backend *be = host ? ca_backend_host_new(1024 * MIB, G) : ca_backend_count_new(0, G);
@@ -74,9 +64,9 @@ static double one(int host, int kind, size_t k) {
     ca_get_stats(a, &before);
     void *p;
     size_t size = k * G + 512;
-    double t0 = now_ns();
+    double t0 = bench_now_ns();
     int rc = ca_malloc(a, size, 0, &p, NULL);
-    double t = now_ns() - t0;
+    double t = bench_now_ns() - t0;
     ca_stats after;
     ca_get_stats(a, &after);
     if (rc != CA_OK || (kind == MOVE && after.num_granules_moved - before.num_granules_moved != (int64_t)k)) {
@@ -91,8 +81,7 @@ static double one(int host, int kind, size_t k) {
 static double median(int host, int kind, size_t k, int rounds) {
     double *v = malloc((size_t)rounds * sizeof *v);
     for (int r = 0; r < rounds; r++) v[r] = one(host, kind, k);
-    qsort(v, (size_t)rounds, sizeof *v, cmp);
-    double m = v[rounds / 2];
+    double m = bench_median(v, (size_t)rounds);
     free(v);
     return m;
 }
@@ -129,18 +118,18 @@ int main(int argc, char **argv) {
     size_t visited = 0, holding = 0;
     for (int r = 0; r < rounds; r++) {
         visited = holding = 0;
-        double t0 = now_ns();
+        double t0 = bench_now_ns();
         for (ca_block *b = ca_free_index_largest(fi); b && b->size >= G; b = ca_free_index_smaller(fi, b)) {
             size_t first = (b->addr - b->seg->base + G - 1) / G, end = (b->addr + b->size - b->seg->base) / G;
             visited++;
             holding += end > first && end - first > b->unmapped; /* as the search decides */
         }
-        v[r] = (now_ns() - t0) / (double)visited;
+        v[r] = (bench_now_ns() - t0) / (double)visited;
     }
-    qsort(v, (size_t)rounds, sizeof *v, cmp);
+    double per_block = bench_median(v, (size_t)rounds);
     printf("search: %.1f ns per free block looked at (%zu blocks, %zu holding granules); the budget of a "
            "1-granule request (%d + 2 blocks) then costs at most %.0f ns\n",
-           v[rounds / 2], visited, holding, 64, v[rounds / 2] * 66);
+           per_block, visited, holding, CA_REMAP_BUDGET, per_block * (CA_REMAP_BUDGET + 2));
     free(v);
     ca_allocator_destroy(a);
     return 0;

@@ -5,32 +5,22 @@
 #include <stdlib.h>
 #include <time.h>
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "tests/bench.h"
 
 /* Median over 5 rounds of n pairs, in ns per pair; <0 on an error. */
 static double pairs(int async, cudaStream_t s, size_t size, int n) {
     double t[5];
     for (int r = 0; r < 5; r++) {
-        double t0 = now();
+        double t0 = bench_now_ns();
         for (int i = 0; i < n; i++) {
             void *p;
             if ((async ? cudaMallocAsync(&p, size, s) : cudaMalloc(&p, size)) != cudaSuccess) return -1;
             if ((async ? cudaFreeAsync(p, s) : cudaFree(p)) != cudaSuccess) return -1;
         }
         cudaDeviceSynchronize();
-        t[r] = (now() - t0) / n;
+        t[r] = (bench_now_ns() - t0) / n;
     }
-    qsort(t, 5, sizeof t[0], cmp);
-    return t[2];
+    return bench_median(t, 5);
 }
 
 int main(int argc, char **argv) {

@@ -14,60 +14,49 @@
 #include <time.h>
 
 #include "allocator/allocator.h"
+#include "tests/bench.h"
 
 enum { ROUNDS = 7 };
 static int PAIRS = 2000000;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 typedef double (*bench_fn)(void *ctx);
 
 static double median(bench_fn fn, void *ctx) {
     double t[ROUNDS];
     for (int r = 0; r < ROUNDS; r++) t[r] = fn(ctx);
-    qsort(t, ROUNDS, sizeof t[0], cmp);
-    return t[ROUNDS / 2];
+    return bench_median(t, ROUNDS);
 }
 
 static double core(void *ctx) {
     ca_allocator *a = ctx;
     void *p;
-    double t0 = now();
+    double t0 = bench_now_ns();
     for (int i = 0; i < PAIRS; i++) {
         ca_malloc(a, 4096, 0, &p, NULL);
         ca_free(a, p, 0);
     }
-    return (now() - t0) / PAIRS;
+    return (bench_now_ns() - t0) / PAIRS;
 }
 
 static double runtime_plain(void *ctx) {
     void *p;
-    double t0 = now();
+    double t0 = bench_now_ns();
     for (int i = 0; i < PAIRS; i++) {
         cudaMalloc(&p, 4096);
         cudaFree(p);
     }
-    return (now() - t0) / PAIRS;
+    return (bench_now_ns() - t0) / PAIRS;
 }
 
 static double runtime_async(void *ctx) {
     cudaStream_t s = ctx;
     void *p;
-    double t0 = now();
+    double t0 = bench_now_ns();
     for (int i = 0; i < PAIRS; i++) {
         cudaMallocAsync(&p, 4096, s);
         cudaFreeAsync(p, s);
     }
-    return (now() - t0) / PAIRS;
+    return (bench_now_ns() - t0) / PAIRS;
 }
 
 int main(int argc, char **argv) {
