@@ -1,62 +1,19 @@
 /* Unit tests of plain frees (ca_free_device): blocks wait for a fence before
- * they are handed out again. The device is a fake: the count backend with
- * fence operations whose progress the test sets (fences up to `passed` are
- * done), counting what the allocator asked. */
+ * they are handed out again. The device is a fake (fake_device.h): the count
+ * backend with fence operations whose progress the test sets, counting what
+ * the allocator asked. */
 #include <check.h>
 #include <string.h>
 
 #include "allocator/allocator.h"
+#include "tests/allocator/fake_device.h"
 #include "tests/check_run.h"
 
 #define MIB ((size_t)1 << 20)
 #define G (2 * MIB)
-#define UNNAMEABLE ((ca_stream)0xbad1) /* a stream another thread owns */
-
-static struct fake {
-    uint64_t recorded, passed; /* fences 1..recorded exist; 1..passed are done */
-    int records, queries, waits, destroys, stream_waits;
-    int fail_record; /* fence_record fails */
-    int ordered;     /* fence_record answers 0: later work is ordered after it */
-} fk;
-
-static int f_record(void *self, ca_fence *f) {
-    fk.records++;
-    if (fk.fail_record) return CA_ERR_BACKEND;
-    *f = fk.ordered ? 0 : ++fk.recorded;
-    return CA_OK;
-}
-static int f_query(void *self, ca_fence f) {
-    fk.queries++;
-    return f <= fk.passed;
-}
-static void f_wait(void *self, ca_fence f) {
-    fk.waits++;
-    if (fk.passed < f) fk.passed = f;
-}
-static void f_destroy(void *self, ca_fence f) { fk.destroys++; }
-static int e_record(void *self, ca_stream s, ca_event *ev) {
-    *ev = 1;
-    return CA_OK;
-}
-static int s_wait(void *self, ca_stream s, ca_event ev) {
-    fk.stream_waits++;
-    return s == UNNAMEABLE ? CA_ERR_INVALID : CA_OK;
-}
-static void e_destroy(void *self, ca_event ev) {}
 
 static ca_allocator *make(int fences, size_t capacity, int expandable) {
-    memset(&fk, 0, sizeof fk);
-    ca_backend *be = ca_backend_count_new(capacity, G);
-    ck_assert_ptr_nonnull(be);
-    if (fences) {
-        be->fence_record = f_record;
-        be->fence_query = f_query;
-        be->fence_wait = f_wait;
-        be->fence_destroy = f_destroy;
-        be->event_record = e_record;
-        be->stream_wait = s_wait;
-        be->event_destroy = e_destroy;
-    }
+    ca_backend *be = fake_device(ca_backend_count_new(capacity, G), fences, 0);
     ca_options opt;
     ca_options_default(&opt);
     opt.expandable = expandable;

@@ -2,75 +2,25 @@
  * granules moved where a request needs them instead of new ones created,
  * granules the pool did not need given back, and neither done to memory the
  * device may still touch. Count and host backends, and a fake device with
- * events and fences (as tests/allocator/test_fences.c) whose progress the
- * test sets and whose unmaps it watches. */
+ * events and fences (fake_device.h) whose progress the test sets and whose
+ * unmaps it watches. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "allocator/internal.h"
+#include "tests/allocator/fake_device.h"
 #include "tests/check_run.h"
 
 #define MIB ((size_t)1 << 20)
 #define G (2 * MIB)
 
-/* ---- the fake device: the count backend, plus events, fences and a spy ---- */
-
-static struct fake {
-    uint64_t recorded, passed; /* fences 1..recorded exist; 1..passed are done */
-    int ordered;               /* fence_record answers 0 (passed at record) */
-    int done_records;          /* fence_record_done calls */
-    uintptr_t unmapped[4096];  /* addresses unmapped, in order */
-    int n_unmapped;
-    int (*unmap)(void *self, uintptr_t addr, size_t size);
-} fk;
-
-static int f_record(void *self, ca_fence *f) {
-    *f = fk.ordered ? 0 : ++fk.recorded;
-    return CA_OK;
-}
-static int f_record_done(void *self, ca_fence *f) {
-    fk.done_records++;
-    *f = ++fk.recorded;
-    return CA_OK;
-}
-static int f_query(void *self, ca_fence f) { return f <= fk.passed; }
-static void f_wait(void *self, ca_fence f) {
-    if (fk.passed < f) fk.passed = f;
-}
-static void f_destroy(void *self, ca_fence f) {}
-static int e_record(void *self, ca_stream s, ca_event *ev) {
-    *ev = 1;
-    return CA_OK;
-}
-static int s_wait(void *self, ca_stream s, ca_event ev) { return CA_OK; }
-static void e_destroy(void *self, ca_event ev) {}
-static int s_sync(void *self, ca_stream s) { return CA_OK; }
-static int spy_unmap(void *self, uintptr_t addr, size_t size) {
-    for (size_t off = 0; off < size && fk.n_unmapped < 4096; off += G) fk.unmapped[fk.n_unmapped++] = addr + off;
-    return fk.unmap(self, addr, size);
-}
-
 enum { COUNT, HOST, DEVICE };
 
 static ca_allocator *make(int kind, size_t capacity, uint64_t release_after) {
-    memset(&fk, 0, sizeof fk);
     ca_backend *be = kind == HOST ? ca_backend_host_new(capacity ? capacity : 256 * MIB, G)
                                   : ca_backend_count_new(capacity, G);
-    ck_assert_ptr_nonnull(be);
-    fk.unmap = be->unmap;
-    be->unmap = spy_unmap;
-    if (kind == DEVICE) {
-        be->event_record = e_record;
-        be->stream_wait = s_wait;
-        be->event_destroy = e_destroy;
-        be->stream_sync = s_sync;
-        be->fence_record = f_record;
-        be->fence_record_done = f_record_done;
-        be->fence_query = f_query;
-        be->fence_wait = f_wait;
-        be->fence_destroy = f_destroy;
-    }
+    fake_device(be, kind == DEVICE, kind == DEVICE);
     ca_options opt;
     ca_options_default(&opt);
     opt.release_after = release_after;
