@@ -70,20 +70,11 @@ static int set_option(ca_config *c, const char *key, const char *value, char *er
             snprintf(err, errlen, "CUDALLOC_CONF: bad value '%s' for %s: accepted: a size such as 512MiB, 20GiB",
                      QUOTED(value), key);
             return -1;
-        case COUNT: {
-            /* decimal digits only, at most 10^15: no sign, suffix or blank */
-            size_t n = 0, len = strlen(value);
-            bool good = len > 0 && len <= 16;
-            for (size_t k = 0; good && k < len; k++) good = value[k] >= '0' && value[k] <= '9';
-            for (size_t k = 0; good && k < len; k++) n = n * 10 + (size_t)(value[k] - '0');
-            if (good && n <= 1000000000000000u) {
-                *(size_t *)field = n;
-                return 0;
-            }
+        case COUNT:
+            if (ca_parse_count(value, field) == 0) return 0;
             snprintf(err, errlen, "CUDALLOC_CONF: bad value '%s' for %s: accepted: a count such as 10000, 0 for never",
                      QUOTED(value), key);
             return -1;
-        }
         case PATH:
         case NAME: {
             size_t cap = o->kind == PATH ? sizeof c->report : sizeof c->nvtx_range;

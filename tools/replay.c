@@ -31,8 +31,8 @@ static void usage(FILE *f) {
             "  --timeline    also print reserved and allocated memory (now and peak) per\n"
             "                iteration of the trace (its iteration rows), or every N calls\n"
             "                with =N or without iteration rows (N 1000), over 2 passes\n"
-            "  --release-after N  give back granules free for N allocations (0: never;\n"
-            "                default %d)\n", CA_RELEASE_AFTER);
+            "  --release-after N  every N allocations, give back the granules not needed\n"
+            "                over the last N to 2N (0: never; default %d)\n", CA_RELEASE_AFTER);
 }
 
 /* Twice the trace's peak plus 64 MiB, the host backend's default and where
@@ -44,18 +44,6 @@ static size_t roomy_capacity(uint64_t peak_live_bytes) {
         !ca_size_add(twice, (size_t)64 << 20, &cap) || cap > CA_MAX_BYTES)
         return CA_MAX_BYTES;
     return cap;
-}
-
-/* A count: decimal digits only, at most 10^15 (no sign, blank or suffix). */
-static bool parse_count(const char *s, size_t *out) {
-    size_t n = 0;
-    if (!*s) return false;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9' || n > 100000000000000u) return false;
-        n = n * 10 + (size_t)(*s - '0');
-    }
-    *out = n;
-    return true;
 }
 
 static int bad(const char *what, const char *value, const char *accepted) {
@@ -104,12 +92,12 @@ int main(int argc, char **argv) {
             break;
         case 'T':
             timeline = 1;
-            if (optarg && (!parse_count(optarg, &timeline_every) || !timeline_every))
+            if (optarg && (ca_parse_count(optarg, &timeline_every) || !timeline_every))
                 return bad("--timeline", optarg, "--timeline or --timeline=N, N calls per row (1 or more)");
             break;
         case 'R': {
             size_t n;
-            if (!parse_count(optarg, &n)) return bad("--release-after", optarg, "a count of allocations, 0 for never");
+            if (ca_parse_count(optarg, &n)) return bad("--release-after", optarg, "a count of allocations, 0 for never");
             cfg.release_after = n;
             break;
         }

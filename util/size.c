@@ -91,3 +91,15 @@ char *ca_format_size(size_t bytes, char *buf, size_t n)
              (unsigned long long)(h % 100), names[k]);
     return buf;
 }
+
+int ca_parse_count(const char *s, size_t *out) {
+    unsigned long long n = 0;
+    if (!s || !*s) return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9') return -1;
+        n = n * 10 + (unsigned long long)(*s - '0');
+        if (n > CA_COUNT_MAX) return -1; /* checked each digit: never wraps */
+    }
+    *out = (size_t)n;
+    return 0;
+}

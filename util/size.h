@@ -17,6 +17,12 @@
  * Returns 0 and sets *out, or -1 and leaves *out alone. */
 int ca_parse_size(const char *s, size_t *out);
 
+/* A count ("10000", "0"): decimal digits only, nothing else (no sign, blank,
+ * unit or fraction), at most CA_COUNT_MAX. Returns 0 and sets *out, or -1 and
+ * leaves *out alone. */
+#define CA_COUNT_MAX 1000000000000000ull /* 10^15 */
+int ca_parse_count(const char *s, size_t *out);
+
 /* "512 B", "1.50 KiB", "16.00 GiB": bytes below 1 KiB, else two decimals in the
  * largest unit that keeps the number at or above 1 (rounded to nearest; a value
  * that rounds to 1024.00 moves to the next unit). Writes at most n bytes,

@@ -109,6 +109,24 @@ static const char *fmt(size_t v)
     return ca_format_size(v, buf, sizeof buf);
 }
 
+/* Counts (release_after, --timeline=N): digits only, up to 10^15. */
+START_TEST(counts) {
+    size_t v = 7;
+    ck_assert_int_eq(ca_parse_count("0", &v), 0);
+    ck_assert_uint_eq(v, 0);
+    ck_assert_int_eq(ca_parse_count("10000", &v), 0);
+    ck_assert_uint_eq(v, 10000);
+    ck_assert_int_eq(ca_parse_count("1000000000000000", &v), 0);
+    ck_assert_uint_eq(v, 1000000000000000u);
+    static const char *bad[] = {"", " 1", "1 ", "+1", "-1", "1k", "1.0", "0x10", "1000000000000001",
+                                "99999999999999999999999999"};
+    v = 7;
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        ck_assert_msg(ca_parse_count(bad[i], &v) == -1 && v == 7, "'%s' should be rejected", bad[i]);
+    ck_assert_int_eq(ca_parse_count(NULL, &v), -1);
+}
+END_TEST
+
 START_TEST(format)
 {
     ck_assert_str_eq(fmt(0), "0 B");
@@ -168,6 +186,7 @@ int main(void)
     tcase_add_test(tc, overflow_is_rejected);
     tcase_add_test(tc, format);
     tcase_add_test(tc, round_trip);
+    tcase_add_test(tc, counts);
     suite_add_tcase(s, tc);
     return ca_check_run(s);
 }
