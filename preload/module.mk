@@ -65,6 +65,11 @@ $(PRELOAD_TEST_BIN)/bench_preload: tests/preload/bench_preload.c $(LIBCA) $(SIM)
 $(PRELOAD_TEST_BIN)/bench_latency: tests/preload/bench_latency.c $(SIM)/libcudart.so
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart
+$(PRELOAD_TEST_BIN)/bench_vmm: tests/preload/bench_vmm.c $(SIM)/libcuda.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcuda
+ALL_TARGETS += $(PRELOAD_TEST_BIN)/bench_vmm
+test-preload: $(PRELOAD_TEST_BIN)/bench_vmm
 ALL_TARGETS += $(PRELOAD_TEST_BIN)/bench_latency $(PRELOAD_TEST_BIN)/prog_runtime $(PRELOAD_TEST_BIN)/prog_driver \
                $(PRELOAD_TEST_BIN)/prog_nvtx $(PRELOAD_TEST_BIN)/prog_loop
 .PHONY: bench-preload

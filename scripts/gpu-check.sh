@@ -61,6 +61,11 @@ while read -r line; do row "${line%%:*}" "${line#*: }"; done < <(
          END {for (s in c) printf "cached cudaMalloc+cudaFree %s B vs native async: %.1f vs %.1f ns\n", s, c[s], a[s]}' \
         "$out/latency.txt")
 
+# What the driver charges per 2 MiB granule: created, moved (issue 11), given back.
+build/tests/preload/bench_vmm 64 > "$out/vmm.txt" 2>&1
+row "VMM per granule: create / move / give back (ns)" \
+    "$(awk '$1=="vmm" && $2=="create" {c=$3} $2=="move" {m=$3} $2=="give-back" {g=$3} END {print c " / " m " / " g}' "$out/vmm.txt")"
+
 # 4. PyTorch: a small training loop under the preload, then as pluggable allocator.
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 LD_PRELOAD=build/lib/libcudalloc.so \

@@ -80,6 +80,8 @@ run remap-moves 0 -- "$bin/prog_remap" moves
 run remap-busy 0 -- "$bin/prog_remap" busy
 run remap-give-back 0 CUDALLOC_CONF=release_after:100 -- "$bin/prog_remap" give-back
 run remap-keep 0 CUDALLOC_CONF=release_after:0 -- "$bin/prog_remap" keep
+run vmm-bench 0 -- "$bin/bench_vmm" 4 # what gpu-check.sh's VMM row runs: it runs
+expect vmm-bench-move "vmm move [0-9]"
 if command -v python3 >/dev/null; then # a PyTorch run's allocations, from Python (on a GPU too)
     run remap-torch 0 -- python3 tests/preload/replay_torch.py tests/data/torch/gpt_varying_big.csv
     expect remap-torch-figures "replay_torch: peak requested 126278964, peak reserved"
