@@ -6,32 +6,14 @@
 #include <string.h>
 
 #include "allocator/allocator.h"
+#include "tests/allocator/helpers.h"
 
-#define MIB ((size_t)1 << 20)
-#define G (2 * MIB)
 
 static ca_allocator *make(int expandable, size_t capacity, int host) {
-    ca_backend *be = host ? ca_backend_host_new(capacity, G) : ca_backend_count_new(capacity, G);
-    ck_assert_ptr_nonnull(be);
     ca_options opt;
     ca_options_default(&opt);
     opt.expandable = expandable;
-    ca_allocator *a;
-    ck_assert_int_eq(ca_allocator_new(be, &opt, &a), CA_OK);
-    return a;
-}
-
-static void *must_alloc(ca_allocator *a, size_t size, ca_stream s) {
-    void *p = NULL;
-    ck_assert_int_eq(ca_malloc(a, size, s, &p, NULL), CA_OK);
-    ck_assert_ptr_nonnull(p);
-    return p;
-}
-
-static ca_stats stats(ca_allocator *a) {
-    ca_stats s;
-    ca_get_stats(a, &s);
-    return s;
+    return new_allocator(host ? ca_backend_host_new(capacity, G) : ca_backend_count_new(capacity, G), &opt);
 }
 
 START_TEST(rounds_and_counts) {

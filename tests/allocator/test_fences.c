@@ -7,31 +7,14 @@
 
 #include "allocator/allocator.h"
 #include "tests/allocator/fake_device.h"
+#include "tests/allocator/helpers.h"
 #include "tests/check_run.h"
 
-#define MIB ((size_t)1 << 20)
-#define G (2 * MIB)
-
 static ca_allocator *make(int fences, size_t capacity, int expandable) {
-    ca_backend *be = fake_device(ca_backend_count_new(capacity, G), fences, 0);
     ca_options opt;
     ca_options_default(&opt);
     opt.expandable = expandable;
-    ca_allocator *a;
-    ck_assert_int_eq(ca_allocator_new(be, &opt, &a), CA_OK);
-    return a;
-}
-
-static void *must_alloc(ca_allocator *a, size_t size, ca_stream s) {
-    void *p = NULL;
-    ck_assert_int_eq(ca_malloc(a, size, s, &p, NULL), CA_OK);
-    return p;
-}
-
-static ca_stats stats(ca_allocator *a) {
-    ca_stats s;
-    ca_get_stats(a, &s);
-    return s;
+    return new_allocator(fake_device(ca_backend_count_new(capacity, G), fences, 0), &opt);
 }
 
 /* Bytes of blocks in each state. */

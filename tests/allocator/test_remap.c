@@ -10,10 +10,8 @@
 
 #include "allocator/internal.h"
 #include "tests/allocator/fake_device.h"
+#include "tests/allocator/helpers.h"
 #include "tests/check_run.h"
-
-#define MIB ((size_t)1 << 20)
-#define G (2 * MIB)
 
 enum { COUNT, HOST, DEVICE };
 
@@ -24,21 +22,7 @@ static ca_allocator *make(int kind, size_t capacity, uint64_t release_after) {
     ca_options opt;
     ca_options_default(&opt);
     opt.release_after = release_after;
-    ca_allocator *a;
-    ck_assert_int_eq(ca_allocator_new(be, &opt, &a), CA_OK);
-    return a;
-}
-
-static void *must_alloc(ca_allocator *a, size_t size) {
-    void *p = NULL;
-    ck_assert_int_eq(ca_malloc(a, size, 0, &p, NULL), CA_OK);
-    return p;
-}
-
-static ca_stats stats(ca_allocator *a) {
-    ca_stats s;
-    ca_get_stats(a, &s);
-    return s;
+    return new_allocator(be, &opt);
 }
 
 static int64_t reserved(ca_allocator *a) { return stats(a).reserved_bytes[CA_POOL_ALL].current; }
@@ -95,9 +79,9 @@ static void check_consistent(ca_allocator *a) {
  * seven were created and the hole kept its five (34 MiB reserved). */
 START_TEST(a_hole_s_granules_are_moved_not_created) {
     ca_allocator *a = make(COUNT, 0, 0);
-    void *x = must_alloc(a, 10 * MIB), *y = must_alloc(a, 10 * MIB);
+    void *x = must_alloc(a, 10 * MIB, 0), *y = must_alloc(a, 10 * MIB, 0);
     ca_free(a, x, 0);
-    void *z = must_alloc(a, 14 * MIB);
+    void *z = must_alloc(a, 14 * MIB, 0);
     ca_stats s = stats(a);
     ck_assert_int_eq(s.reserved_bytes[CA_POOL_ALL].current, (int64_t)(24 * MIB));
     ck_assert_int_eq(s.reserved_bytes[CA_POOL_ALL].peak, (int64_t)(24 * MIB));
@@ -128,10 +112,10 @@ START_TEST(moves_are_reported_unmap_first) {
     ca_allocator *a = make(COUNT, 0, 0);
     struct seen seen = {0};
     ca_set_observer(a, watch, &seen);
-    void *x = must_alloc(a, 10 * MIB);
-    must_alloc(a, 10 * MIB);
+    void *x = must_alloc(a, 10 * MIB, 0);
+    must_alloc(a, 10 * MIB, 0);
     ca_free(a, x, 0);
-    must_alloc(a, 14 * MIB);
+    must_alloc(a, 14 * MIB, 0);
     ck_assert_int_eq(seen.reserved, reserved(a));
     ck_assert_int_eq(seen.peak, (int64_t)(24 * MIB));
     ck_assert_int_eq(seen.unmaps, 1); /* the hole's five granules: one run */
@@ -150,13 +134,13 @@ START_TEST(varying_shapes_keep_reserved_near_the_peak) {
     for (int it = 0; it < 400; it++) {
         rng = rng * 1103515245u + 12345u;
         size_t batch = 1 + (rng >> 16) % 8;
-        void *w = must_alloc(a, batch * 3 * MIB + 4096);
-        void *x = must_alloc(a, batch * 5 * MIB + 512);
+        void *w = must_alloc(a, batch * 3 * MIB + 4096, 0);
+        void *x = must_alloc(a, batch * 5 * MIB + 512, 0);
         ca_free(a, w, 0);
-        void *y = must_alloc(a, batch * 4 * MIB + 77777);
-        void *z = must_alloc(a, (9 - batch) * MIB + 1000);
+        void *y = must_alloc(a, batch * 4 * MIB + 77777, 0);
+        void *z = must_alloc(a, (9 - batch) * MIB + 1000, 0);
         ca_free(a, x, 0);
-        void *v = must_alloc(a, batch * 6 * MIB);
+        void *v = must_alloc(a, batch * 6 * MIB, 0);
         ca_free(a, y, 0);
         ca_free(a, z, 0);
         ca_free(a, v, 0);
@@ -189,14 +173,14 @@ START_TEST(live_data_survives_moves) {
     for (int i = 0; i < N; i++) {
         size[i] = (size_t)(1 + i % 7) * MIB + (size_t)i * 4096 + 100;
         seed[i] = (unsigned)i + 1;
-        fill(p[i] = must_alloc(a, size[i]), size[i], seed[i]);
+        fill(p[i] = must_alloc(a, size[i], 0), size[i], seed[i]);
     }
     for (int round = 0; round < 6; round++) {
         for (int i = round % 2; i < N; i += 2) { /* every other one goes, then comes back larger */
             ca_free(a, p[i], 0);
             size[i] = size[i] % (9 * MIB) + 3 * MIB + 8192;
             seed[i] += 1000;
-            fill(p[i] = must_alloc(a, size[i]), size[i], seed[i]);
+            fill(p[i] = must_alloc(a, size[i], 0), size[i], seed[i]);
         }
         for (int i = 0; i < N; i++) ck_assert_msg(intact(p[i], size[i], seed[i]), "block %d lost its data in round %d", i, round);
         check_consistent(a);
@@ -213,23 +197,23 @@ END_TEST
  * are (new ones are created) until a mark recorded after the free passes. */
 START_TEST(busy_blocks_wait_for_a_mark) {
     ca_allocator *a = make(DEVICE, 0, 0);
-    void *x = must_alloc(a, 10 * MIB);
-    must_alloc(a, 10 * MIB);
+    void *x = must_alloc(a, 10 * MIB, 0);
+    must_alloc(a, 10 * MIB, 0);
     ca_free(a, x, 0);
-    void *z = must_alloc(a, 14 * MIB);
+    void *z = must_alloc(a, 14 * MIB, 0);
     ck_assert_int_eq(stats(a).num_granules_moved, 0);
     ck_assert_int_eq(fk.n_unmapped, 0);
     ck_assert_int_eq(reserved(a), (int64_t)(34 * MIB));
     ck_assert_int_eq(fk.done_records, 1); /* a mark, to know when x is idle */
     ca_free(a, z, 0);                     /* after the mark: busy until another */
-    void *w = must_alloc(a, 20 * MIB);    /* not there yet: still nothing moves */
+    void *w = must_alloc(a, 20 * MIB, 0);    /* not there yet: still nothing moves */
     ck_assert_int_eq(fk.n_unmapped, 0);
     ca_free(a, w, 0);
     fk.passed = fk.recorded; /* the device caught up with the mark */
     /* z's and w's free region [20, 40) MiB grows to 36 MiB: eight granules
      * short. x's five, freed before the mark, move; the region's own, freed
      * after it, stay busy; three are created. */
-    must_alloc(a, 36 * MIB);
+    must_alloc(a, 36 * MIB, 0);
     ck_assert_int_eq(stats(a).num_granules_moved, 5);
     ck_assert_int_eq(stats(a).num_device_alloc, 10 + 7 + 3 + 3);
     for (int i = 0; i < fk.n_unmapped; i++) ck_assert(fk.unmapped[i] - (uintptr_t)x < 10 * MIB);
@@ -245,24 +229,24 @@ START_TEST(plain_frees_are_idle_only_when_the_device_is_done) {
     for (int ordered = 0; ordered <= 1; ordered++) {
         ca_allocator *a = make(DEVICE, 0, 0);
         fk.ordered = ordered;
-        void *x = must_alloc(a, 10 * MIB);
-        must_alloc(a, 10 * MIB);
+        void *x = must_alloc(a, 10 * MIB, 0);
+        must_alloc(a, 10 * MIB, 0);
         ca_free_device(a, x, 0);
         if (!ordered) {
-            must_alloc(a, 512); /* records the fence */
+            must_alloc(a, 512, 0); /* records the fence */
             fk.passed = fk.recorded;
         }
-        must_alloc(a, 14 * MIB);
+        must_alloc(a, 14 * MIB, 0);
         ck_assert_int_eq(stats(a).num_granules_moved, ordered ? 0 : 5);
         check_consistent(a);
         ca_allocator_destroy(a);
     }
     /* A synchronized device: idle at once. */
     ca_allocator *a = make(DEVICE, 0, 0);
-    void *x = must_alloc(a, 10 * MIB);
-    must_alloc(a, 10 * MIB);
+    void *x = must_alloc(a, 10 * MIB, 0);
+    must_alloc(a, 10 * MIB, 0);
     ca_free_device(a, x, 1);
-    must_alloc(a, 14 * MIB);
+    must_alloc(a, 14 * MIB, 0);
     ck_assert_int_eq(stats(a).num_granules_moved, 5);
     ca_allocator_destroy(a);
 }
@@ -274,13 +258,13 @@ END_TEST
  * above go back to the device (and the live block's stay, its data intact). */
 START_TEST(give_back_releases_what_was_not_needed) {
     ca_allocator *a = make(HOST, 256 * MIB, 100);
-    void *keep = must_alloc(a, 3 * MIB);
+    void *keep = must_alloc(a, 3 * MIB, 0);
     fill(keep, 3 * MIB, 7);
     void *p[10];
-    for (int i = 0; i < 10; i++) p[i] = must_alloc(a, 4 * MIB);
+    for (int i = 0; i < 10; i++) p[i] = must_alloc(a, 4 * MIB, 0);
     for (int i = 0; i < 10; i++) ca_free(a, p[i], 0);
     ck_assert_int_eq(reserved(a), (int64_t)(44 * MIB));
-    for (int i = 0; i < 300; i++) ca_free(a, must_alloc(a, 1 * MIB), 0);
+    for (int i = 0; i < 300; i++) ca_free(a, must_alloc(a, 1 * MIB, 0), 0);
     ca_stats s = stats(a);
     ck_assert_int_le(s.reserved_bytes[CA_POOL_ALL].current, (int64_t)(4 * MIB + 2 * G));
     ck_assert_int_ge(s.num_device_free, 18);
@@ -299,9 +283,9 @@ START_TEST(give_back_keeps_a_loop_s_peak) {
         ca_allocator *a = make(COUNT, 0, never ? 0 : 100);
         void *p[10];
         for (int it = 0; it < 200; it++) {
-            for (int i = 0; i < 10; i++) p[i] = must_alloc(a, (size_t)(i + 1) * MIB);
+            for (int i = 0; i < 10; i++) p[i] = must_alloc(a, (size_t)(i + 1) * MIB, 0);
             for (int i = 0; i < 10; i++) ca_free(a, p[i], 0);
-            for (int i = 0; i < 20; i++) ca_free(a, must_alloc(a, 4096), 0);
+            for (int i = 0; i < 20; i++) ca_free(a, must_alloc(a, 4096, 0), 0);
         }
         ca_stats s = stats(a);
         ck_assert_int_eq(s.num_device_free, 0);
@@ -314,13 +298,13 @@ END_TEST
 /* Busy free blocks are not given back until a mark says the device is done. */
 START_TEST(give_back_waits_for_busy_blocks) {
     ca_allocator *a = make(DEVICE, 0, 50);
-    void *x = must_alloc(a, 20 * MIB);
+    void *x = must_alloc(a, 20 * MIB, 0);
     ca_free(a, x, 0);
-    for (int i = 0; i < 200; i++) ca_free(a, must_alloc(a, 4096), 0);
+    for (int i = 0; i < 200; i++) ca_free(a, must_alloc(a, 4096, 0), 0);
     ck_assert(!unmapped_inside(x, 20 * MIB));
     ck_assert_int_ge(fk.done_records, 1);
     fk.passed = fk.recorded;
-    for (int i = 0; i < 200; i++) ca_free(a, must_alloc(a, 4096), 0);
+    for (int i = 0; i < 200; i++) ca_free(a, must_alloc(a, 4096, 0), 0);
     ck_assert(unmapped_inside(x, 20 * MIB));
     ck_assert_int_le(reserved(a), (int64_t)(2 * G));
     check_consistent(a);
@@ -342,7 +326,7 @@ START_TEST(books_stay_consistent_under_churn) {
             p[i] = NULL;
         } else {
             size_t size = (rng >> 20) % 4 == 0 ? ((rng >> 12) % 24 + 1) * MIB + (rng & 4095) : (rng >> 12) % 200000 + 1;
-            p[i] = must_alloc(a, size);
+            p[i] = must_alloc(a, size, 0);
         }
         if (step % 97 == 0) check_consistent(a);
         if (step % 5000 == 4999) ca_release(a);
@@ -358,10 +342,10 @@ END_TEST
  * out-of-memory retry (which would synchronize the stream). */
 START_TEST(donors_serve_a_full_device) {
     ca_allocator *a = make(COUNT, 24 * MIB, 0);
-    void *x = must_alloc(a, 10 * MIB);
-    must_alloc(a, 10 * MIB);
+    void *x = must_alloc(a, 10 * MIB, 0);
+    must_alloc(a, 10 * MIB, 0);
     ca_free(a, x, 0);
-    must_alloc(a, 14 * MIB);
+    must_alloc(a, 14 * MIB, 0);
     ca_stats s = stats(a);
     ck_assert_int_eq(s.num_alloc_retries, 0);
     ck_assert_int_eq(s.num_ooms, 0);

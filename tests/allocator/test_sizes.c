@@ -13,9 +13,8 @@
 #include <time.h>
 
 #include "allocator/allocator.h"
+#include "tests/allocator/helpers.h"
 
-#define MIB ((size_t)1 << 20)
-#define G (2 * MIB)
 #define CAP (64 * MIB)
 #define CEILING ((size_t)1 << 47) /* the most any allocator holds (CA_MAX_BYTES) */
 
@@ -77,16 +76,9 @@ static ca_allocator *make(int expandable, int host, size_t capacity, size_t cap,
     ca_options_default(&opt);
     opt.expandable = expandable;
     opt.max_reserved = cap;
-    ca_allocator *a;
-    ck_assert_int_eq(ca_allocator_new(be, &opt, &a), CA_OK);
+    ca_allocator *a = new_allocator(be, &opt);
     if (calls) *calls = c;
     return a;
-}
-
-static ca_stats stats(ca_allocator *a) {
-    ca_stats s;
-    ca_get_stats(a, &s);
-    return s;
 }
 
 /* ---- what a successful allocation must be ---- */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "allocator/allocator.h"
 #include "reports/leaks.h"
 #include "reports/tracker.h"
 
@@ -17,6 +18,13 @@ typedef struct sim {
     uintptr_t next;
     unsigned seed;
 } sim;
+
+/* A tracker attached to an allocator is done with: detached, both destroyed. */
+static inline void tracked_done(ca_allocator *a, ca_tracker *t) {
+    ca_tracker_detach(t, a);
+    ca_tracker_destroy(t);
+    ca_allocator_destroy(a);
+}
 
 static inline ca_tracker *sim_tracker(int detect) {
     ca_tracker_options o;

@@ -18,12 +18,6 @@ static ca_allocator *make(size_t capacity, int expandable, ca_tracker **t) {
     return a;
 }
 
-static void done(ca_allocator *a, ca_tracker *t) {
-    ca_tracker_detach(t, a);
-    ca_tracker_destroy(t);
-    ca_allocator_destroy(a);
-}
-
 START_TEST(expandable_by_hand) {
     ca_tracker *t;
     ca_allocator *a = make(64 * MIB, 1, &t);
@@ -80,7 +74,7 @@ START_TEST(expandable_by_hand) {
     ca_free(a, p[2], 0);
     ca_free(a, q[0], 0);
     ca_free(a, q[2], 0);
-    done(a, t);
+    tracked_done(a, t);
 }
 END_TEST
 
@@ -104,7 +98,7 @@ START_TEST(empty_and_unfragmented) {
     ca_frag_free(&f);
     ca_track_snap_free(&s);
     ca_free(a, p, 0);
-    done(a, t);
+    tracked_done(a, t);
 }
 END_TEST
 
@@ -131,7 +125,7 @@ START_TEST(classic_segments) {
     ca_frag_free(&f);
     ca_track_snap_free(&s);
     for (int i = 1; i < 10; i += 2) ca_free(a, p[i], 0);
-    done(a, t);
+    tracked_done(a, t);
 }
 END_TEST
 

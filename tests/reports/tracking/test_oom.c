@@ -21,12 +21,6 @@ static ca_allocator *make(size_t capacity, int expandable, ca_tracker **t) {
     return a;
 }
 
-static void done(ca_allocator *a, ca_tracker *t) {
-    ca_tracker_detach(t, a);
-    ca_tracker_destroy(t);
-    ca_allocator_destroy(a);
-}
-
 /* The last OOM record's verdict. */
 static ca_oom_verdict last_verdict(ca_tracker *t, ca_oom_record *out) {
     ca_track_snap s;
@@ -136,7 +130,7 @@ START_TEST(beyond_the_device) {
     free(prefix);
     scratch_cleanup();
     ca_free(a, p, 0);
-    done(a, t);
+    tracked_done(a, t);
 }
 END_TEST
 
@@ -155,7 +149,7 @@ START_TEST(not_there) {
     ck_assert_str_eq(ca_oom_advice(r.verdict)[0], ca_oom_advice(CA_OOM_NOT_THERE)[0]);
     ck_assert_ptr_nonnull(strstr(ca_oom_advice(r.verdict)[0], "accumulation"));
     ca_free(a, p, 0);
-    done(a, t);
+    tracked_done(a, t);
 }
 END_TEST
 
@@ -178,7 +172,7 @@ static int fragment_and_ask(int expandable, ca_oom_record *r) {
         ca_free(a, q, 0);
     }
     for (int i = 0; i < 25; i += 2) ca_free(a, p[i], 0);
-    done(a, t);
+    tracked_done(a, t);
     return rc;
 }
 
@@ -234,7 +228,7 @@ START_TEST(held_by_a_leak_and_projection) {
     ck_assert_uint_ge(r.leaked_bytes, 12 * 4 * MIB - 4 * MIB);
     ck_assert_uint_eq(r.iteration, 13);
     ck_assert_ptr_nonnull(strstr(ca_oom_advice(r.verdict)[0], ".item()"));
-    done(a, t);
+    tracked_done(a, t);
 }
 END_TEST
 

@@ -53,12 +53,6 @@ static void run(ca_allocator **pa, ca_tracker **pt, int marks) {
     *pt = t;
 }
 
-static void finish(ca_allocator *a, ca_tracker *t) {
-    ca_tracker_detach(t, a);
-    ca_tracker_destroy(t);
-    ca_allocator_destroy(a);
-}
-
 static const char *JSON_CHECK =
     "import json, sys\n"
     "r = json.load(open(sys.argv[1]))\n"
@@ -222,7 +216,7 @@ START_TEST(all_files) {
     free(pkl);
     free(html);
     free(prefix);
-    finish(a, t);
+    tracked_done(a, t);
     scratch_cleanup();
 }
 END_TEST
@@ -274,7 +268,7 @@ START_TEST(csv_parses_and_replays) {
     free(off);
     free(csv);
     free(prefix);
-    finish(a, t);
+    tracked_done(a, t);
     scratch_cleanup();
 }
 END_TEST
@@ -319,7 +313,7 @@ START_TEST(ring_window_still_replays) {
     free(csv);
     free(pkl);
     for (int i = 0; i < 20; i++) ca_free(a, p[i], 0);
-    finish(a, t);
+    tracked_done(a, t);
     scratch_cleanup();
 }
 END_TEST
@@ -346,7 +340,7 @@ START_TEST(detected_source_in_json) {
     ck_python_ok(dir, CHECK, json);
     free(json);
     free(prefix);
-    finish(a, t);
+    tracked_done(a, t);
     scratch_cleanup();
 }
 END_TEST
@@ -370,7 +364,7 @@ START_TEST(summary_is_short) {
     ck_assert_int_ge(lines, 3);
     ck_assert_ptr_nonnull(strstr(buf, "leaky_alloc"));
     free(buf);
-    finish(a, t);
+    tracked_done(a, t);
 }
 END_TEST
 
@@ -391,7 +385,7 @@ static char *summary_of(const int *mib, size_t n) {
     FILE *f = open_memstream(&buf, &len);
     ca_report_summary(t, a, f);
     fclose(f);
-    finish(a, t);
+    tracked_done(a, t);
     return buf;
 }
 
@@ -446,7 +440,7 @@ START_TEST(unwritable_warns_once) {
     free(text);
     free(bad);
     free(err);
-    finish(a, t);
+    tracked_done(a, t);
     scratch_cleanup();
 }
 END_TEST
@@ -467,7 +461,7 @@ START_TEST(prefix_template_expands) {
     ck_assert_int_eq(stat(want, &st), 0);
     free(tmpl);
     free(want);
-    finish(a, t);
+    tracked_done(a, t);
     scratch_cleanup();
 }
 END_TEST

@@ -62,12 +62,6 @@ static NOINLINE void run(ca_allocator **pa, ca_tracker **pt, int oom) {
     *pt = t;
 }
 
-static void finish(ca_allocator *a, ca_tracker *t) {
-    ca_tracker_detach(t, a);
-    ca_tracker_destroy(t);
-    ca_allocator_destroy(a);
-}
-
 /* Writes run.html and run.json into dir. */
 static void write_reports(const char *dir, ca_tracker *t, ca_allocator *a) {
     char *prefix = path_in(dir, "run");
@@ -148,19 +142,23 @@ static const char *const HOVER_CHECK =
     "assert not off, (len(off), off[:5])\n"
     "assert n <= sum(len(p.get('points').split()) for p in ev.iter('polyline'))\n";
 
-START_TEST(leak_findings_once_with_advice) {
+/* The run (ending in an OOM or not), its reports written, then Python's
+ * checks on them after PRELUDE. */
+static void check_reports(int oom, const char *checks, const char *more) {
     const char *dir = scratch();
     ca_allocator *a;
     ca_tracker *t;
-    run(&a, &t, 0);
+    run(&a, &t, oom);
     write_reports(dir, t, a);
     char *script;
-    ck_assert(asprintf(&script, "%s%s%sprint('OK')\n", PRELUDE, LEAK_CHECK, HOVER_CHECK) > 0);
+    ck_assert(asprintf(&script, "%s%s%sprint('OK')\n", PRELUDE, checks, more) > 0);
     ck_python_ok(dir, script, dir);
     free(script);
-    finish(a, t);
+    tracked_done(a, t);
     scratch_cleanup();
 }
+
+START_TEST(leak_findings_once_with_advice) { check_reports(0, LEAK_CHECK, HOVER_CHECK); }
 END_TEST
 
 static const char *const OOM_CHECK =
@@ -181,19 +179,7 @@ static const char *const OOM_CHECK =
     "assert len(oom) == 1 and D['s'][oom[0]] == 240 << 20, oom\n"
     "assert D['frames'][D['stacks'][D['st'][oom[0]]][0]].startswith('run at '), 'the failing call'\n";
 
-START_TEST(after_oom_no_projection_and_markers) {
-    const char *dir = scratch();
-    ca_allocator *a;
-    ca_tracker *t;
-    run(&a, &t, 1);
-    write_reports(dir, t, a);
-    char *script;
-    ck_assert(asprintf(&script, "%s%sprint('OK')\n", PRELUDE, OOM_CHECK) > 0);
-    ck_python_ok(dir, script, dir);
-    free(script);
-    finish(a, t);
-    scratch_cleanup();
-}
+START_TEST(after_oom_no_projection_and_markers) { check_reports(1, OOM_CHECK, ""); }
 END_TEST
 
 /* A long run: 400 000 events. The hover data holds the drawn points only
@@ -229,7 +215,7 @@ START_TEST(long_run_stays_small) {
     free(script);
     free(html);
     for (int i = 0; i < 16; i++) ca_free(a, p[i], 0);
-    finish(a, t);
+    tracked_done(a, t);
     scratch_cleanup();
 }
 END_TEST

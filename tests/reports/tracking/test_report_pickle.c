@@ -41,12 +41,6 @@ static void run(int expandable, ca_allocator **pa, ca_tracker **pt) {
     *pt = t;
 }
 
-static void finish(ca_allocator *a, ca_tracker *t) {
-    ca_tracker_detach(t, a);
-    ca_tracker_destroy(t);
-    ca_allocator_destroy(a);
-}
-
 /* argv[1]: the pickle; EXPECT_* set by each test before this. */
 static const char *const CHECK =
     "import pickle, sys\n"
@@ -100,7 +94,7 @@ static void check(int expandable, const char *alloc_conf, const char *user_conf,
     free(script);
     free(prefix);
     free(pkl);
-    finish(a, t);
+    tracked_done(a, t);
     scratch_cleanup();
 }
 

@@ -60,6 +60,16 @@ static ca_doc *diagnose(const char *dir, ca_torch_snapshot *s, int device, uint6
     return d;
 }
 
+/* A diagnosed snapshot's test is over: what it made is freed, the scratch
+ * directory removed. */
+static void done(ca_doc *d, ca_snap_run *run, ca_torch_snapshot *s, char *path) {
+    ca_doc_free(d);
+    ca_snap_run_free(run);
+    ca_torch_snapshot_free(s);
+    free(path);
+    scratch_cleanup();
+}
+
 static const char *str_at(const ca_val *v, const char *k1, const char *k2) {
     v = ca_val_get(v, k1);
     return ca_val_str(k2 ? ca_val_get(v, k2) : v);
@@ -113,11 +123,7 @@ START_TEST(leak_across_ring) {
     ck_assert(num_at(l, "bytes_per_iteration", NULL) == MIB);
     ck_assert(num_at(l, "live_count", NULL) == 40);
     ck_assert(num_at(r, "summary", "peak_reserved_bytes") == (double)s.segs[0].total_size);
-    ca_doc_free(d);
-    ca_snap_run_free(&run);
-    ca_torch_snapshot_free(&s);
-    free(p);
-    scratch_cleanup();
+    done(d, &run, &s, p);
 }
 END_TEST
 
@@ -173,11 +179,7 @@ START_TEST(annotations_and_requested_frees) {
     ck_assert_str_eq(str_at(r, "verdict", "code"), "leak");
     /* 256 MiB, 56 reserved: a projection exists and lies past the run */
     ck_assert(num_at(r, "leak_projected_oom_iteration", NULL) > 100);
-    ca_doc_free(d);
-    ca_snap_run_free(&run);
-    ca_torch_snapshot_free(&s);
-    free(p);
-    scratch_cleanup();
+    done(d, &run, &s, p);
 }
 END_TEST
 
@@ -191,11 +193,7 @@ START_TEST(no_frames) {
     ca_doc *d = diagnose(dir, &s, 0, 0, &run);
     const ca_val *l = ca_val_item(ca_val_get(ca_doc_root(d), "leaks"), 0);
     ck_assert_str_eq(str_at(l, "site", NULL), "allocations of 1.00 MiB (1048576 B) (snapshot: no frames recorded)");
-    ca_doc_free(d);
-    ca_snap_run_free(&run);
-    ca_torch_snapshot_free(&s);
-    free(p);
-    scratch_cleanup();
+    done(d, &run, &s, p);
 }
 END_TEST
 
@@ -216,11 +214,7 @@ START_TEST(oom_two_devices) {
     ck_assert(num_at(o, "device_free_bytes", NULL) == 1024.0 * MIB);
     ck_assert_str_eq(str_at(o, "verdict", NULL), "not_there");
     ck_assert_str_eq(str_at(o, "site", NULL), "evaluate (/work/train.py:70)");
-    ca_doc_free(d);
-    ca_snap_run_free(&run);
-    ca_torch_snapshot_free(&s);
-    free(p);
-    scratch_cleanup();
+    done(d, &run, &s, p);
 }
 END_TEST
 
