@@ -33,7 +33,11 @@ LIB := $(BUILD)/lib
 BIN := $(BUILD)/bin
 SIM := $(BUILD)/sim
 OBJ := $(BUILD)/obj
-TRACES ?= tests/data
+# The traces the tests replay: recorded for this project (tests/data/README.md).
+TRACES ?= tests/data/torch
+# The benchmarks measure those and, where the checkout has the shared folder of
+# real traces from other people's runs beside it, those too (never copied in).
+BENCH_TRACES ?= $(wildcard ../shared/traces/*.csv) $(wildcard $(TRACES)/*.csv)
 
 # Filled in by the module.mk files.
 ALL_TARGETS :=
