@@ -8,9 +8,9 @@
 
 #include "allocator/lock.h"
 #include "preload/preload.h"
-#include "reports/named_frames.h"
-#include "reports/stacks.h"
-#include "reports/pyframes.h"
+#include "reports/capture/named_frames.h"
+#include "reports/capture/stacks.h"
+#include "reports/capture/pyframes.h"
 
 #define MAX_DEVICES 64
 

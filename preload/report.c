@@ -10,8 +10,8 @@
 #define CUDALLOC_IMPLEMENTATION
 #include "include/cudalloc.h"
 #include "preload/preload.h"
-#include "reports/fileout.h"
-#include "reports/oom.h"
+#include "reports/write/fileout.h"
+#include "reports/diagnose/oom.h"
 #include "util/size.h"
 
 #define SZ(x) ca_format_size((x), (char[CA_SIZE_BUF]){0}, CA_SIZE_BUF)

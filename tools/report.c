@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reports/fileout.h"
+#include "reports/write/fileout.h"
 #include "tools/report_tool.h"
 #include "tools/trace.h"
 #include "util/size.h"

@@ -5,9 +5,9 @@
 #include <check.h>
 
 #include "allocator/allocator.h"
-#include "reports/oom.h"
-#include "reports/report.h"
-#include "reports/report_internal.h"
+#include "reports/diagnose/oom.h"
+#include "reports/write/report.h"
+#include "reports/write/report_internal.h"
 #include "tests/reports/tracking/sim.h"
 
 static ca_allocator *make(size_t capacity, int expandable, ca_tracker **t) {

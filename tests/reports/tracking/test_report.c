@@ -9,7 +9,7 @@
 #include <fcntl.h>
 
 #include "allocator/allocator.h"
-#include "reports/report.h"
+#include "reports/write/report.h"
 #include "tests/reports/tracking/sim.h"
 #include "tools/trace.h"
 
