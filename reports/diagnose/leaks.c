@@ -7,44 +7,6 @@
 
 #include "reports/capture/stacks.h"
 
-void ca_site_boundary(ca_site_stat *st, uint64_t c, uint64_t b, uint32_t iter, unsigned warmup) {
-    if (!st->seen_boundary) {
-        st->prev_count = st->prev_bytes = 0;
-        st->max_count = st->max_bytes = 0;
-    }
-    if (iter >= warmup) {
-        if (c < st->prev_count) {
-            st->growths = 0; /* something was freed: not a pile-up (so far) */
-        } else if (c > st->max_count) {
-            if (!st->growths) {
-                st->first_growth = iter;
-                st->base_count = st->prev_count;
-                st->base_bytes = st->prev_bytes;
-                st->max_gap = 1;
-            } else if (iter - st->last_growth > st->max_gap) {
-                st->max_gap = iter - st->last_growth;
-            }
-            st->growths++;
-            st->last_growth = iter;
-        }
-        if (c && c == st->prev_count && b > st->max_bytes) {
-            if (st->byte_streak && st->byte_last + 1 == iter) {
-                st->byte_streak++;
-            } else {
-                st->byte_streak = 1;
-                st->byte_first = iter;
-                st->byte_base = st->prev_bytes;
-            }
-            st->byte_last = iter;
-        }
-    }
-    st->prev_count = c;
-    st->prev_bytes = b;
-    if (c > st->max_count) st->max_count = c;
-    if (b > st->max_bytes) st->max_bytes = b;
-    st->seen_boundary = 1;
-}
-
 int ca_site_leak(const ca_site_stat *st, uint32_t last, ca_leak *out) {
     uint32_t recent = st->max_gap * 2 > 2 ? st->max_gap * 2 : 2;
     int by_count = st->growths >= CA_LEAK_MIN_GROWTHS && last >= st->last_growth &&

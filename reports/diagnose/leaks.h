@@ -15,6 +15,8 @@
  *     recent (no more than max(2, 2 x the largest gap between growths)
  *     iterations ago), so a steady leak is flagged at the third iteration
  *     after warm-up and a cache that stopped growing is let go.
+ * The tracker counts the growths at each boundary (ca_site_boundary,
+ * reports/track/iterations.c); ca_site_leak below judges them.
  * A buffer re-made larger every iteration (count constant, bytes growing)
  * counts when its bytes set a new high at CA_LEAK_MIN_BYTE_STREAK boundaries
  * in a row: a tensor whose size follows random batch shapes does that with
@@ -36,9 +38,18 @@
 #define CA_LEAK_MIN_GROWTHS 3
 #define CA_LEAK_MIN_BYTE_STREAK 8
 
-/* Updates a site's boundary history with its live figures at the boundary
- * that ends iteration `iter`. */
-void ca_site_boundary(ca_site_stat *st, uint64_t count, uint64_t bytes, uint32_t iter, unsigned warmup);
+/* Leak figures for one site (leaks.c fills them). */
+typedef struct ca_leak {
+    uint32_t site;
+    int growing_buffer;            /* constant count, growing bytes */
+    double bytes_per_iteration, count_per_iteration;
+    uint32_t first_iteration;      /* birth iteration of its oldest live allocation */
+    uint32_t growth_since;         /* first iteration of the growth */
+    uint64_t live_bytes, live_count;
+    uint64_t leaked_bytes;         /* live bytes above the level before the growth */
+    int64_t projected_oom_iteration; /* -1: unknown (no device figures) */
+    uint64_t typical_size;         /* mean bytes per leaked allocation */
+} ca_leak;
 
 /* Is the site leaking as of the boundary ending iteration `last`? 1 with the
  * rates, live figures and growth start in *out (first_iteration and the

@@ -1,5 +1,37 @@
-/* OOM verdicts and advice; see oom.h. */
+/* OOM verdicts and advice, and the judgement of each failure; see oom.h. */
 #include "reports/diagnose/oom.h"
+
+#include <string.h>
+
+#include "reports/diagnose/leaks.h"
+
+void ca_oom_diagnose(ca_tracker *t, const ca_oom_info *info) { ca_tracker_oom(t, info, ca_oom_assess); }
+
+void ca_oom_assess(ca_oom_record *r, const ca_site_stat *sites, size_t n_sites, uint32_t iteration) {
+    /* What leaks hold now, and the sites holding the most. */
+    uint32_t last = iteration ? iteration - 1 : 0;
+    for (uint32_t s = 0; s < n_sites; s++) {
+        const ca_site_stat *st = &sites[s];
+        if (!st->live_count) continue;
+        ca_leak l;
+        if (iteration && ca_site_leak(st, last, &l)) {
+            r->leaked_bytes += l.leaked_bytes;
+            r->n_leaks++;
+        }
+        size_t k = r->n_top;
+        while (k > 0 && r->top_bytes[k - 1] < st->live_bytes) k--;
+        if (k >= CA_OOM_TOP) continue;
+        size_t end = r->n_top < CA_OOM_TOP ? r->n_top : CA_OOM_TOP - 1;
+        memmove(&r->top_site[k + 1], &r->top_site[k], (end - k) * sizeof r->top_site[0]);
+        memmove(&r->top_bytes[k + 1], &r->top_bytes[k], (end - k) * sizeof r->top_bytes[0]);
+        memmove(&r->top_count[k + 1], &r->top_count[k], (end - k) * sizeof r->top_count[0]);
+        r->top_site[k] = s;
+        r->top_bytes[k] = st->live_bytes;
+        r->top_count[k] = st->live_count;
+        if (r->n_top < CA_OOM_TOP) r->n_top++;
+    }
+    r->verdict = ca_oom_judge(&r->info, r->leaked_bytes);
+}
 
 /* a + b, or UINT64_MAX when that does not fit: figures near 2^64 (an
  * unlimited device's free bytes) must not wrap into "too little". */

@@ -12,9 +12,21 @@
  *                      it could never fit, whatever is freed. */
 #ifndef CA_OOM_H
 #define CA_OOM_H
+#include <stddef.h>
 #include <stdint.h>
 
 #include "reports/track/tracker.h"
+
+/* The allocator's account of a failed allocation (ca_malloc's ca_oom_info),
+ * given after ca_malloc returned CA_ERR_OOM: the tracker completes its OOM
+ * record and ca_oom_assess judges it. */
+void ca_oom_diagnose(ca_tracker *t, const ca_oom_info *info);
+
+/* Judges an OOM record from the call sites as they stand at the failure
+ * (sites[i] is site i's; a ca_oom_judge_fn, track/tracker.h): the bytes the
+ * leaking sites hold (the leak rule, leaks.h), the CA_OOM_TOP sites holding
+ * the most, and the verdict. */
+void ca_oom_assess(ca_oom_record *r, const ca_site_stat *sites, size_t n_sites, uint32_t iteration);
 
 ca_oom_verdict ca_oom_judge(const ca_oom_info *info, uint64_t leaked_bytes);
 const char *ca_oom_verdict_name(ca_oom_verdict v); /* "not_there", "fragmented", "leak" (BEYOND: "not_there") */

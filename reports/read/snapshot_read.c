@@ -11,6 +11,7 @@
 
 #include "reports/write/fmt.h"
 #include "reports/diagnose/fragmentation.h"
+#include "reports/diagnose/oom.h"
 #include "reports/capture/named_frames.h"
 #include "reports/read/pickle_read.h"
 #include "util/quote.h"
@@ -867,7 +868,7 @@ void ca_snap_run_feed(const ca_snap_run *r, ca_tracker *t, uint64_t device_total
                                 .stream = (ca_stream)o->stream};
             info.device_total = (size_t)(device_total ? device_total : o->addr + reserved);
             info.largest_free = (size_t)largest_free(t);
-            ca_tracker_oom(t, &info);
+            ca_oom_diagnose(t, &info);
             break;
         }
         case CA_RUN_STEP: ca_tracker_step(t, CA_ITER_EXPLICIT); break;

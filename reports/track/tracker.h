@@ -22,7 +22,7 @@
  *   ca_tracker_attach(t, a);            before the first allocation
  *   ... ca_tracker_step(t, CA_ITER_EXPLICIT) from cudalloc_step(),
  *       ca_tracker_step(t, CA_ITER_NVTX) on the configured NVTX range push,
- *       ca_tracker_oom(t, &oom) after ca_malloc returned CA_ERR_OOM ...
+ *       ca_oom_diagnose(t, &oom) after ca_malloc returned CA_ERR_OOM ...
  *   ca_report_write(t, a, prefix, &ropts)   (reports/write/report.h)
  *   ca_tracker_detach(t, a); ca_tracker_destroy(t);
  */
@@ -89,11 +89,6 @@ void ca_tracker_step(ca_tracker *t, ca_iter_source src);
  * part of the loop: iteration detection looks only at later events. */
 void ca_tracker_set_baseline(ca_tracker *t);
 
-/* The allocator's account of a failed allocation (ca_malloc's ca_oom_info),
- * given after ca_malloc returned CA_ERR_OOM: completes the OOM record and
- * judges it (see oom.h). */
-void ca_tracker_oom(ca_tracker *t, const ca_oom_info *info);
-
 /* The site id of a synthetic stack (tests) or, in CA_SITES_SIZE mode, of a
  * requested size. */
 uint32_t ca_tracker_site(ca_tracker *t, const uintptr_t *ips, unsigned n);
@@ -132,6 +127,11 @@ typedef struct ca_site_stat {
     uint64_t byte_base;
     int seen_boundary;                /* prev_* hold a boundary's figures */
 } ca_site_stat;
+
+/* Updates a site's history with its live figures at the boundary that ends
+ * iteration `iter` (iterations.c): the growths above, which the leak rule
+ * (reports/diagnose/leaks.h) judges. */
+void ca_site_boundary(ca_site_stat *st, uint64_t count, uint64_t bytes, uint32_t iter, unsigned warmup);
 
 typedef enum {
     CA_EVK_ALLOC, CA_EVK_FREE, CA_EVK_MAP, CA_EVK_UNMAP, CA_EVK_OOM,
@@ -190,19 +190,6 @@ typedef struct ca_range {
     uint16_t stream;
 } ca_range;
 
-/* Leak figures for one site (leaks.c fills them). */
-typedef struct ca_leak {
-    uint32_t site;
-    int growing_buffer;            /* constant count, growing bytes */
-    double bytes_per_iteration, count_per_iteration;
-    uint32_t first_iteration;      /* birth iteration of its oldest live allocation */
-    uint32_t growth_since;         /* first iteration of the growth */
-    uint64_t live_bytes, live_count;
-    uint64_t leaked_bytes;         /* live bytes above the level before the growth */
-    int64_t projected_oom_iteration; /* -1: unknown (no device figures) */
-    uint64_t typical_size;         /* mean bytes per leaked allocation */
-} ca_leak;
-
 #define CA_OOM_TOP 5
 /* BEYOND is a kind of NOT_THERE (same name, "not_there"): the request is
  * larger than the whole device, or the cap, could ever hold. */
@@ -224,6 +211,16 @@ typedef struct ca_oom_record {
 } ca_oom_record;
 
 #define CA_MAX_OOM_RECORDS 64
+
+/* Judges an OOM record with the tracker's lock held, from the call sites as
+ * they stand (sites[i] is site i's): reports/diagnose/oom.h's ca_oom_assess. */
+typedef void ca_oom_judge_fn(ca_oom_record *r, const ca_site_stat *sites, size_t n_sites, uint32_t iteration);
+
+/* The allocator's account of a failed allocation (ca_malloc's ca_oom_info),
+ * given after ca_malloc returned CA_ERR_OOM: completes the OOM record (made
+ * by the observer, or here when it did not see the failure) and has `judge`
+ * (NULL: none) judge it. Callers use ca_oom_diagnose (diagnose/oom.h). */
+void ca_tracker_oom(ca_tracker *t, const ca_oom_info *info, ca_oom_judge_fn *judge);
 
 typedef struct ca_track_snap {
     ca_site_mode site_mode;
