@@ -88,6 +88,13 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f);
 int ca_report_json(const ca_report_ctx *c, FILE *f);
 int ca_report_pickle(const ca_report_ctx *c, FILE *f);
 int ca_report_html(const ca_report_ctx *c, FILE *f);
+/* PREFIX.html's drawings (report_html_plots.c): memory event by event, with
+ * hover; memory per iteration; the segment map. */
+void ca_report_html_time(const ca_report_ctx *c, FILE *f);
+void ca_report_html_iterations(const ca_report_ctx *c, FILE *f);
+void ca_report_html_segments(const ca_report_ctx *c, FILE *f);
+/* "op_matmul at ops.c:101" / "fn in module", as the text report prints it. */
+void ca_report_frame_text(const ca_frame *fr, char *buf, size_t n);
 int ca_report_csv(const ca_report_ctx *c, FILE *f);
 
 /* "1.50 GiB" */

@@ -1,3 +1,4 @@
+/* Line plots for the HTML report: scales, downsampling, the plot. See svg.h. */
 #include "reports/write/svg.h"
 
 #include <inttypes.h>
@@ -6,7 +7,6 @@
 #include <string.h>
 
 #include "reports/write/fmt.h"
-#include "reports/write/utf8.h"
 
 static const char *const palette[] = {
     "#4e79a7", "#f28e2c", "#e15759", "#76b7b2", "#59a14f",
@@ -14,99 +14,9 @@ static const char *const palette[] = {
 };
 #define PALETTE_N (sizeof palette / sizeof palette[0])
 
-static const struct {
-    const char *name, *fill;
-} state_style[] = {
-    [CA_SVG_ALLOCATED] = {"allocated", "#4e79a7"},
-    [CA_SVG_PENDING_FREE] = {"pending free", "#e15759"},
-    [CA_SVG_INACTIVE] = {"inactive (cached)", "#d9d9d9"},
-    [CA_SVG_UNMAPPED] = {"unmapped", "#ffffff"},
-};
-#define N_STATES 4
-
-/* ---- HTML ---- */
-
-int ca_html_escape_n(FILE *f, const char *str, size_t n)
-{
-    if (!f)
-        return -1;
-    if (!str)
-        return 0;
-    const unsigned char *s = (const unsigned char *)str;
-    size_t run = 0;
-    for (size_t i = 0; i < n;) {
-        uint32_t cp;
-        size_t k = ca_utf8_decode(s + i, n - i, &cp);
-        const char *rep = NULL;
-        switch (cp) {
-        case '&': rep = "&amp;"; break;
-        case '<': rep = "&lt;"; break;
-        case '>': rep = "&gt;"; break;
-        case '"': rep = "&quot;"; break;
-        case '\'': rep = "&#39;"; break;
-        default:
-            if ((k == 1 && s[i] >= 0x80) || (cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r') ||
-                cp == 0xFFFE || cp == 0xFFFF)
-                rep = "\xEF\xBF\xBD";   /* U+FFFD: XML allows no escape for these */
-        }
-        if (rep) {
-            if (run)
-                fwrite(s + i - run, 1, run, f);
-            run = 0;
-            fputs(rep, f);
-        } else {
-            run += k;
-        }
-        i += k;
-    }
-    if (run)
-        fwrite(s + n - run, 1, run, f);
-    return ferror(f) ? -1 : 0;
-}
-
-int ca_html_escape(FILE *f, const char *s)
-{
-    return ca_html_escape_n(f, s, s ? strlen(s) : 0);
-}
-
-int ca_html_begin(FILE *f, const char *title)
-{
-    if (!f)
-        return -1;
-    fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>", f);
-    ca_html_escape(f, title ? title : "cudalloc report");
-    fputs("</title>\n<style>\n"
-          "body{font-family:sans-serif;margin:1.5em;color:#222;max-width:1100px}\n"
-          "h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}\n"
-          "table{border-collapse:collapse;font-size:0.9em}\n"
-          "th,td{border:1px solid #ccc;padding:0.25em 0.5em;text-align:left;vertical-align:top}\n"
-          "td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\n"
-          "pre{font-size:0.85em;white-space:pre-wrap}\n"
-          "svg{display:block;margin:0.5em 0}\n"
-          ".verdict{padding:0.6em 0.9em;border-left:5px solid #888;background:#f4f4f4}\n"
-          ".verdict.bad{border-color:#d62728;background:#fcf0f0}.verdict.good{border-color:#2ca02c;background:#eff8ef}\n"
-          ".finding{border:1px solid #ccc;border-radius:4px;padding:0.1em 0.9em 0.6em;margin:0.8em 0}\n"
-          ".finding h3{font-size:1.05em}.advice{background:#fff8e0;padding:0.4em 0.6em}\n"
-          ".note{color:#555;font-size:0.85em;max-width:960px}.chart{position:relative}\n"
-          ".hover-tip{position:absolute;z-index:1;margin:0;padding:0.4em 0.6em;background:#fff;border:1px solid #888;"
-          "box-shadow:0 1px 4px rgba(0,0,0,0.25);pointer-events:none;font-size:0.8em;max-width:640px}\n"
-          "</style>\n</head>\n<body>\n",
-          f);
-    return ferror(f) ? -1 : 0;
-}
-
-int ca_html_end(FILE *f)
-{
-    if (!f)
-        return -1;
-    fputs("</body>\n</html>\n", f);
-    return ferror(f) ? -1 : 0;
-}
-
 /* ---- numbers and scales ---- */
 
-/* A coordinate with at most one decimal: enough at screen resolution. */
-static void coord(FILE *f, double v)
+void ca_svg_coord(FILE *f, double v)
 {
     char b[40];
     int n = ca_fmt_fixed(b, sizeof b, v, 1);
@@ -245,9 +155,9 @@ static void emit_polyline_point(void *ctx, size_t i)
 {
     struct plot_map *m = ctx;
     fputc(' ', m->f);
-    coord(m->f, px_x(m, m->x[i]));
+    ca_svg_coord(m->f, px_x(m, m->x[i]));
     fputc(',', m->f);
-    coord(m->f, px_y(m, m->y[i]));
+    ca_svg_coord(m->f, px_y(m, m->y[i]));
     if (m->drawn)
         m->drawn[i] = 1;
 }
@@ -273,7 +183,7 @@ static const char *series_color(const ca_svg_series *s, size_t k)
 static void stroke_style(FILE *f, const ca_svg_series *s)
 {
     fputs(" stroke-width=\"", f);
-    coord(f, s->width > 0 && isfinite(s->width) ? s->width : 1.5);
+    ca_svg_coord(f, s->width > 0 && isfinite(s->width) ? s->width : 1.5);
     fputc('"', f);
     if (s->dash) {
         fputs(" stroke-dasharray=\"", f);
@@ -414,17 +324,17 @@ static int plot(FILE *f, const ca_svg_plot_opts *o, const ca_svg_series *s, size
             break;
         double py = px_y(&m, v);
         fputs("<line stroke=\"#e4e4e4\" x1=\"", f);
-        coord(f, m.L);
+        ca_svg_coord(f, m.L);
         fputs("\" x2=\"", f);
-        coord(f, m.R);
+        ca_svg_coord(f, m.R);
         fputs("\" y1=\"", f);
-        coord(f, py);
+        ca_svg_coord(f, py);
         fputs("\" y2=\"", f);
-        coord(f, py);
+        ca_svg_coord(f, py);
         fputs("\"/><text text-anchor=\"end\" x=\"", f);
-        coord(f, m.L - 6);
+        ca_svg_coord(f, m.L - 6);
         fputs("\" y=\"", f);
-        coord(f, py + 4);
+        ca_svg_coord(f, py + 4);
         fputs("\">", f);
         y_label(f, v, unit, uname, ydec);
         fputs("</text>\n", f);
@@ -443,17 +353,17 @@ static int plot(FILE *f, const ca_svg_plot_opts *o, const ca_svg_series *s, size
         if (ca_fmt_fixed(b, sizeof b, v, xdec) < 0)
             snprintf(b, sizeof b, "%g", v);
         fputs("<line stroke=\"#333\" x1=\"", f);
-        coord(f, px);
+        ca_svg_coord(f, px);
         fputs("\" x2=\"", f);
-        coord(f, px);
+        ca_svg_coord(f, px);
         fputs("\" y1=\"", f);
-        coord(f, m.B);
+        ca_svg_coord(f, m.B);
         fputs("\" y2=\"", f);
-        coord(f, m.B + 4);
+        ca_svg_coord(f, m.B + 4);
         fputs("\"/><text text-anchor=\"middle\" x=\"", f);
-        coord(f, px);
+        ca_svg_coord(f, px);
         fputs("\" y=\"", f);
-        coord(f, m.B + 16);
+        ca_svg_coord(f, m.B + 16);
         fprintf(f, "\">%s</text>\n", b);
     }
 
@@ -471,11 +381,11 @@ static int plot(FILE *f, const ca_svg_plot_opts *o, const ca_svg_series *s, size
                 continue;
             last_col = col;
             fputs(shown_marks++ ? " M" : "M", f);
-            coord(f, px);
+            ca_svg_coord(f, px);
             fputc(' ', f);
-            coord(f, m.T);
+            ca_svg_coord(f, m.T);
             fputs("V", f);
-            coord(f, m.B);
+            ca_svg_coord(f, m.B);
         }
         if (!shown_marks)
             fputs("M0 0", f);
@@ -513,13 +423,13 @@ static int plot(FILE *f, const ca_svg_plot_opts *o, const ca_svg_series *s, size
             fputs("\" points=\"", f);
             m4(s[k].x, s[k].y, s[k].n, x0, x1, cols, emit_polyline_point, &m);
             fputc(' ', f);
-            coord(f, px_x(&m, last_x));
+            ca_svg_coord(f, px_x(&m, last_x));
             fputc(',', f);
-            coord(f, m.B);
+            ca_svg_coord(f, m.B);
             fputc(' ', f);
-            coord(f, px_x(&m, first_x));
+            ca_svg_coord(f, px_x(&m, first_x));
             fputc(',', f);
-            coord(f, m.B);
+            ca_svg_coord(f, m.B);
             fputs("\"/>\n", f);
         }
         m.drawn = kept;
@@ -554,13 +464,13 @@ static int plot(FILE *f, const ca_svg_plot_opts *o, const ca_svg_series *s, size
             continue;
         double px = px_x(&m, o->alerts[i]);
         fputs("<line class=\"alert\" stroke=\"" ALERT_COLOR "\" stroke-width=\"2\" x1=\"", f);
-        coord(f, px);
+        ca_svg_coord(f, px);
         fputs("\" x2=\"", f);
-        coord(f, px);
+        ca_svg_coord(f, px);
         fputs("\" y1=\"", f);
-        coord(f, m.T - 4);
+        ca_svg_coord(f, m.T - 4);
         fputs("\" y2=\"", f);
-        coord(f, m.B);
+        ca_svg_coord(f, m.B);
         fputs("\"><title>", f);
         ca_html_escape(f, o->alert_tips && o->alert_tips[i] ? o->alert_tips[i]
                           : o->alert_name ? o->alert_name : "out of memory");
@@ -574,17 +484,17 @@ static int plot(FILE *f, const ca_svg_plot_opts *o, const ca_svg_series *s, size
 
     /* axes on top */
     fputs("<path fill=\"none\" stroke=\"#333\" d=\"M", f);
-    coord(f, m.L);
+    ca_svg_coord(f, m.L);
     fputc(' ', f);
-    coord(f, m.T);
+    ca_svg_coord(f, m.T);
     fputs("V", f);
-    coord(f, m.B);
+    ca_svg_coord(f, m.B);
     fputs("H", f);
-    coord(f, m.R);
+    ca_svg_coord(f, m.R);
     fputs("\"/>\n", f);
     if (o->x_label) {
         fputs("<text text-anchor=\"middle\" x=\"", f);
-        coord(f, (m.L + m.R) / 2);
+        ca_svg_coord(f, (m.L + m.R) / 2);
         fprintf(f, "\" y=\"%d\">", H - 6);
         ca_html_escape(f, o->x_label);
         fputs("</text>\n", f);
@@ -604,188 +514,4 @@ int ca_svg_plot_drawn(FILE *f, const ca_svg_plot_opts *o, const ca_svg_series *s
     if (!n_drawn)
         return -1;
     return plot(f, o, s, ns, drawn, n_drawn);
-}
-
-/* ---- segment map ---- */
-
-#define SEG_LABEL_W 200
-#define SEG_ROW_H 18
-#define SEG_BAR_H 12
-#define SEG_TOP 46
-
-static void rect_open(FILE *f, double x, double y, double w, const char *fill)
-{
-    fputs("<rect x=\"", f);
-    coord(f, x);
-    fputs("\" y=\"", f);
-    coord(f, y);
-    fputs("\" width=\"", f);
-    coord(f, w);
-    fprintf(f, "\" height=\"%d\" fill=\"%s\"", SEG_BAR_H, fill);
-}
-
-static int valid_state(int st) { return st >= 0 && st < N_STATES; }
-
-/* The part of a block inside its segment, as [*lo, *hi); 0 if none. */
-static int clip(const ca_svg_segment *sg, const ca_svg_block *bl, uint64_t *lo, uint64_t *hi)
-{
-    uint64_t seg_end = sg->addr + sg->size < sg->addr ? UINT64_MAX : sg->addr + sg->size;
-    uint64_t end = bl->addr + bl->size < bl->addr ? UINT64_MAX : bl->addr + bl->size;
-    *lo = bl->addr > sg->addr ? bl->addr : sg->addr;
-    *hi = end < seg_end ? end : seg_end;
-    return *lo < *hi;
-}
-
-/* Blocks under a pixel wide, pooled until the pool spans a pixel. */
-struct pool {
-    int active;
-    double x0, x1;
-    uint64_t bytes[N_STATES];
-    size_t count[N_STATES];
-};
-
-static void pool_flush(FILE *f, struct pool *p, double bar_x, double y)
-{
-    if (!p->active)
-        return;
-    int best = 0;
-    size_t total = 0;
-    uint64_t total_bytes = 0;
-    for (int st = 0; st < N_STATES; st++) {
-        if (p->bytes[st] > p->bytes[best])
-            best = st;
-        total += p->count[st];
-        total_bytes += p->bytes[st];
-    }
-    double w = p->x1 - p->x0 < 1 ? 1 : p->x1 - p->x0;
-    rect_open(f, bar_x + p->x0, y, w, state_style[best].fill);
-    char b[48];
-    ca_fmt_bytes(b, sizeof b, (double)total_bytes);
-    fprintf(f, "><title>%zu small blocks, %s:", total, b);
-    const char *sep = " ";
-    for (int st = 0; st < N_STATES; st++) {
-        if (!p->count[st])
-            continue;
-        ca_fmt_bytes(b, sizeof b, (double)p->bytes[st]);
-        fprintf(f, "%s%zu %s (%s)", sep, p->count[st], state_style[st].name, b);
-        sep = ", ";
-    }
-    fputs("</title></rect>\n", f);
-    memset(p, 0, sizeof *p);
-}
-
-static void draw_segment(FILE *f, const ca_svg_segment *sg, double y, double seg_w)
-{
-    char sz[48], b[48];
-    ca_fmt_bytes(sz, sizeof sz, (double)sg->size);
-
-    fputs("<text text-anchor=\"end\" x=\"", f);
-    coord(f, SEG_LABEL_W - 8);
-    fputs("\" y=\"", f);
-    coord(f, y + SEG_BAR_H - 2);
-    fputs("\">", f);
-    if (sg->label)
-        ca_html_escape(f, sg->label);
-    else
-        fprintf(f, "0x%" PRIx64 " %s", sg->addr, sz);
-    fputs("</text>\n", f);
-
-    rect_open(f, SEG_LABEL_W, y, seg_w, "#ffffff");
-    fputs(" stroke=\"#555\" stroke-width=\"0.6\"><title>", f);
-    if (sg->tip) {
-        ca_html_escape(f, sg->tip);
-    } else {
-        uint64_t by_state[N_STATES] = {0}, lo, hi;
-        for (size_t i = 0; i < sg->n_blocks && sg->blocks; i++)
-            if (valid_state(sg->blocks[i].state) && clip(sg, &sg->blocks[i], &lo, &hi))
-                by_state[sg->blocks[i].state] += hi - lo;
-        fprintf(f, "segment 0x%" PRIx64 ", %s: ", sg->addr, sz);
-        ca_fmt_bytes(b, sizeof b, (double)by_state[CA_SVG_ALLOCATED]);
-        fprintf(f, "%s allocated, ", b);
-        ca_fmt_bytes(b, sizeof b, (double)by_state[CA_SVG_PENDING_FREE]);
-        fprintf(f, "%s pending free, ", b);
-        ca_fmt_bytes(b, sizeof b, (double)by_state[CA_SVG_INACTIVE]);
-        fprintf(f, "%s inactive, in %zu blocks", b, sg->n_blocks);
-    }
-    fputs("</title></rect>\n", f);
-
-    if (!sg->size || !sg->blocks)
-        return;
-    double ppb = seg_w / (double)sg->size;
-    struct pool pool = {0};
-    for (size_t i = 0; i < sg->n_blocks; i++) {
-        const ca_svg_block *bl = &sg->blocks[i];
-        int st = valid_state(bl->state) ? bl->state : CA_SVG_INACTIVE;
-        uint64_t lo, hi;
-        if (!clip(sg, bl, &lo, &hi))
-            continue;   /* outside its segment: nothing to draw */
-        double bx0 = (double)(lo - sg->addr) * ppb, bx1 = (double)(hi - sg->addr) * ppb;
-        if (bx1 - bx0 < 1.0) {
-            if (pool.active && !(bx0 >= pool.x0 - 0.5 && bx0 < pool.x0 + 1.0))
-                pool_flush(f, &pool, SEG_LABEL_W, y);
-            if (!pool.active) {
-                pool.active = 1;
-                pool.x0 = bx0;
-                pool.x1 = bx1;
-            }
-            pool.x1 = bx1 > pool.x1 ? bx1 : pool.x1;
-            pool.bytes[st] += hi - lo;
-            pool.count[st]++;
-            continue;
-        }
-        pool_flush(f, &pool, SEG_LABEL_W, y);
-        rect_open(f, SEG_LABEL_W + bx0, y, bx1 - bx0, state_style[st].fill);
-        fputs("><title>", f);
-        if (bl->tip) {
-            ca_html_escape(f, bl->tip);
-        } else {
-            ca_fmt_bytes(b, sizeof b, (double)bl->size);
-            fprintf(f, "%s %s at 0x%" PRIx64, state_style[st].name, b, bl->addr);
-        }
-        fputs("</title></rect>\n", f);
-    }
-    pool_flush(f, &pool, SEG_LABEL_W, y);
-}
-
-int ca_svg_segment_map(FILE *f, const ca_svg_segmap_opts *o, const ca_svg_segment *segs, size_t n)
-{
-    static const ca_svg_segmap_opts defaults;
-    if (!f || (n && !segs))
-        return -1;
-    if (!o)
-        o = &defaults;
-    int W = o->width > 0 ? o->width : 960;
-    if (W < SEG_LABEL_W + 100)
-        W = SEG_LABEL_W + 100;
-    double bar_w = W - SEG_LABEL_W - 10;
-    int H = SEG_TOP + (int)(n ? n : 1) * SEG_ROW_H + 6;
-    uint64_t max_size = 1;
-    for (size_t i = 0; i < n; i++)
-        if (segs[i].size > max_size)
-            max_size = segs[i].size;
-
-    fprintf(f, "<svg class=\"segments\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-               "font-family=\"sans-serif\" font-size=\"11\">\n", W, H, W, H);
-    if (o->title) {
-        fputs("<text x=\"0\" y=\"16\" font-size=\"13\" font-weight=\"bold\">", f);
-        ca_html_escape(f, o->title);
-        fputs("</text>\n", f);
-    }
-    double lx = SEG_LABEL_W;
-    for (int st = 0; st < N_STATES; st++) {
-        fprintf(f, "<rect x=\"%g\" y=\"24\" width=\"12\" height=\"12\" fill=\"%s\" stroke=\"#555\" "
-                   "stroke-width=\"0.6\"/><text x=\"%g\" y=\"34\">%s</text>\n",
-                lx, state_style[st].fill, lx + 16, state_style[st].name);
-        lx += 30 + 6.5 * (double)strlen(state_style[st].name);
-    }
-    if (!n)
-        fprintf(f, "<text x=\"%d\" y=\"%d\">no segments</text>\n", SEG_LABEL_W, SEG_TOP + SEG_BAR_H - 2);
-    for (size_t i = 0; i < n; i++) {
-        double w = o->shared_scale ? bar_w * ((double)segs[i].size / (double)max_size) : bar_w;
-        if (w < 1)
-            w = 1;
-        draw_segment(f, &segs[i], SEG_TOP + (double)i * SEG_ROW_H, w);
-    }
-    fputs("</svg>\n", f);
-    return ferror(f) ? -1 : 0;
 }

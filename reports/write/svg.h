@@ -1,4 +1,5 @@
-/* Drawing for the self-contained HTML report: inline SVG, no external
+/* Drawing for the self-contained HTML report (html.c: the page; svg.c: line
+ * plots; svg_segmap.c: the segment map): inline SVG, no external
  * references of any kind (not even an xmlns URI: HTML's parser puts <svg> in
  * the SVG namespace by itself). The SVG itself has no script; a plot can
  * describe its own geometry (data-* attributes) and say which points it drew,
@@ -25,6 +26,10 @@ int ca_html_escape_n(FILE *f, const char *s, size_t n);
  * CSS, then <body>. ca_html_end() closes body and html. */
 int ca_html_begin(FILE *f, const char *title);
 int ca_html_end(FILE *f);
+
+/* A coordinate with at most one decimal: enough at screen resolution. For
+ * the drawings (svg.c, svg_segmap.c) and any other inline SVG. */
+void ca_svg_coord(FILE *f, double v);
 
 /* ---- time-series line plot ---- */
 
