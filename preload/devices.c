@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "allocator/lock.h"
+#include "preload/log.h"
 #include "preload/preload.h"
 #include "reports/capture/named_frames.h"
 #include "reports/capture/stacks.h"
@@ -224,7 +225,7 @@ static void after_fork_in_child(void) {
 }
 
 static void fail_config(const char *msg) {
-    fprintf(stderr, "cudalloc: %s\n", msg);
+    ca_warn("%s", msg);
     exit(2);
 }
 

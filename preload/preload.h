@@ -190,9 +190,6 @@ int ca_report_write_all(void);
 void ca_report_signal_start(void);
 void ca_report_after_fork(void);
 
-/* ---- messages ---- */
-void ca_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
 /* Stream handles as pools know them: the legacy default stream is 0 whether
  * named NULL or CU_STREAM_LEGACY. CU_STREAM_PER_THREAD names a different
  * stream in each thread: its key is odd (no stream handle is) and made from

@@ -9,6 +9,7 @@
 
 #define CUDALLOC_IMPLEMENTATION
 #include "include/cudalloc.h"
+#include "preload/log.h"
 #include "preload/preload.h"
 #include "reports/write/fileout.h"
 #include "reports/diagnose/oom.h"
