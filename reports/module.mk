@@ -34,6 +34,12 @@ $(REPORTS_TESTS): $(BUILD)/tests/reports/%: $(OBJ)/tests/reports/%.o $(LIB)/libc
 
 UNIT_TESTS += $(REPORTS_TESTS)
 
+# Each room includes only the rooms before it in REPORTS_ROOMS.
+.PHONY: test-rooms
+test-rooms:
+	@bash tests/reports/rooms.sh $(REPORTS_ROOMS)
+SYSTEM_TESTS += test-rooms
+
 # The tests of tracking, diagnosis and reports, cudalloc-report and their
 # benchmarks (a separate file, its own owner).
 include reports/tracking.mk

@@ -1,4 +1,7 @@
-/* Call stacks ("sites"): captured with libunwind on the allocation path,
+/* Room capture/: seeing a call site: native stacks, symbols, Python frames, named frames.
+ * May include: allocator/, util/ and capture/ alone (it knows nothing of the tracker).
+ *
+ * Call stacks ("sites"): captured with libunwind on the allocation path,
  * de-duplicated into small ids, symbolized only when a report is written.
  *
  * Capture cost. A full libunwind walk costs about 6 ns a frame (130 ns at 22

@@ -1,4 +1,7 @@
-/* Leak diagnosis: which call sites pile up allocations across iterations.
+/* Room diagnose/: leaks, fragmentation and OOM verdicts, judged on the tracker's views.
+ * May include: allocator/, util/, capture/, track/ and diagnose/.
+ *
+ * Leak diagnosis: which call sites pile up allocations across iterations.
  *
  * A healthy loop keeps memory too: weights (made before the first boundary),
  * optimizer state made lazily at the first step (one jump), gradient buffers

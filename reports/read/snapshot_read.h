@@ -1,4 +1,7 @@
-/* PyTorch memory snapshots read back: the pickle torch.cuda.memory.
+/* Room read/: other tools' files: the value tree, pickle and JSON, PyTorch snapshots.
+ * May include: allocator/, util/ and every room of reports/ (it feeds the tracker).
+ *
+ * PyTorch memory snapshots read back: the pickle torch.cuda.memory.
  * _dump_snapshot() writes (and cudalloc's own PREFIX.pickle), turned into
  * the events cudalloc's offline diagnosis consumes.
  *

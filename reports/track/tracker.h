@@ -1,4 +1,7 @@
-/* The tracker: watches every allocation's lifetime across iterations.
+/* Room track/: the tracker: lifetimes, iterations (marked or detected), the mapped ranges.
+ * May include: allocator/, util/, capture/ and track/.
+ *
+ * The tracker: watches every allocation's lifetime across iterations.
  *
  * Fed by the allocator's observer (ca_tracker_attach), it keeps per live
  * allocation its size, requested size, stream, thread, birth iteration, birth

@@ -1,4 +1,7 @@
-/* The reports people and programs read, from a tracker (and, when there is
+/* Room write/: formats (UTF-8, numbers, pickle, JSON, SVG, safe files) and the reports in them.
+ * May include: allocator/, util/, capture/, track/, diagnose/ and write/.
+ *
+ * The reports people and programs read, from a tracker (and, when there is
  * one, its allocator). See REPORT.md for what each file holds.
  *
  *   ca_report_write(t, a, "run1", NULL) writes run1.txt, run1.json,
