@@ -1,6 +1,6 @@
 # preload/: build/lib/libcudalloc.so, loaded with LD_PRELOAD into CUDA programs.
 ifeq ($(HAVE_CUDA_HEADERS),1)
-PRELOAD_SRCS := preload/real.c preload/config.c preload/devices.c preload/alloc.c preload/cuda_backend.c \
+PRELOAD_SRCS := preload/log.c preload/real.c preload/config.c preload/devices.c preload/alloc.c preload/cuda_backend.c \
                 preload/hooks_runtime.c preload/hooks_driver.c preload/hooks_dl.c preload/api.c preload/report.c preload/nvtx.c preload/steps.c preload/cupti.c \
                 preload/streams.c
 PRELOAD_OBJS := $(PRELOAD_SRCS:%.c=$(OBJ)/%.o)

@@ -19,7 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reports/fileout.h"
+#include "reports/diagnose/oom.h"
+#include "reports/write/fileout.h"
 #include "tools/report_tool.h"
 #include "tools/trace.h"
 #include "util/size.h"
@@ -185,7 +186,7 @@ int report_trace(const char *path, const report_args *args) {
         case CA_TRACE_ALLOC:
             if (ca_malloc(a, op->size, op->stream, &ptrs[op->id], &oom) != CA_OK) {
                 ptrs[op->id] = NULL;
-                ca_tracker_oom(t, &oom);
+                ca_oom_diagnose(t, &oom);
             }
             break;
         case CA_TRACE_FREE:
@@ -198,7 +199,7 @@ int report_trace(const char *path, const report_args *args) {
             ca_tracker_record(t, &ev, ca_tracker_size_site(t, op->size), 0, 0);
             oom_info(a, op->size, &oom);
             oom.stream = op->stream;
-            ca_tracker_oom(t, &oom);
+            ca_oom_diagnose(t, &oom);
             break;
         }
         case CA_TRACE_ITERATION: ca_tracker_step(t, CA_ITER_EXPLICIT); break;

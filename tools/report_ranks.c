@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reports/fmt.h"
-#include "reports/json_read.h"
+#include "reports/write/fmt.h"
+#include "reports/read/json_read.h"
 #include "tools/report_tool.h"
 
 typedef struct rank_row {
