@@ -45,6 +45,12 @@ test-snapshot: $(BIN)/cudalloc-report $(BIN)/cudalloc $(BIN)/demo_trainer $(LIB)
 	@bash tests/reports/tracking/snapshot_system.sh $(BUILD)
 SYSTEM_TESTS += test-snapshot
 
+# cudalloc-report on what users hand it: touching classic segments, no trace, gzip, torch.save files.
+.PHONY: test-snapshot-inputs
+test-snapshot-inputs: $(BIN)/cudalloc-report
+	@bash tests/reports/tracking/snapshot_inputs.sh $(BIN)
+SYSTEM_TESTS += test-snapshot-inputs
+
 # Tracking cost per alloc+free pair, deep call chains, count backend.
 $(BUILD)/bench/bench_tracking: $(OBJ)/tests/reports/tracking/bench_tracking.o $(LIB)/libcareports.a $(LIBCA)
 	@mkdir -p $(@D)

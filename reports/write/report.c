@@ -46,6 +46,26 @@ const ca_oom_record *ca_report_ran_out(const ca_report_ctx *c) {
     return NULL;
 }
 
+static int by_free(const void *a, const void *b) {
+    const ca_frag_segment *x = *(const ca_frag_segment *const *)a, *y = *(const ca_frag_segment *const *)b;
+    if (x->cached_free != y->cached_free) return x->cached_free < y->cached_free ? 1 : -1;
+    return (x->addr > y->addr) - (x->addr < y->addr);
+}
+static int by_addr(const void *a, const void *b) {
+    const ca_frag_segment *x = *(const ca_frag_segment *const *)a, *y = *(const ca_frag_segment *const *)b;
+    return (x->addr > y->addr) - (x->addr < y->addr);
+}
+
+size_t ca_report_segments_shown(const ca_report_ctx *c, size_t max, const ca_frag_segment ***out) {
+    const ca_frag *fr = &c->frag;
+    size_t n = fr->n_segs < max ? fr->n_segs : max;
+    if (!n || !(*out = malloc(fr->n_segs * sizeof **out))) return *out = NULL, 0;
+    for (size_t i = 0; i < fr->n_segs; i++) (*out)[i] = &fr->segs[i];
+    if (fr->n_segs > n) qsort(*out, fr->n_segs, sizeof **out, by_free);
+    qsort(*out, n, sizeof **out, by_addr);
+    return n;
+}
+
 double ca_report_time(const ca_report_ctx *c, uint64_t ticks) {
     if (c->snap.time_is_index) return (double)ticks;
     return (double)ca_clock_since_start_ns(&c->snap.clock, ticks) / 1e9;

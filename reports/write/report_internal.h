@@ -81,6 +81,10 @@ const ca_oom_record *ca_report_ran_out(const ca_report_ctx *c);
 /* Digits after the point for a share of the working set in percent: enough
  * to tell a note's 0.0031% from zero, few for a leak's 35.9%. */
 static inline int ca_report_share_digits(double share) { return share >= 0.01 ? 1 : 4; }
+/* The segments a format shows when it shows at most `max`: all of them, or
+ * else the `max` holding the most cached free memory; in address order.
+ * *out is malloc'ed (free it); returns how many, 0 also when memory ran out. */
+size_t ca_report_segments_shown(const ca_report_ctx *c, size_t max, const ca_frag_segment ***out);
 /* Seconds (or event numbers, offline) since the tracker started. */
 double ca_report_time(const ca_report_ctx *c, uint64_t ticks);
 

@@ -296,6 +296,14 @@ int ca_report_json(const ca_report_ctx *c, FILE *f) {
         ca_json_obj_begin(j);
         ca_json_kv_uint(j, "address", g->addr);
         ca_json_kv_str(j, "pool", g->pool == 1 ? "small" : g->pool == 2 ? "large" : "unknown");
+        ca_json_key(j, "pool_id");
+        ca_json_arr_begin(j);
+        ca_json_int(j, g->pool_id[0]);
+        ca_json_int(j, g->pool_id[1]);
+        ca_json_arr_end(j);
+        ca_json_key(j, "expandable");
+        if (g->expandable >= 0) ca_json_bool(j, g->expandable);
+        else ca_json_null(j);
         ca_json_kv_uint(j, "stream", g->stream < s->n_streams ? s->streams[g->stream] : 0);
         ca_json_kv_uint(j, "reserved_bytes", g->reserved);
         ca_json_kv_uint(j, "allocated_bytes", g->allocated);

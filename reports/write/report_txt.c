@@ -212,16 +212,22 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f) {
         fprintf(f, "  >= %-10s %8" PRIu64 " blocks  %s\n", ca_report_bytes((double)ca_frag_bin_min(b), b1, sizeof b1),
                 fr->hist_count[b], ca_report_bytes((double)fr->hist_bytes[b], b2, sizeof b2));
     }
-    if (fr->n_segs) fprintf(f, "segments:\n");
-    for (size_t i = 0; i < fr->n_segs && i < MAX_SEGMENTS_SHOWN; i++) {
-        const ca_frag_segment *g = &fr->segs[i];
+    const ca_frag_segment **shown;
+    size_t n_shown = ca_report_segments_shown(c, MAX_SEGMENTS_SHOWN, &shown);
+    if (fr->n_segs > n_shown)
+        fprintf(f, "segments (the %zu of %zu holding the most free memory):\n", n_shown, fr->n_segs);
+    else if (fr->n_segs)
+        fprintf(f, "segments:\n");
+    for (size_t i = 0; i < n_shown; i++) {
+        const ca_frag_segment *g = shown[i];
         fprintf(f, "  0x%012" PRIxPTR " %-5s reserved %-10s allocated %-10s free %-10s largest free %-10s (%.0f%%)\n",
                 g->addr, g->pool == 1 ? "small" : g->pool == 2 ? "large" : "",
                 ca_report_bytes((double)g->reserved, b1, sizeof b1), ca_report_bytes((double)g->allocated, b2, sizeof b2),
                 ca_report_bytes((double)g->cached_free, b3, sizeof b3),
                 ca_report_bytes((double)g->largest_free, b4, sizeof b4), g->fragmentation * 100);
     }
-    if (fr->n_segs > MAX_SEGMENTS_SHOWN) fprintf(f, "  ... %zu more\n", fr->n_segs - MAX_SEGMENTS_SHOWN);
+    if (fr->n_segs > n_shown) fprintf(f, "  ... %zu more\n", fr->n_segs - n_shown);
+    free(shown);
 
     if (c->opt.replay) replay(c, f);
 
