@@ -32,13 +32,15 @@ typedef struct ca_options {
 /* What an out-of-memory failure looked like, for the OOM report. */
 typedef struct ca_oom_info {
     size_t requested;      /* bytes asked for */
-    size_t device_total;   /* device capacity */
+    size_t device_total;   /* device capacity; 0 offline when not known (then device_free is 0 too) */
     size_t device_free;    /* the device's own free bytes after all retries */
     size_t allocated;      /* bytes in allocated blocks */
     size_t reserved;       /* bytes the allocator holds from the device */
     size_t largest_free;   /* largest free block that is mapped (cached) */
     size_t free_cached;    /* cached free bytes (reserved - allocated) */
     ca_stream stream;
+    int device_total_inferred; /* offline: device_total is not recorded but inferred (a
+                                  snapshot: what PyTorch reserved + what the driver had free) */
 } ca_oom_info;
 
 /* Events the allocator reports to an observer (the tracker in reports/). The

@@ -2,9 +2,10 @@
 # need the allocator: tests/reports/tracking), cudalloc-report, and their
 # benchmarks. Included from reports/module.mk, which builds libcareports.a.
 
-# What a program linking libcareports.a (with $(LIBCA)) needs besides: the
-# preload's link line takes this too.
-REPORTS_LDLIBS := -lunwind -ldl -lpthread -lm
+# What a program linking libcareports.a (with $(LIBCA)) needs besides; zlib
+# for gzipped snapshots (read/snapshot_file.c: the preload never reads one,
+# and its link line leaves it out).
+REPORTS_LDLIBS := -lunwind -ldl -lpthread -lm -lz
 
 # Check tests: tests/reports/tracking/test_<name>.c
 TRACKING_TESTS := $(patsubst tests/reports/tracking/%.c,$(BUILD)/tests/reports/tracking/%,\

@@ -122,6 +122,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "%s\n", err);
             return 2;
         }
+        ca_trace_warn_cut(&t, "cudalloc-replay", argv[i], stderr);
         if (time_malloc) { /* only the malloc this process has, as a number */
             printf("%.1f\n", replay_foreign(&t, argv[i], "preloaded", runs));
             ca_trace_free(&t);
@@ -157,7 +158,28 @@ int main(int argc, char **argv) {
             else /* a request larger than any device: no capacity replays it */
                 printf(" min_capacity=none");
         }
+        /* The failures the log recorded: the replay skips them; say so, and
+         * with a device size whether cudalloc would fail there too. */
+        size_t recorded = t.count[CA_TRACE_ALLOC_FAIL], too = SIZE_MAX;
+        if (recorded && cfg.capacity) {
+            replay_config fc = cfg;
+            fc.host = 0; /* the count backend decides alike */
+            too = replay_recorded_failures(&t, &fc);
+        }
+        if (recorded) printf(" recorded_failures=%zu", recorded);
+        if (too != SIZE_MAX) printf(" failed_too=%zu", too);
         printf("\n");
+        if (recorded && too != SIZE_MAX) {
+            char cap[CA_SIZE_BUF];
+            printf("  recorded failures: %zu allocation%s failed when the log was written; on a %s device "
+                   "cudalloc's allocator fails %zu of them too and serves the other %zu\n",
+                   recorded, recorded == 1 ? "" : "s", ca_format_size(cfg.capacity, cap, sizeof cap), too,
+                   recorded - too);
+        } else if (recorded) {
+            printf("  recorded failures: %zu allocation%s failed when the log was written (the replay skips "
+                   "them); whether cudalloc's allocator fails there too needs the device's size: --capacity\n",
+                   recorded, recorded == 1 ? "" : "s");
+        }
         if (compare) {
             const char *libs[] = {"glibc", "mimalloc", "jemalloc"};
             printf("  compare: cudalloc %.1f ns/op", r.ns_per_op);

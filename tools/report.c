@@ -8,7 +8,8 @@
  *    code as a live run's; call sites are the requested sizes, since traces
  *    carry no stacks;
  *  - a PyTorch memory snapshot, the pickle of torch.cuda.memory.
- *    _dump_snapshot() (first byte 0x80): its trace fed to the tracker as
+ *    _dump_snapshot() (first byte 0x80), or gzipped (0x1f 0x8b; a zip
+ *    archive, "PK", is refused as torch.save()'s): its trace fed to the tracker as
  *    recorded, sites being the recorded frames, then replayed through
  *    cudalloc's allocator (report_snapshot.c);
  *  - one or more JSON reports, as the preload writes them per rank: one
@@ -27,7 +28,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: cudalloc-report TRACE.csv|SNAPSHOT.pickle [--txt OUT] [--json OUT] [--html OUT] [--pickle OUT]\n"
+            "usage: cudalloc-report TRACE.csv|SNAPSHOT.pickle[.gz] [--txt OUT] [--json OUT] [--html OUT] [--pickle OUT]\n"
             "                       [--capacity SIZE] [--mode expandable|classic] [--warmup N] [--device N]\n"
             "       cudalloc-report RANK0.json [RANK1.json ...]\n"
             "  A CSV trace (RMM's format) or a PyTorch snapshot (torch.cuda.memory._dump_snapshot)\n"
@@ -111,30 +112,37 @@ int report_read_file(const char *path, char **buf, size_t *len, char *err, size_
     return 0;
 }
 
-/* What the file holds, from its first bytes: 'p' pickle, 'j' JSON, 'c' CSV
- * (or anything else: the CSV reader says what is wrong). */
+/* What the file holds, from its first bytes: 'p' a snapshot (a pickle, a
+ * gzipped one, or a zip archive, which its reader refuses as torch.save()'s),
+ * 'j' JSON, 'c' CSV (or anything else: the CSV reader says what is wrong). */
 static int sniff(const char *path) {
     FILE *f = fopen(path, "rb");
-    int c = EOF;
+    int c = EOF, c2 = EOF;
     if (f) { /* else the extension picks the reader, which says why it cannot open it */
         while ((c = fgetc(f)) == ' ' || c == '\t' || c == '\n' || c == '\r') {
         }
+        c2 = fgetc(f);
         fclose(f);
     }
-    if (c == 0x80) return 'p';
+    if (c == 0x80 || (c == 0x1f && c2 == 0x8b) || (c == 'P' && c2 == 'K')) return 'p';
     if (c == '{') return 'j';
     const char *dot = strrchr(path, '.');
-    if (dot && (!strcmp(dot, ".pickle") || !strcmp(dot, ".pkl"))) return 'p'; /* its reader says why not */
+    if (dot && (!strcmp(dot, ".pickle") || !strcmp(dot, ".pkl") || !strcmp(dot, ".gz") || !strcmp(dot, ".pt") ||
+                !strcmp(dot, ".pth")))
+        return 'p'; /* its reader says why not */
     if (dot && !strcmp(dot, ".json")) return 'j';
     return 'c';
 }
 
-/* What the allocator would have said about a failure it did not see itself. */
-static void oom_info(ca_allocator *a, size_t size, ca_oom_info *o) {
+/* What the allocator would have said about a failure it did not see itself.
+ * Without --capacity the device is not known (the count backend has no
+ * limit): its size and free memory stay 0, and the failure is judged on the
+ * request against what was free and cached. */
+static void oom_info(ca_allocator *a, size_t size, int device_known, ca_oom_info *o) {
     memset(o, 0, sizeof *o);
     const ca_backend *be = ca_allocator_backend(a);
     size_t fr = 0, tot = 0;
-    be->mem_info(be->self, &fr, &tot);
+    if (device_known) be->mem_info(be->self, &fr, &tot);
     ca_stats st;
     ca_get_stats(a, &st);
     o->requested = size;
@@ -153,6 +161,7 @@ int report_trace(const char *path, const report_args *args) {
         fprintf(stderr, "%s\n", err);
         return 2;
     }
+    ca_trace_warn_cut(&tr, "cudalloc-report", path, stderr);
     ca_backend *be = ca_backend_count_new(args->capacity, (size_t)2 << 20);
     ca_options aopt;
     ca_options_default(&aopt);
@@ -197,7 +206,7 @@ int report_trace(const char *path, const report_args *args) {
             /* Failed when recorded: judge it against the replayed state. */
             ca_trace_event ev = {CA_EV_OOM, 0, op->size, op->size, op->stream};
             ca_tracker_record(t, &ev, ca_tracker_size_site(t, op->size), 0, 0);
-            oom_info(a, op->size, &oom);
+            oom_info(a, op->size, args->capacity != 0, &oom);
             oom.stream = op->stream;
             ca_oom_diagnose(t, &oom);
             break;

@@ -98,6 +98,7 @@ static int one_device(const char *path, const ca_torch_snapshot *s, int device, 
     ropt.device_unknown = args->capacity == 0;
     ropt.device_total = args->capacity;
     ropt.replay = &rep;
+    ropt.no_trace = run.trace_entries == 0; /* segments only: _record_memory_history() was not called */
     int rc = report_write(t, NULL, args, &ropt);
     ca_tracker_destroy(t);
     ca_snap_run_free(&run);

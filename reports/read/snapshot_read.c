@@ -498,7 +498,7 @@ fail:
 
 int ca_torch_snapshot_read(const void *buf, size_t len, ca_torch_snapshot *s, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
-    ca_doc *doc = ca_unpickle(buf, len, err, errlen);
+    ca_doc *doc = ca_snapshot_unpickle(buf, len, CA_SNAPSHOT_MAX_INFLATED, err, errlen);
     if (!doc) return -1;
     int rc = ca_torch_snapshot_from_doc(ca_doc_root(doc), s, err, errlen);
     ca_doc_free(doc); /* frames live on as named frames; nothing else points into it */

@@ -112,8 +112,17 @@ typedef struct ca_torch_snapshot {
     char alloc_conf[256];            /* allocator_settings PYTORCH_CUDA_ALLOC_CONF ("" when absent) */
 } ca_torch_snapshot;
 
-/* Reads a snapshot from a pickle in buf[0..len). 0, or -1 with a one-line
- * message in err (the caller adds the file name). */
+/* A snapshot file's bytes as a document (snapshot_file.c): the pickle, or a
+ * gzipped pickle (snapshot.pickle.gz: zlib, every member, inflated up to
+ * max_bytes). A zip archive, or the legacy format, of torch.save() (a model,
+ * tensors: what people take for a snapshot) is refused as what it is, with
+ * how to make a snapshot. NULL with a one-line message in err. */
+ca_doc *ca_snapshot_unpickle(const void *buf, size_t len, size_t max_bytes, char *err, size_t errlen);
+#define CA_SNAPSHOT_MAX_INFLATED ((size_t)1 << 40) /* 1 TiB: only memory limits it */
+
+/* Reads a snapshot from a file's bytes buf[0..len) (ca_snapshot_unpickle,
+ * CA_SNAPSHOT_MAX_INFLATED). 0, or -1 with a one-line message in err (the
+ * caller adds the file name). */
 int ca_torch_snapshot_read(const void *buf, size_t len, ca_torch_snapshot *out, char *err, size_t errlen);
 /* The same from a document already read. */
 int ca_torch_snapshot_from_doc(const ca_val *root, ca_torch_snapshot *out, char *err, size_t errlen);

@@ -196,10 +196,42 @@ static void want_site(ca_report_ctx *c, uint32_t site) {
     for (unsigned i = 0; i < n; i++) ca_symtab_add(c->sym, ips[i]);
 }
 
+/* The sites holding the most live bytes now. */
+static void find_live_sites(ca_report_ctx *c) {
+    const ca_track_snap *s = &c->snap;
+    for (size_t i = 0; i < s->n_sites; i++) {
+        const ca_site_stat *st = &s->sites[i];
+        if (!st->live_bytes) continue;
+        size_t k = c->n_live_sites;
+        while (k > 0 && c->live_sites[k - 1]->live_bytes < st->live_bytes) k--;
+        if (k >= CA_LIVE_SITES_SHOWN) continue;
+        size_t end = c->n_live_sites < CA_LIVE_SITES_SHOWN ? c->n_live_sites : CA_LIVE_SITES_SHOWN - 1;
+        memmove(&c->live_sites[k + 1], &c->live_sites[k], (end - k) * sizeof c->live_sites[0]);
+        c->live_sites[k] = st;
+        if (c->n_live_sites < CA_LIVE_SITES_SHOWN) c->n_live_sites++;
+    }
+}
+
 static void decide_verdict(ca_report_ctx *c) {
     const ca_track_snap *s = &c->snap;
     char b1[32], b2[32], b3[32];
-    if (s->n_ooms) {
+    if (c->opt.no_trace && !s->n_ooms) {
+        c->verdict = CA_VERDICT_NO_TRACE;
+        char most[600] = "";
+        if (c->n_live_sites) {
+            char label[512];
+            ca_report_site_label(c, c->live_sites[0]->site, label, sizeof label);
+            snprintf(most, sizeof most, "; held most by %s: %s in %llu allocations", label,
+                     ca_report_bytes((double)c->live_sites[0]->live_bytes, b3, sizeof b3),
+                     (unsigned long long)c->live_sites[0]->live_count);
+        }
+        snprintf(c->verdict_line, sizeof c->verdict_line,
+                 "NO TRACE: the snapshot holds its segments but no trace (it was taken without "
+                 "torch.cuda.memory._record_memory_history()), so nothing over time can be judged, leaks "
+                 "included. Live now %s in %zu allocations, reserved %s%s.",
+                 ca_report_bytes((double)s->allocated, b1, sizeof b1), s->n_live,
+                 ca_report_bytes((double)s->reserved, b2, sizeof b2), most);
+    } else if (s->n_ooms) {
         const ca_oom_record *r = &s->ooms[s->n_ooms - 1];
         c->verdict = CA_VERDICT_OOM;
         snprintf(c->verdict_line, sizeof c->verdict_line,
@@ -325,6 +357,7 @@ int ca_report_ctx_init(ca_report_ctx *c, ca_tracker *t, ca_allocator *a, const c
     for (size_t i = 0; i < c->n_leak_findings; i++) c->leak_rate += c->findings[i].bytes_per_iteration;
     c->small_program = !c->snap.iteration && !c->snap.n_ooms && c->snap.n_allocs < CA_SMALL_PROGRAM_ALLOCS;
     detect_caching(c);
+    find_live_sites(c);
     c->leak_oom_iteration = c->have_headroom && c->snap.iteration
                                 ? ca_leak_projection(c->snap.iteration - 1, c->headroom, c->leak_rate)
                                 : -1;
@@ -348,6 +381,7 @@ int ca_report_ctx_init(ca_report_ctx *c, ca_tracker *t, ca_allocator *a, const c
             }
         }
         for (size_t i = 0; i < c->n_growing; i++) want_site(c, c->leaks[i].site);
+        for (size_t i = 0; i < c->n_live_sites; i++) want_site(c, c->live_sites[i]->site);
         for (size_t i = 0; i < c->snap.n_ooms; i++) {
             want_site(c, c->snap.ooms[i].site);
             for (uint32_t k = 0; k < c->snap.ooms[i].n_top; k++) want_site(c, c->snap.ooms[i].top_site[k]);

@@ -139,9 +139,32 @@ static void finding_box(const ca_report_ctx *c, FILE *f, size_t i) {
     fputs("</div>\n", f);
 }
 
+/* What is live now, by call site: for a snapshot without a trace. */
+static void live_section(const ca_report_ctx *c, FILE *f) {
+    char label[512];
+    fputs("<h2>Live now, by call site</h2>\n<table>\n<tr><th>live</th><th>allocations</th><th>call site</th></tr>\n", f);
+    for (size_t i = 0; i < c->n_live_sites; i++) {
+        const ca_site_stat *st = c->live_sites[i];
+        fputs("<tr>", f);
+        td_bytes(f, (double)st->live_bytes);
+        fprintf(f, "<td class=\"num\">%" PRIu64 "</td><td>", st->live_count);
+        ca_report_site_label(c, st->site, label, sizeof label);
+        ca_html_escape(f, label);
+        fputs("</td></tr>\n", f);
+    }
+    fputs("</table>\n", f);
+}
+
 static void leak_section(const ca_report_ctx *c, FILE *f) {
     const ca_track_snap *s = &c->snap;
     fputs("<h2>Leaks</h2>\n", f);
+    if (c->opt.no_trace) {
+        fputs("<p>No trace: leaks show over time, and the snapshot holds its segments only. ", f);
+        ca_html_escape(f, CA_HOW_TO_RECORD);
+        fputs("</p>\n", f);
+        live_section(c, f);
+        return;
+    }
     if (!c->n_leak_findings)
         fputs(s->iteration ? "<p>No call site piles up allocations across iterations.</p>\n"
                            : "<p>No iteration boundaries: leaks cannot be judged.</p>\n",
@@ -229,8 +252,14 @@ int ca_report_html(const ca_report_ctx *c, FILE *f) {
             fputs("</strong>: ", f);
             ca_html_escape(f, ca_oom_verdict_text(r->verdict));
             fputs(".</p>\n<table>\n", f);
-            row_bytes(f, "device free", (double)r->info.device_free);
-            row_bytes(f, "device total", (double)r->info.device_total);
+            if (!r->info.device_total) {
+                fputs("<tr><th>device</th><td>size and free memory not recorded (--capacity gives the size)</td></tr>\n", f);
+            } else {
+                row_bytes(f, "device free", (double)r->info.device_free);
+                row_bytes(f, r->info.device_total_inferred ? "device total (inferred: reserved + free; not recorded)"
+                                                           : "device total",
+                          (double)r->info.device_total);
+            }
             row_bytes(f, "allocated", (double)r->info.allocated);
             row_bytes(f, "reserved", (double)r->info.reserved);
             row_bytes(f, "cached", (double)r->info.free_cached);

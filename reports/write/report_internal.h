@@ -15,7 +15,12 @@ typedef enum {
     CA_VERDICT_OOM,
     CA_VERDICT_NO_ITERATIONS,
     CA_VERDICT_FEW_ITERATIONS,
+    CA_VERDICT_NO_TRACE,
 } ca_verdict;
+
+/* What is live now, by call site: the sites holding the most, shown when
+ * there is nothing over time to judge (a snapshot without a trace). */
+#define CA_LIVE_SITES_SHOWN 10
 
 typedef struct ca_report_ctx {
     ca_report_options opt;
@@ -47,6 +52,8 @@ typedef struct ca_report_ctx {
     /* A program with a handful of allocations and no loop: nothing to judge,
      * one line says so. */
     int small_program;
+    const ca_site_stat *live_sites[CA_LIVE_SITES_SHOWN]; /* most live bytes first */
+    size_t n_live_sites;
     ca_symtab *sym;
     ca_verdict verdict;
     char verdict_line[1024];      /* the first line of the text report */
@@ -85,6 +92,10 @@ static inline int ca_report_share_digits(double share) { return share >= 0.01 ? 
  * else the `max` holding the most cached free memory; in address order.
  * *out is malloc'ed (free it); returns how many, 0 also when memory ran out. */
 size_t ca_report_segments_shown(const ca_report_ctx *c, size_t max, const ca_frag_segment ***out);
+/* How to record a trace, for a snapshot taken without one. */
+#define CA_HOW_TO_RECORD                                                                                          \
+    "Record one: call torch.cuda.memory._record_memory_history(max_entries=100000) before the steps to look at, " \
+    "then torch.cuda.memory._dump_snapshot('snapshot.pickle')."
 /* Seconds (or event numbers, offline) since the tracker started. */
 double ca_report_time(const ca_report_ctx *c, uint64_t ticks);
 

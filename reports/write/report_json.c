@@ -11,6 +11,7 @@ static const char *verdict_code(ca_verdict v) {
     case CA_VERDICT_OOM: return "oom";
     case CA_VERDICT_NO_ITERATIONS: return "no_iterations";
     case CA_VERDICT_FEW_ITERATIONS: return "too_few_iterations";
+    case CA_VERDICT_NO_TRACE: return "no_trace";
     default: return "healthy";
     }
 }
@@ -317,6 +318,17 @@ int ca_report_json(const ca_report_ctx *c, FILE *f) {
     ca_json_arr_end(j);
     ca_json_obj_end(j);
 
+    ca_json_key(j, "live_sites");
+    ca_json_arr_begin(j);
+    for (size_t i = 0; i < c->n_live_sites; i++) {
+        ca_json_obj_begin(j);
+        ca_json_kv_uint(j, "live_bytes", c->live_sites[i]->live_bytes);
+        ca_json_kv_uint(j, "live_count", c->live_sites[i]->live_count);
+        frames(c, j, c->live_sites[i]->site);
+        ca_json_obj_end(j);
+    }
+    ca_json_arr_end(j);
+
     ca_json_key(j, "ooms");
     ca_json_arr_begin(j);
     for (size_t i = 0; i < s->n_ooms; i++) {
@@ -327,8 +339,10 @@ int ca_report_json(const ca_report_ctx *c, FILE *f) {
         ca_json_kv_uint(j, "requested_bytes", r->requested);
         ca_json_kv_uint(j, "stream", r->stream < s->n_streams ? s->streams[r->stream] : 0);
         if (r->have_info) {
-            ca_json_kv_uint(j, "device_total_bytes", r->info.device_total);
-            ca_json_kv_uint(j, "device_free_bytes", r->info.device_free);
+            /* offline without a device size: not known (0), never a made-up one */
+            kv_opt_uint(j, "device_total_bytes", r->info.device_total != 0, r->info.device_total);
+            kv_opt_uint(j, "device_free_bytes", r->info.device_total != 0, r->info.device_free);
+            ca_json_kv_bool(j, "device_total_inferred", r->info.device_total_inferred);
             ca_json_kv_uint(j, "allocated_bytes", r->info.allocated);
             ca_json_kv_uint(j, "reserved_bytes", r->info.reserved);
             ca_json_kv_uint(j, "cached_free_bytes", r->info.free_cached);

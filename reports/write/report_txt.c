@@ -139,6 +139,28 @@ static void replay(const ca_report_ctx *c, FILE *f) {
                 r->ooms_at_capacity == 1 ? "" : "s");
 }
 
+/* What is live now, by call site. */
+static void live_sites(const ca_report_ctx *c, FILE *f) {
+    char b1[32], label[512];
+    fprintf(f, "\n== Live now, by call site\n");
+    fprintf(f, "%s in %zu allocations", ca_report_bytes((double)c->snap.allocated, b1, sizeof b1), c->snap.n_live);
+    if (!c->n_live_sites) {
+        fprintf(f, ".\n");
+        return;
+    }
+    fprintf(f, "; the %zu call site%s holding the most:\n", c->n_live_sites, c->n_live_sites == 1 ? "" : "s");
+    for (size_t i = 0; i < c->n_live_sites; i++) {
+        const ca_site_stat *st = c->live_sites[i];
+        ca_report_site_label(c, st->site, label, sizeof label);
+        fprintf(f, "%zu. %s in %" PRIu64 " allocation%s: %s\n", i + 1,
+                ca_report_bytes((double)st->live_bytes, b1, sizeof b1), st->live_count, st->live_count == 1 ? "" : "s",
+                label);
+        const ca_frame *fr[1];
+        /* the frames, when there are some to show (not a site by size) */
+        if (ca_report_frames(c, st->site, fr, 1) && fr[0]->line) frames(c, f, st->site, "    ");
+    }
+}
+
 int ca_report_txt(const ca_report_ctx *c, FILE *f) {
     const ca_track_snap *s = &c->snap;
     char b1[32], b2[32], b3[32], b4[32];
@@ -175,7 +197,9 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f) {
     }
 
     fprintf(f, "\n== Leaks\n");
-    if (!s->iteration)
+    if (c->opt.no_trace)
+        para(f, "", "No trace: leaks show over time, and the snapshot holds its segments only. " CA_HOW_TO_RECORD);
+    else if (!s->iteration)
         fprintf(f, "No iteration boundaries: the diagnosis needs them (cudalloc_step(), an NVTX range, or a "
                    "repeating loop to detect).\n");
     else if (!c->n_leak_findings)
@@ -192,6 +216,8 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f) {
     if (c->n_leak_findings > 1 && c->leak_oom_iteration >= 0)
         fprintf(f, "\nAll leaks together (+%s per iteration): the device runs out at iteration %" PRId64 ".\n",
                 ca_report_bytes(c->leak_rate, b1, sizeof b1), c->leak_oom_iteration);
+
+    if (c->opt.no_trace) live_sites(c, f);
 
     const ca_frag *fr = &c->frag;
     fprintf(f, "\n== Fragmentation\n");
@@ -239,8 +265,14 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f) {
                 ca_report_bytes((double)r->requested, b1, sizeof b1));
         if (r->have_info) {
             const ca_oom_info *in = &r->info;
-            fprintf(f, "  device: %s free of %s\n", ca_report_bytes((double)in->device_free, b1, sizeof b1),
-                    ca_report_bytes((double)in->device_total, b2, sizeof b2));
+            if (!in->device_total)
+                fprintf(f, "  device: its size and free memory were not recorded (--capacity gives the size)\n");
+            else
+                fprintf(f, "  device: %s free of %s%s\n", ca_report_bytes((double)in->device_free, b1, sizeof b1),
+                        ca_report_bytes((double)in->device_total, b2, sizeof b2),
+                        in->device_total_inferred ? " (the total inferred: reserved + free; the snapshot does not "
+                                                    "record the device's size, --capacity gives it)"
+                                                  : "");
             fprintf(f, "  allocated %s, reserved %s, cached %s, largest free block %s\n",
                     ca_report_bytes((double)in->allocated, b1, sizeof b1), ca_report_bytes((double)in->reserved, b2, sizeof b2),
                     ca_report_bytes((double)in->free_cached, b3, sizeof b3),
