@@ -39,8 +39,11 @@ static uint64_t add_sat(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX 
 
 ca_oom_verdict ca_oom_judge(const ca_oom_info *info, uint64_t leaked_bytes) {
     /* Larger than the whole device (device_total is the cap under one; 0:
-     * unknown): no freeing, no defragmenting, no fixed leak makes room. */
-    if (info->device_total && info->requested > info->device_total) return CA_OOM_BEYOND;
+     * unknown): no freeing, no defragmenting, no fixed leak makes room. A
+     * total inferred offline (reserved + free) is not the device's: other
+     * processes may hold the rest, so it never says "beyond". */
+    if (info->device_total && !info->device_total_inferred && info->requested > info->device_total)
+        return CA_OOM_BEYOND;
     uint64_t free_bytes = add_sat(info->device_free, info->free_cached);
     if (free_bytes >= info->requested) return CA_OOM_FRAGMENTED;
     if (leaked_bytes && add_sat(free_bytes, leaked_bytes) >= info->requested) return CA_OOM_LEAK;

@@ -9,7 +9,11 @@
  *   CA_OOM_NOT_THERE   otherwise: the working set does not fit.
  * And first of all, named "not_there" too:
  *   CA_OOM_BEYOND      the request > device_total (the device, or the cap):
- *                      it could never fit, whatever is freed. */
+ *                      it could never fit, whatever is freed. Not said when
+ *                      the total is inferred (device_total_inferred) or
+ *                      not known (0).
+ * Offline without the device's figures (device_total 0, device_free 0), the
+ * request is judged against what the allocator had free and cached. */
 #ifndef CA_OOM_H
 #define CA_OOM_H
 #include <stddef.h>

@@ -3,8 +3,9 @@
 # snapshots whose classic segments touch in the address space (the report,
 # the JSON, the HTML map and the --pickle export keep each segment and its
 # pool as the file has them, checked against the file's own figures),
-# a snapshot without a trace, a gzipped snapshot, a torch.save() file, an
-# OOM on one of several devices (its device total inferred, and said so).
+# a snapshot without a trace (said, and what is live by call site), a
+# gzipped snapshot (read), a torch.save() file (refused as one), an OOM on
+# one of several devices (its device total inferred, and said so).
 #   snapshot_inputs.sh BIN_DIR
 set -u
 bin=${1:?usage: snapshot_inputs.sh BIN_DIR}
@@ -88,6 +89,80 @@ assert [(g['address'], g['reserved_bytes'], g['expandable']) for g in rep['fragm
 actions = {e['action'] for t in out['device_traces'] for e in t}
 assert 'segment_map' in actions and 'segment_alloc' not in actions, actions
 PY
+
+# ---- inputs named as what they are ----
+
+# A snapshot without a trace: said, with how to record one; what is live,
+# by call site, from its segments' blocks.
+out=$("$report" "$data/segments_no_trace.pickle" --json "$tmp/nt.json" --html "$tmp/nt.html" --txt -) || no "no trace exited $?"
+has "$(head -1 <<<"$out")" '^VERDICT: NO TRACE: the snapshot holds its segments but no trace (it was taken without torch.cuda.memory._record_memory_history()), so nothing over time can be judged, leaks included. Live now 1.21 GiB in 114 allocations, reserved 1.67 GiB; held most by __init__ (/work/model.py:10): 1.15 GiB in 87 allocations.$' no-trace
+has "$out" 'torch.cuda.memory._record_memory_history(max_entries=100000) before the steps to look at,' no-trace
+has "$out" '^== Live now, by call site$' no-trace
+has "$out" '^2. 56.6 MiB in 25 allocations: forward (/work/model.py:31)$' no-trace
+has "$out" '^    #1 train_step at /work/train.py:40$' no-trace
+grep -q 'no boundary was marked' <<<"$out" && no "no trace: told to mark iterations" || ok
+python3 - "$data/segments_no_trace.pickle" "$tmp/nt.json" <<'PY' && ok || no "no trace: JSON against the file"
+import json, pickle, sys
+from collections import Counter
+snap, rep = pickle.load(open(sys.argv[1], 'rb')), json.load(open(sys.argv[2]))
+assert rep['verdict']['code'] == 'no_trace', rep['verdict']
+by = Counter()
+for g in snap['segments']:
+    for b in g['blocks']:
+        if b['state'] != 'inactive':
+            f = b['frames'][2]   # past the allocator's two C++ frames
+            by[f"{f['name']} ({f['filename']}:{f['line']})"] += b['size']
+want = [(site, n) for site, n in by.most_common()]
+got = [(s['site'], s['live_bytes']) for s in rep['live_sites']]
+assert got == want, (got, want)
+PY
+grep -q '<h2>Live now, by call site</h2>' "$tmp/nt.html" && grep -q '_record_memory_history' "$tmp/nt.html" && ok || no "no trace: html"
+
+# A gzipped snapshot: read as the pickle it holds (the same report).
+gen "$tmp/s.pickle" --segments --params 40 --iterations 4 --max-entries 200
+gen "$tmp/s.pickle.gz" --segments --params 40 --iterations 4 --max-entries 200 --gzip
+gzip -t "$tmp/s.pickle.gz" && ok || no "the generator's gzip is not gzip"
+"$report" "$tmp/s.pickle" | grep -v '^trace: ' > "$tmp/plain.txt" || no "plain exited $?"
+"$report" "$tmp/s.pickle.gz" | grep -v '^trace: ' > "$tmp/gz.txt" || no "gzip exited $?"
+cmp -s "$tmp/plain.txt" "$tmp/gz.txt" && ok || no "gzip: another report than the plain pickle's"
+cat "$tmp/s.pickle.gz" "$tmp/s.pickle.gz" > "$tmp/two.gz" # two members: the second is more pickle
+bad_input() { # file, expected text
+    msg=$("$report" "$1" 2>&1 >/dev/null); rc=$?
+    if [ $rc -eq 2 ] && [ "$(wc -l <<<"$msg")" -eq 1 ] && grep -q "^$1: $2" <<<"$msg"; then ok
+    else no "$1: rc=$rc msg='$msg' (wanted '$2')"; fi
+}
+bad_input "$tmp/two.gz" 'gzip-compressed: offset [0-9]*: .*after STOP'
+head -c 600 "$tmp/s.pickle.gz" > "$tmp/cut.gz"; bad_input "$tmp/cut.gz" 'gzip: the compressed data is cut short (truncated)$'
+{ cat "$tmp/s.pickle.gz"; echo junk; } > "$tmp/trailing.gz"; bad_input "$tmp/trailing.gz" 'gzip: 5 bytes after the compressed data$'
+printf 'Thread,Time,Action,Pointer,Size,Stream\n' | gzip > "$tmp/trace.csv.gz"
+bad_input "$tmp/trace.csv.gz" 'gzip-compressed: offset 0: byte 0x54: not a pickle'
+# A torch.save() file, zip or legacy: not a snapshot, and how to make one.
+gen "$tmp/model.pt" --zip
+bad_input "$tmp/model.pt" "a zip archive, as torch.save() writes (a model or tensors), not a memory snapshot: make one with torch.cuda.memory._record_memory_history() before the code to look at and torch.cuda.memory._dump_snapshot('snapshot.pickle') after it$"
+cp "$tmp/model.pt" "$tmp/model.pickle"; bad_input "$tmp/model.pickle" 'a zip archive, as torch.save() writes'
+python3 -c "import pickle, sys; f = open(sys.argv[1], 'wb'); [pickle.dump(x, f, protocol=2) for x in (0x1950a86a20f9469cfc6c, 1001, {'protocol_version': 1001})]" "$tmp/legacy.pt"
+bad_input "$tmp/legacy.pt" 'a torch.save() file (its legacy format), not a memory snapshot: make one with'
+
+# An OOM on one of three devices: only that device's report says so; the
+# device total it is judged with is reserved + free, inferred, and said so.
+out=$("$report" "$data/three_devices_oom_on_1.pickle") || no "three devices exited $?"
+[ "$(grep -c '^VERDICT: OUT OF MEMORY' <<<"$out")" = 1 ] && ok || no "three devices: one OOM verdict"
+has "$(sed -n '/^=== device 1 of/,/^=== device 2 of/p' <<<"$out")" '^VERDICT: OUT OF MEMORY (1 failed allocation), the last at iteration 3 asking 64.0 GiB: the memory is not there: live allocations' three-devices
+has "$out" '^  device: 1.00 GiB free of 1.04 GiB (the total inferred: reserved + free; the snapshot does not record the device.s size, --capacity gives it)$' three-devices
+"$report" "$data/three_devices_oom_on_1.pickle" --device 1 --json "$tmp/d1.json" --html "$tmp/d1.html" || no "--device 1 exited $?"
+"$report" "$data/three_devices_oom_on_1.pickle" --device 1 --capacity 80GiB --json "$tmp/d1c.json" || no "--capacity exited $?"
+python3 - "$data/three_devices_oom_on_1.pickle" "$tmp/d1.json" "$tmp/d1c.json" <<'PY' && ok || no "three devices: JSON"
+import json, pickle, sys
+snap = pickle.load(open(sys.argv[1], 'rb'))
+oom = [e for e in snap['device_traces'][1] if e['action'] == 'oom'][0]
+reserved = sum(g['total_size'] for g in snap['segments'] if g['device'] == 1)
+o = json.load(open(sys.argv[2]))['ooms'][0]
+assert o['device_total_inferred'] is True and o['device_free_bytes'] == oom['device_free'], o
+assert o['device_total_bytes'] == oom['device_free'] + reserved and o['verdict'] == 'not_there', o
+c = json.load(open(sys.argv[3]))['ooms'][0]
+assert c['device_total_inferred'] is False and c['device_total_bytes'] == 80 << 30, c
+PY
+grep -q 'device total (inferred: reserved + free; not recorded)' "$tmp/d1.html" && ok || no "three devices: html"
 
 echo "snapshot_inputs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
