@@ -63,7 +63,7 @@ BENCHES += bench-tracking
 
 # Reading a PyTorch snapshot of a million trace entries, phase by phase, and Python's
 # pickle.load of the same file for scale.
-$(BUILD)/bench/bench_snapshot: $(OBJ)/tests/reports/tracking/bench_snapshot.o $(LIB)/libcareports.a $(LIBCA)
+$(BUILD)/bench/bench_snapshot: $(OBJ)/tests/reports/tracking/bench_snapshot.o $(LIB)/libcareports.a $(LIBCA) $(UTIL_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(REPORTS_LDLIBS)
 $(BUILD)/bench/snapshot_1M.pickle: tests/data/snapshots/make_snapshots.py
