@@ -260,9 +260,10 @@ static void ranges_at_start(builder *b) {
     }
     for (size_t i = b->trace.n; i-- > 0 && !b->nomem;) {
         const ca_run_op *o = &b->trace.v[i];
+        if (o->kind != CA_RUN_MAP && o->kind != CA_RUN_UNMAP) continue;
         const ca_range_kind *k = &b->out->kinds[o->range_kind];
         if (o->kind == CA_RUN_MAP) b->nomem |= ca_ranges_unmap(&b->ranges, o->addr, o->size, k->whole);
-        else if (o->kind == CA_RUN_UNMAP) b->nomem |= ca_ranges_map(&b->ranges, &(ca_range){o->addr, o->size, o->stream, *k});
+        else b->nomem |= ca_ranges_map(&b->ranges, &(ca_range){o->addr, o->size, o->stream, *k});
     }
 }
 
