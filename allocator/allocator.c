@@ -280,6 +280,7 @@ size_t ca_largest_free(ca_allocator *a) {
 static void fill_oom(ca_allocator *a, size_t size, ca_stream stream, ca_oom_info *oom) {
     size_t free_bytes = 0, total = 0;
     a->be->mem_info(a->be->self, &free_bytes, &total);
+    *oom = (ca_oom_info){0}; /* every field said, those added later too */
     oom->requested = size;
     oom->allocated = (size_t)sum_current(a, offsetof(ca_stats, allocated_bytes), CA_POOL_ALL);
     oom->reserved = ca_reserved_total(a);

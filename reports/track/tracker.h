@@ -208,7 +208,8 @@ typedef struct ca_range_kind {
 typedef struct ca_range {
     uintptr_t addr;
     uint64_t size;
-    uint64_t stream;     /* compared, never read: the tracker's index in streams[] */
+    uint64_t stream;     /* the tracker's index in streams[] (the snapshot reader's ranges: the
+                            stream itself); ranges join only within one */
     ca_range_kind kind;
 } ca_range;
 
