@@ -10,6 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Out of memory inside uthash: said, never exit (uthash's default). */
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(e) (hash_oom = 1)
 #include <uthash.h>
 
 #include "reports/read/snapshot_internal.h"
@@ -26,6 +30,12 @@ typedef struct addr_e {
     int state;   /* pass A: 1 live, 2 seeded then freed; pass C: live */
     UT_hash_handle hh;
 } addr_e;
+
+typedef struct kind_e { /* the run's kinds, by value */
+    ca_range_kind key;
+    uint32_t index;
+    UT_hash_handle hh;
+} kind_e;
 
 typedef struct ops_vec {
     ca_run_op *v;
@@ -44,6 +54,7 @@ typedef struct builder {
     ops_vec trace, seed;
     addr_e *live, *touched;
     ca_range_set ranges;
+    kind_e *kinds;  /* out->kinds, by value */
     int expandable; /* what a segment that does not say is */
     int nomem;
 } builder;
@@ -76,7 +87,12 @@ static addr_e *add(addr_e **h, uint64_t addr) {
     addr_e *e = calloc(1, sizeof *e);
     if (!e) return NULL;
     e->addr = addr;
+    int hash_oom = 0;
     HASH_ADD(hh, *h, addr, sizeof e->addr, e);
+    if (hash_oom) {
+        free(e);
+        return NULL;
+    }
     return e;
 }
 
@@ -128,19 +144,35 @@ static const ca_snap_segment *segment_holding(const builder *b, uint64_t addr, u
     return g && addr - g->addr < g->total_size && size <= g->total_size - (addr - g->addr) ? g : NULL;
 }
 
-/* k's index in the run's kinds (a handful: pools and pool ids);
- * UINT32_MAX when memory ran out. */
-static uint32_t intern_kind(ca_snap_run *r, const ca_range_kind *k) {
-    for (size_t i = 0; i < r->n_kinds; i++)
-        if (r->kinds[i].whole == k->whole && r->kinds[i].pool == k->pool && r->kinds[i].expandable == k->expandable &&
-            r->kinds[i].pool_id[0] == k->pool_id[0] && r->kinds[i].pool_id[1] == k->pool_id[1])
-            return (uint32_t)i;
+/* k's index in the run's kinds (a handful in real snapshots; as many as
+ * segments at worst: a table, not a scan); UINT32_MAX when memory ran out. */
+static uint32_t intern_kind(builder *b, const ca_range_kind *k) {
+    ca_range_kind key;
+    memset(&key, 0, sizeof key); /* the padding too: the table hashes the bytes */
+    key.whole = k->whole;
+    key.pool = k->pool;
+    key.expandable = k->expandable;
+    key.pool_id[0] = k->pool_id[0];
+    key.pool_id[1] = k->pool_id[1];
+    kind_e *e;
+    HASH_FIND(hh, b->kinds, &key, sizeof key, e);
+    if (e) return e->index;
+    ca_snap_run *r = b->out;
     if (!(r->n_kinds & (r->n_kinds - 1))) { /* 0, 1, 2, 4, ...: double */
         ca_range_kind *v = realloc(r->kinds, (r->n_kinds ? 2 * r->n_kinds : 1) * sizeof *v);
         if (!v) return UINT32_MAX;
         r->kinds = v;
     }
-    r->kinds[r->n_kinds] = *k;
+    if (!(e = malloc(sizeof *e))) return UINT32_MAX;
+    e->key = key;
+    e->index = (uint32_t)r->n_kinds;
+    int hash_oom = 0;
+    HASH_ADD(hh, b->kinds, key, sizeof e->key, e);
+    if (hash_oom) {
+        free(e);
+        return UINT32_MAX;
+    }
+    r->kinds[r->n_kinds] = key;
     return (uint32_t)r->n_kinds++;
 }
 
@@ -156,7 +188,7 @@ static uint32_t kind_index(builder *b, uint64_t addr, uint64_t size, int whole) 
         k.pool = g->large < 0 ? 0 : g->large ? 2 : 1;
         memcpy(k.pool_id, g->pool_id, sizeof k.pool_id);
     }
-    return intern_kind(b->out, &k);
+    return intern_kind(b, &k);
 }
 
 static int device_segments(builder *b) {
@@ -277,7 +309,7 @@ static void assemble(builder *b) {
     }
     for (size_t i = 0; i < b->ranges.n && !b->nomem; i++) {
         const ca_range *r = &b->ranges.v[i];
-        uint32_t k = intern_kind(out, &r->kind); /* as joined: what its pieces agreed on */
+        uint32_t k = intern_kind(b, &r->kind); /* as joined: what its pieces agreed on */
         b->nomem |= k == UINT32_MAX;
         out->ops[out->n_ops++] = (ca_run_op){.kind = CA_RUN_MAP, .addr = r->addr, .size = r->size,
                                              .stream = r->stream, .range_kind = k};
@@ -365,6 +397,11 @@ int ca_snap_run_build(const ca_torch_snapshot *s, int device, ca_snap_run *out, 
     if (!b.nomem) assemble(&b);
     if (!b.nomem) pass_ids(&b);
     clear(&b.live);
+    kind_e *ke, *kt;
+    HASH_ITER(hh, b.kinds, ke, kt) {
+        HASH_DEL(b.kinds, ke);
+        free(ke);
+    }
     free(b.trace.v);
     free(b.seed.v);
     free(b.segs);
