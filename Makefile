@@ -57,6 +57,7 @@ $(OBJ)/%.o: %.c | $(DEPS_STAMP)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
 include $(sort $(wildcard */module.mk))
+include reports/diagnose/diagnose.mk
 include tests/fuzz/fuzz.mk
 include tests/stress/stress.mk
 

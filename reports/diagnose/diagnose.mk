@@ -1,0 +1,13 @@
+# reports/diagnose/: what would fit: the peak broken down and each memory
+# fix's peak predicted (fixes.h), the repeated blocks of a pass (blocks.h).
+DIAGNOSE_SRCS := reports/diagnose/blocks.c reports/diagnose/fixes.c reports/diagnose/fixes_curve.c
+DIAGNOSE_OBJS := $(DIAGNOSE_SRCS:%.c=$(OBJ)/%.o)
+
+# Check tests: tests/reports/diagnose/test_<name>.c
+DIAGNOSE_TESTS := $(patsubst tests/reports/diagnose/%.c,$(BUILD)/tests/reports/diagnose/%,\
+                    $(wildcard tests/reports/diagnose/test_*.c))
+$(DIAGNOSE_TESTS): $(BUILD)/tests/reports/diagnose/%: $(OBJ)/tests/reports/diagnose/%.o $(DIAGNOSE_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $^ -o $@ $(LDLIBS_CHECK) -lm
+UNIT_TESTS += $(DIAGNOSE_TESTS)
+ALL_TARGETS += $(DIAGNOSE_OBJS)
