@@ -126,16 +126,17 @@ static fx_life *gather(const ca_fix_input *in, uint64_t lo, uint64_t hi, size_t 
     return l;
 }
 
-/* Where backward starts: the position with the most in-iteration allocations
- * live (the first such). */
+/* Where backward starts: the position with the most allocations live that
+ * were made in the iteration and are freed in it (the first such; kept ones,
+ * the gradients, pile up in backward). */
 static uint64_t forward_end(const fx_life *l, size_t n, uint64_t lo, uint64_t hi) {
     pev *ev = malloc((2 * n + 1) * sizeof *ev);
     if (!ev) return lo;
     size_t ne = 0;
     for (size_t i = 0; i < n; i++) {
-        if (l[i].birth < lo) continue;
+        if (l[i].cls != FX_TR) continue;
         ev[ne++] = (pev){l[i].birth, 1};
-        if (l[i].death < hi) ev[ne++] = (pev){l[i].death, -1};
+        ev[ne++] = (pev){l[i].death, -1};
     }
     qsort(ev, ne, sizeof *ev, pev_cmp);
     int64_t cur = 0, best = -1;
@@ -265,7 +266,15 @@ static uint64_t fix_peak(const fx_iter *it, const fixspec *f, int end, uint64_t 
     return fx_scen_peak(it, &s, f->factor ? 1.0 / f->factor : 1.0);
 }
 
-/* The largest micro-batch fraction with which accumulation alone fits in cap. */
+/* Accumulation's peak for micro-batch fraction f: the first micro-batch's
+ * replay or the later ones', whichever is higher. */
+static double accum_peak(const fx_curve *first, const fx_curve *later, double f) {
+    double a = fx_curve_peak_exact(first, f), b = fx_curve_peak_exact(later, f);
+    return a > b ? a : b;
+}
+
+/* The largest micro-batch fraction with which accumulation alone fits in cap
+ * (bisection: the peak grows with the fraction); -1 when memory ran out. */
 static double micro_fraction(const fx_iter *it, uint64_t cap, uint64_t *unscaled) {
     fx_scen s = {.r = 1, .grad_temps = 1};
     fx_curve a, b;
@@ -274,17 +283,15 @@ static double micro_fraction(const fx_iter *it, uint64_t cap, uint64_t *unscaled
         fx_curve_free(&a);
         return -1;
     }
-#define PEAK(f) (fx_curve_peak(&a, (f)) > fx_curve_peak(&b, (f)) ? fx_curve_peak(&a, (f)) : fx_curve_peak(&b, (f)))
-    *unscaled = PEAK(0.0);
+    *unscaled = (uint64_t)(accum_peak(&a, &b, 0) + 0.5);
     double ok = 0, bad = 1;
-    if (fx_curve_peak(&a, 1.0) <= cap) ok = 1;
-    else if (*unscaled <= cap)
+    if (fx_curve_peak_exact(&a, 1) <= (double)cap) ok = 1;
+    else if (accum_peak(&a, &b, 0) <= (double)cap)
         for (int i = 0; i < 40; i++) {
             double m = (ok + bad) / 2;
-            if (PEAK(m) <= cap) ok = m;
+            if (accum_peak(&a, &b, m) <= (double)cap) ok = m;
             else bad = m;
         }
-#undef PEAK
     fx_curve_free(&a);
     fx_curve_free(&b);
     return ok;

@@ -107,15 +107,17 @@ int fx_curve_build(const fx_iter *it, const fx_scen *s, int later, fx_curve *out
     return 0;
 }
 
-uint64_t fx_curve_peak(const fx_curve *c, double f) {
+double fx_curve_peak_exact(const fx_curve *c, double f) {
     double cur = 0, peak = 0;
     for (size_t i = 0; i < c->n;) {
         uint64_t t = c->ev[i].t;
         for (; i < c->n && c->ev[i].t == t; i++) cur += (double)c->ev[i].fixed + c->ev[i].scaled * f;
         if (cur > peak) peak = cur;
     }
-    return (uint64_t)(peak + 0.5);
+    return peak;
 }
+
+uint64_t fx_curve_peak(const fx_curve *c, double f) { return (uint64_t)(fx_curve_peak_exact(c, f) + 0.5); }
 
 void fx_curve_free(fx_curve *c) {
     free(c->ev);

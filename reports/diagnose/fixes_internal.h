@@ -53,8 +53,9 @@ typedef struct fx_curve {
  * an accumulation (kept allocations live from the start, the iteration's
  * carried-in ones gone). */
 int fx_curve_build(const fx_iter *it, const fx_scen *s, int later, fx_curve *out);
-/* The peak with batch-scaled bytes x f. */
+/* The peak with batch-scaled bytes x f, rounded to bytes, and unrounded. */
 uint64_t fx_curve_peak(const fx_curve *c, double f);
+double fx_curve_peak_exact(const fx_curve *c, double f);
 void fx_curve_free(fx_curve *c);
 
 /* The scenario's peak for micro-batch fraction f (f = 1: no accumulation:
