@@ -16,7 +16,11 @@ const char *ca_fix_name(unsigned kinds) {
 
 void ca_fix_report_free(ca_fix_report *r) {
     free(r->by_group);
+    free(r->group_site);
+    free(r->group_frame);
     r->by_group = NULL;
+    r->group_site = NULL;
+    r->group_frame = NULL;
 }
 
 static int by_u64(const void *a, const void *b) {
@@ -96,8 +100,15 @@ static int by_birth(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* The allocations live in [lo, hi), by birth, classified. NULL when memory ran out. */
-static fx_life *gather(const ca_fix_input *in, uint64_t lo, uint64_t hi, size_t *n_out) {
+static uint64_t forward_end(const fx_life *l, size_t n, uint64_t lo, uint64_t hi);
+
+/* The allocations live in [lo, hi), by birth, classified; *fwd: where
+ * backward starts. What the forward pass makes and frees in the iteration
+ * scales with the batch; so does what backward and the optimizer make and
+ * free, unless it has the size of an allocation that lives across the
+ * iteration's ends (a weight's gradient computed, then added: ambiguous).
+ * NULL when memory ran out. */
+static fx_life *gather(const ca_fix_input *in, uint64_t lo, uint64_t hi, size_t *n_out, uint64_t *fwd) {
     size_t n = 0, nf = 0;
     for (size_t i = 0; i < in->n; i++)
         if (in->life[i].birth < hi && in->life[i].death >= lo) n++;
@@ -118,9 +129,11 @@ static fx_life *gather(const ca_fix_input *in, uint64_t lo, uint64_t hi, size_t 
     }
     qsort(l, n, sizeof *l, by_birth);
     qsort(fixed, nf, sizeof *fixed, by_u64);
+    *fwd = forward_end(l, n, lo, hi);
     for (size_t i = 0; i < n; i++)
         if (l[i].cls == FX_TR)
-            l[i].scale = bsearch(&l[i].bytes, fixed, nf, sizeof *fixed, by_u64) ? FX_AMBIGUOUS : FX_SCALED;
+            l[i].scale = l[i].birth > *fwd && bsearch(&l[i].bytes, fixed, nf, sizeof *fixed, by_u64) ? FX_AMBIGUOUS
+                                                                                                  : FX_SCALED;
     free(fixed);
     *n_out = n;
     return l;
@@ -304,10 +317,11 @@ int ca_fixes_predict(const ca_fix_input *in, ca_fix_report *out) {
     int got = pick_iteration(in, &lo, &hi, &out->iteration, &out->peak, &out->peak_position, out->why);
     if (got <= 0) return got;
     size_t n;
-    fx_life *l = gather(in, lo, hi, &n);
+    uint64_t fwd;
+    fx_life *l = gather(in, lo, hi, &n, &fwd);
     if (!l) goto oom;
     fx_iter it = {l, n, lo, hi};
-    uint64_t fwd = out->forward_end = forward_end(l, n, lo, hi);
+    out->forward_end = fwd;
 
     if (in->n_groups >= 2) {
         out->by_group = calloc(in->n_groups, sizeof *out->by_group);

@@ -19,8 +19,8 @@
  *                in the iteration: saved for backward;
  *   temporaries  the rest: freed within the iteration, short-lived.
  * Memory that scales with the batch: activations and temporaries, except
- * those of a size that some persistent or kept allocation has (a weight's
- * gradient, an optimizer temporary): `ambiguous`.
+ * those made after the forward pass with the size of some persistent or kept
+ * allocation (a weight's gradient, an optimizer temporary): `ambiguous`.
  *
  * Each fix's peak is the peak of the iteration replayed with the fix's
  * changes to the lifetimes (fixes_curve.c):
@@ -103,6 +103,10 @@ typedef struct ca_fix_report {
     ca_breakdown total;
     ca_breakdown *by_group;   /* n_groups entries (NULL when n_groups < 2) */
     uint32_t n_groups;
+    /* Filled by ca_fixes_from_track (fixes_track.h): group g's phase frame is
+     * frame group_frame[g] (from the innermost) of site group_site[g]. */
+    uint32_t *group_site;
+    unsigned *group_frame;
     uint64_t scaled_bytes;    /* at the peak: what scales with the batch */
     uint64_t ambiguous_bytes; /* at the peak: in-iteration allocations of a persistent size */
     uint64_t weight_bytes;    /* the estimate bf16 copies are half of */

@@ -190,15 +190,17 @@ START_TEST(accumulation_and_capacity) {
 }
 END_TEST
 
-/* A temporary the size of a weight (its gradient, computed then added) may
- * not scale with the batch: the low end counts it as scaling, the prediction
- * does not. No repeated blocks: checkpointing says why. */
+/* A temporary of backward the size of a weight (its gradient, computed then
+ * added) may not scale with the batch: the low end counts it as scaling, the
+ * prediction does not. No repeated blocks: checkpointing says why. */
 START_TEST(ambiguous_and_no_blocks) {
     gen g = {0};
     A(&g, 1000, 1);
     for (int i = 0; i < 2; i++) {
         mark(&g);
-        size_t a = A(&g, 400, 2), t = A(&g, 1000, 3);
+        size_t a = A(&g, 400, 2), loss = A(&g, 8, 4);
+        F(&g, loss); /* backward: a weight's gradient, computed then added */
+        size_t t = A(&g, 1000, 3);
         F(&g, t);
         F(&g, a);
     }
