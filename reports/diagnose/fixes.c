@@ -357,7 +357,7 @@ int ca_fixes_predict(const ca_fix_input *in, ca_fix_report *out) {
     ca_blocks bk;
     if (!ca_blocks_find(keys, nfw, 2, &bk)) {
         snprintf(out->checkpoint_why, CA_FIX_WHY,
-                 "checkpointing: no repeated blocks in the forward pass (%zu allocations before backward starts)",
+                 "no repeated blocks in the forward pass (%zu allocations before backward starts)",
                  nfw);
     } else {
         int best = -1;
@@ -377,7 +377,7 @@ int ca_fixes_predict(const ca_fix_input *in, ca_fix_report *out) {
         }
         if (out->block_saved_bytes == 0) {
             snprintf(out->checkpoint_why, CA_FIX_WHY,
-                     "checkpointing: the %zu repeated blocks of the forward pass save nothing for backward",
+                     "the %zu repeated blocks of the forward pass save nothing for backward",
                      bk.count);
             while (n_ck) ckpt_free(&ck[--n_ck]);
         } else {

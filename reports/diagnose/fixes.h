@@ -115,7 +115,7 @@ typedef struct ca_fix_report {
     size_t n_fix;
     unsigned blocks;           /* repeated blocks of the forward pass (0: none) */
     uint64_t block_saved_bytes, block_input_bytes; /* per block: saved for backward, kept by checkpointing */
-    char checkpoint_why[CA_FIX_WHY]; /* "" or why checkpointing has no prediction */
+    char checkpoint_why[CA_FIX_WHY]; /* "" or why checkpointing has no prediction ("no repeated blocks ...") */
 
     uint64_t capacity;         /* 0: unknown, and the three below mean nothing */
     uint64_t missing;          /* peak - capacity, 0 when it fits */

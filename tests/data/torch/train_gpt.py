@@ -48,7 +48,7 @@ import torch.nn.functional as F
 
 CASES = ("fixed", "varying", "eval-kept", "eval-sum", "train-sum", "varying-big")
 FIXES = ("fix-plain", "fix-accum2", "fix-accum4", "fix-bf16", "fix-checkpoint")
-FIX_STEPS = 5
+FIX_STEPS = 3
 FIX_MODELS = {
     "a": dict(L=4, C=64, NH=4, T=64, B=16),
     "b": dict(L=6, C=96, NH=6, T=48, B=12),

@@ -1,0 +1,115 @@
+/* The fixes in words (see fixes_text.h). */
+#include "reports/diagnose/fixes_text.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "reports/fmt.h"
+
+static const char *sz(double bytes, char *buf) {
+    ca_fmt_bytes(buf, 32, bytes);
+    return buf;
+}
+
+void ca_fix_label(const ca_fix *f, char *buf, size_t n) {
+    size_t k = 0;
+    buf[0] = '\0';
+#define PUT(...) (k += (size_t)snprintf(buf + k, k < n ? n - k : 0, __VA_ARGS__), k = k < n ? k : n)
+    int single = !(f->kinds & (f->kinds - 1));
+    if (f->kinds & CA_FIX_ACCUM) PUT("%saccumulation over %u micro-batches", single ? "gradient " : "", f->factor);
+    if (f->kinds & CA_FIX_BF16) PUT("%sbf16 autocast", k ? " + " : "");
+    if (f->kinds & CA_FIX_CHECKPOINT) PUT("%scheckpointing of %u blocks", k ? " + " : single ? "activation " : "", f->blocks);
+#undef PUT
+}
+
+void ca_fix_figures(const ca_fix *f, char *buf, size_t n) {
+    char a[32], b[32], c[32];
+    if (f->low == f->high)
+        snprintf(buf, n, "%s", sz((double)f->predicted, a));
+    else
+        snprintf(buf, n, "%s (%s to %s)", sz((double)f->predicted, a), sz((double)f->low, b), sz((double)f->high, c));
+}
+
+/* How to apply it, for the advice. */
+static const char *how(unsigned kinds) {
+    switch (kinds) {
+    case CA_FIX_ACCUM: return " (micro-batches of 1/k the batch, each loss divided by k, one optimizer step)";
+    case CA_FIX_BF16: return " (torch.autocast(device_type='cuda', dtype=torch.bfloat16) around the forward pass)";
+    case CA_FIX_CHECKPOINT: return " (torch.utils.checkpoint around each repeated block)";
+    default: return "";
+    }
+}
+
+static void line(char (*lines)[CA_FIX_LINE], size_t *k, size_t max, const char *fmt, ...) {
+    if (*k >= max) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(lines[*k], CA_FIX_LINE, fmt, ap);
+    va_end(ap);
+    (*k)++;
+}
+
+static void fix_line(char (*lines)[CA_FIX_LINE], size_t *k, size_t max, const ca_fix *f, uint64_t cap) {
+    char label[128], fig[128], c[32];
+    ca_fix_label(f, label, sizeof label);
+    ca_fix_figures(f, fig, sizeof fig);
+    const char *fits = !cap ? "" : f->fits == 1 ? ", fits in " : f->fits == 0 ? ", does not fit in " : ", may fit in ";
+    line(lines, k, max, "%s%s: predicted peak %s%s%s.", label, how(f->kinds), fig, fits, cap ? sz((double)cap, c) : "");
+}
+
+size_t ca_fixes_advice(const ca_fix_report *r, uint64_t cap, char (*lines)[CA_FIX_LINE], size_t max) {
+    size_t k = 0;
+    char a[32], b[32], c[32], d[32];
+    if (!r->have) {
+        line(lines, &k, max, "No fix can be predicted for this run: %s.", r->why);
+        return k;
+    }
+    /* the single fixes that fit (accumulation: the fewest micro-batches), else
+     * the combinations that do, else the lowest of all */
+    const ca_fix *pick[CA_FIX_MAX];
+    size_t np = 0;
+    unsigned seen = 0;
+    for (int pass = 0; pass < 2 && !np; pass++)
+        for (size_t i = 0; i < r->n_fix; i++) {
+            const ca_fix *f = &r->fix[i];
+            int single = !(f->kinds & (f->kinds - 1));
+            if (single != !pass || (seen & f->kinds && single)) continue;
+            if (cap && f->predicted > cap) continue;
+            if (!cap && f->kinds == CA_FIX_ACCUM && f->factor != 4) continue; /* no device: one of each */
+            if (!cap && !single) continue;
+            pick[np++] = f;
+            seen |= f->kinds;
+        }
+    if (cap && !np) {
+        const ca_fix *low = NULL;
+        for (size_t i = 0; i < r->n_fix; i++)
+            if (!low || r->fix[i].predicted < low->predicted) low = &r->fix[i];
+        if (low) {
+            char label[128];
+            ca_fix_label(low, label, sizeof label);
+            line(lines, &k, max, "No fix alone or together is predicted to fit in %s: the lowest, %s, peaks at %s.",
+                 sz((double)cap, a), label, sz((double)low->predicted, b));
+        }
+    }
+    for (size_t i = 0; i < np; i++) fix_line(lines, &k, max, pick[i], cap);
+    if (r->checkpoint_why[0]) line(lines, &k, max, "Checkpointing cannot be predicted: %s.", r->checkpoint_why);
+    if (cap && r->missing) {
+        if (r->micro_fraction > 0 && r->micro_fraction < 1) {
+            unsigned kk = 1;
+            while (kk < 1024 && 1.0 / kk > r->micro_fraction) kk++;
+            line(lines, &k, max,
+                 "Iteration %u peaked at %s, %s more than the device's %s; accumulation alone fits with micro-batches of "
+                 "up to %.2f of the batch (%u or more of them).",
+                 r->iteration, sz((double)r->peak, a), sz((double)r->missing, b), sz((double)cap, c), r->micro_fraction,
+                 kk);
+        } else {
+            line(lines, &k, max,
+                 "Iteration %u peaked at %s, %s more than the device's %s; no micro-batch fits: what does not scale "
+                 "with the batch (weights, optimizer state, gradients) alone peaks at %s.",
+                 r->iteration, sz((double)r->peak, a), sz((double)r->missing, b), sz((double)cap, c),
+                 sz((double)r->unscaled_peak, d));
+        }
+    }
+    return k;
+}
