@@ -1,7 +1,8 @@
 # reports/diagnose/: what would fit: the peak broken down and each memory
 # fix's peak predicted (fixes.h), the repeated blocks of a pass (blocks.h).
 DIAGNOSE_SRCS := reports/diagnose/blocks.c reports/diagnose/fixes.c reports/diagnose/fixes_curve.c \
-                 reports/diagnose/phases.c reports/diagnose/fixes_track.c reports/diagnose/fixes_text.c
+                 reports/diagnose/phases.c reports/diagnose/fixes_track.c reports/diagnose/fixes_text.c \
+                 reports/diagnose/fixes_json.c reports/diagnose/fixes_html.c
 DIAGNOSE_OBJS := $(DIAGNOSE_SRCS:%.c=$(OBJ)/%.o)
 
 # Check tests: tests/reports/diagnose/test_<name>.c

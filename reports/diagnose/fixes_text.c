@@ -1,6 +1,8 @@
 /* The fixes in words (see fixes_text.h). */
 #include "reports/diagnose/fixes_text.h"
 
+#include "reports/diagnose/fixes_out.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -112,4 +114,60 @@ size_t ca_fixes_advice(const ca_fix_report *r, uint64_t cap, char (*lines)[CA_FI
         }
     }
     return k;
+}
+
+/* ---- the text report's section ---- */
+
+static void part(FILE *f, const char *what, uint64_t bytes, const char *note) {
+    char b[32];
+    fprintf(f, "    %-13s %10s  %s\n", what, sz((double)bytes, b), note);
+}
+
+int ca_fixes_txt(FILE *f, const ca_fix_report *r, const char *const *names) {
+    char a[32], b[32], c[32], d[32];
+    fprintf(f, "WHAT WOULD FIT\n");
+    if (!r->have) {
+        fprintf(f, "  No fix can be predicted for this run: %s.\n\n", r->why);
+        return ferror(f) ? -1 : 0;
+    }
+    fprintf(f, "  The peak of iteration %u, %s, is made of:\n", r->iteration, sz((double)r->peak, a));
+    part(f, "persistent", r->total.persistent, "allocated before the iteration: weights, optimizer state, gradients kept");
+    part(f, "kept", r->total.kept, "allocated in it, live past its end: this step's gradients, state");
+    part(f, "activations", r->total.activations, "saved in the forward pass for backward");
+    part(f, "temporaries", r->total.temporaries, "short-lived");
+    if (r->total.kept_after_peak)
+        fprintf(f, "    and %s kept after the peak (with accumulation, live at every micro-batch's peak)\n",
+                sz((double)r->total.kept_after_peak, a));
+    int any = 0;
+    for (uint32_t g = 1; g < r->n_groups; g++) {
+        const ca_breakdown *x = &r->by_group[g];
+        if (!x->persistent && !x->kept && !x->activations && !x->temporaries) continue;
+        if (!any++) fprintf(f, "  By frame:\n");
+        fprintf(f, "    %s:", names && names[g] ? names[g] : "unknown frame");
+        const char *sep = " ";
+        if (x->persistent) fprintf(f, "%spersistent %s", sep, sz((double)x->persistent, a)), sep = ", ";
+        if (x->kept) fprintf(f, "%skept %s", sep, sz((double)x->kept, b)), sep = ", ";
+        if (x->activations) fprintf(f, "%sactivations %s", sep, sz((double)x->activations, c)), sep = ", ";
+        if (x->temporaries) fprintf(f, "%stemporaries %s", sep, sz((double)x->temporaries, d));
+        fputc('\n', f);
+    }
+    fprintf(f, "  Each fix's peak, predicted (range)%s%s:\n", r->capacity ? "; fits in " : "",
+            r->capacity ? sz((double)r->capacity, a) : "");
+    for (size_t i = 0; i < r->n_fix; i++) {
+        const ca_fix *x = &r->fix[i];
+        char label[160], fig[128];
+        ca_fix_label(x, label, sizeof label);
+        ca_fix_figures(x, fig, sizeof fig);
+        fprintf(f, "    %-62s %-34s %s\n", label, fig,
+                !r->capacity ? "" : x->fits == 1 ? "yes" : x->fits == 0 ? "no" : "maybe");
+    }
+    char lines[CA_FIX_ADVICE_MAX][CA_FIX_LINE];
+    size_t n = ca_fixes_advice(r, r->capacity, lines, CA_FIX_ADVICE_MAX);
+    if (r->capacity) fprintf(f, "  On this device:\n");
+    for (size_t i = 0; i < n; i++) {
+        if (!r->capacity && strncmp(lines[i], "Checkpointing cannot", 20)) continue; /* the table said it */
+        fprintf(f, "    - %s\n", lines[i]);
+    }
+    fputc('\n', f);
+    return ferror(f) ? -1 : 0;
 }
