@@ -15,3 +15,27 @@ $(DIAGNOSE_TESTS): $(BUILD)/tests/reports/diagnose/%: $(OBJ)/tests/reports/diagn
 UNIT_TESTS += $(DIAGNOSE_TESTS)
 # The diagnosis joins the reports' archive (the archive's rule links $^).
 $(LIB)/libcareports.a: $(DIAGNOSE_OBJS)
+
+# The fixes measured on real PyTorch runs (tests/data/torch/fixes, see
+# tests/data/README.md): each model's plain run and its runs with each fix,
+# gzipped. Not part of `make test`: it re-records the committed files.
+FIX_MODELS := a g
+FIX_CASES := plain accum2 accum4 bf16 checkpoint
+.PHONY: record-torch-fixes
+record-torch-fixes: $(BUILD)/record_alloc.so
+	@set -e; for m in $(FIX_MODELS); do for c in $(FIX_CASES); do \
+	    f=tests/data/torch/fixes/$${m}_$$c.csv; \
+	    MODEL=$$m RECORD_ALLOC_CSV=$$f LD_PRELOAD=$(abspath $(BUILD)/record_alloc.so) \
+	        $(TORCH_PYTHON) tests/data/torch/train_gpt.py fix-$$c; \
+	    gzip -9nf $$f; echo "  $$f.gz: $$(wc -c < $$f.gz) bytes"; done; done
+
+# Predictions against measured peaks (BENCHMARKS.md, issue 18): PyTorch runs
+# recorded here and demo_trainer sweeps; minutes.
+.PHONY: bench-fixes
+bench-fixes: $(BIN)/cudalloc-report $(BIN)/cudalloc $(BIN)/demo_trainer $(LIB)/libcudalloc.so $(BUILD)/record_alloc.so
+	@bash scripts/fixes-validate.sh $(BUILD) $(BUILD)/fixes
+
+.PHONY: test-fixes
+test-fixes: $(BIN)/cudalloc-report $(BIN)/demo_trainer $(LIB)/libcudalloc.so $(SIM)/libcudart.so $(SIM)/libcuda.so
+	@bash tests/reports/diagnose/fixes_system.sh $(BUILD)
+SYSTEM_TESTS += test-fixes
