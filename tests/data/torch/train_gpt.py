@@ -56,8 +56,8 @@ FIX_MODELS = {
     "d": dict(L=8, C=64, NH=2, T=32, B=32),
     "e": dict(L=4, C=64, NH=8, T=128, B=4),
     "f": dict(L=2, C=256, NH=4, T=32, B=16),
-    "g": dict(L=5, C=80, NH=5, T=40, B=10),
-    "h": dict(L=2, C=192, NH=3, T=96, B=6),
+    "g": dict(L=5, C=80, NH=5, T=40, B=12),
+    "h": dict(L=2, C=192, NH=3, T=96, B=8),
 }
 STEPS = 50
 V, C, NH, L, TMAX = 256, 64, 4, 1, 64

@@ -144,6 +144,7 @@ START_TEST(one_boundary) {
     ck_assert_int_eq(r.have, 1);
     ck_assert_uint_eq(r.iteration, 0);
     ck_assert_uint_eq(r.peak, 1400);
+    ca_fix_report_free(&r);
     gen_free(&g);
     gen e = {0};
     mark(&e);
