@@ -7,6 +7,8 @@
 #   make tsan     allocator unit tests and the stress test under ThreadSanitizer
 #   make demo     the demo trainer under cudalloc, clean and leaking
 #   make deps     install what is missing (Debian packages)
+#   make install  bin/, lib/, include/, man pages and the Python module under
+#                 DESTDIR/PREFIX (default /usr/local); make uninstall (install.mk)
 
 BUILD    ?= build
 CC       ?= cc
@@ -52,6 +54,28 @@ $(DEPS_STAMP): scripts/deps.sh
 deps:
 	@bash scripts/deps.sh
 
+# One version for every program, the library and the Python module: VERSION's
+# first line, and the commit: from git when this tree is a checkout of its own
+# (not a tarball unpacked inside another repository), else from VERSION's
+# second line, which `git archive` (make dist) fills in (export-subst).
+CUDALLOC_VERSION := $(shell sed -n 1p VERSION)
+CUDALLOC_COMMIT := $(shell [ "$$(git rev-parse --show-toplevel 2>/dev/null)" = "$$(pwd -P)" ] && \
+    git describe --always --dirty --abbrev=12 --match 'no-tag-is-named-so' 2>/dev/null || \
+    sed -n '2s/^\([0-9a-f]\{12\}\)[0-9a-f]*$$/\1/p' VERSION)
+CUDALLOC_VERSION_STRING := $(CUDALLOC_VERSION)$(if $(CUDALLOC_COMMIT), (git $(CUDALLOC_COMMIT)))
+CUDALLOC_SOVERSION := $(firstword $(subst ., ,$(CUDALLOC_VERSION)))
+
+# Rewritten only when the string changes, so a commit relinks, never rebuilds.
+$(BUILD)/gen/ca_version.h: FORCE
+	@mkdir -p $(@D)
+	@printf '#define CA_VERSION "%s"\n#define CA_SOVERSION "%s"\n' '$(CUDALLOC_VERSION_STRING)' \
+	    '$(CUDALLOC_SOVERSION)' > $@.tmp
+	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+$(OBJ)/util/version.o: $(BUILD)/gen/ca_version.h
+$(OBJ)/util/version.o: ALL_CFLAGS += -I$(BUILD)/gen
+.PHONY: FORCE
+FORCE:
+
 $(OBJ)/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
@@ -59,6 +83,7 @@ $(OBJ)/%.o: %.c | $(DEPS_STAMP)
 include $(sort $(wildcard */module.mk))
 include tests/fuzz/fuzz.mk
 include tests/stress/stress.mk
+include install.mk
 
 all: $(ALL_TARGETS)
 
