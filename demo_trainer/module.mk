@@ -30,7 +30,7 @@ ifneq ($(HAVE_NVCC),1)
 $(info demo_trainer: no nvcc: built without the CUDA kernels (--device cpu only))
 endif
 
-$(BIN)/demo_trainer: $(DT_MAIN) $(DT_OBJS) $(OBJ)/util/size.o $(OBJ)/util/version.o $(LIB)/libkernels_cuda.a $(LIB)/libkernels_cpu.a
+$(BIN)/demo_trainer: $(DT_MAIN) $(DT_OBJS) $(OBJ)/util/size.o $(VERSION_OBJ) $(LIB)/libkernels_cuda.a $(LIB)/libkernels_cpu.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $(filter %.o,$^) $(LIB)/libkernels_cuda.a $(LIB)/libkernels_cpu.a \
 	    $(KERNELS_CUDA_LDLIBS) $(KERNELS_CPU_LDLIBS) $(DT_LDLIBS)
@@ -41,7 +41,7 @@ ALL_TARGETS += $(BIN)/demo_trainer
 # simulated runtime's dlopen finds the simulated driver already loaded).
 DT_TEST_SRCS := $(wildcard tests/demo_trainer/test_*.c)
 DT_TEST_OBJS := $(DT_TEST_SRCS:%.c=$(OBJ)/%.o)
-$(BUILD)/tests/test_demo_trainer: $(DT_TEST_OBJS) $(DT_OBJS) $(OBJ)/util/size.o $(OBJ)/util/version.o $(LIB)/libkernels_cpu.a \
+$(BUILD)/tests/test_demo_trainer: $(DT_TEST_OBJS) $(DT_OBJS) $(OBJ)/util/size.o $(VERSION_OBJ) $(LIB)/libkernels_cpu.a \
                                   $(SIM)/libcudart.so $(SIM)/libcuda.so
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $(filter %.o,$^) $(LIB)/libkernels_cpu.a $(KERNELS_CPU_LDLIBS) \
