@@ -60,3 +60,10 @@ dist:
 	@mkdir -p $(BUILD)
 	git archive --format=tar.gz --prefix=cudalloc-$(CUDALLOC_VERSION)/ -o $(BUILD)/cudalloc-$(CUDALLOC_VERSION).tar.gz HEAD
 	@echo "dist: $(BUILD)/cudalloc-$(CUDALLOC_VERSION).tar.gz (HEAD, $(CUDALLOC_COMMIT))"
+
+# The test: install into a temporary DESTDIR and use the installed tree from
+# outside the source tree (tests/install/run.sh).
+.PHONY: test-install
+test-install: all
+	@MAKE='$(MAKE)' bash tests/install/run.sh $(BUILD)
+SYSTEM_TESTS += test-install

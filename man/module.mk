@@ -14,3 +14,9 @@ $(MAN_DIR)/cudalloc.7: man/cudalloc.7.in README.md man/render.awk VERSION
 	awk -v version='$(CUDALLOC_VERSION)' -v readme=README.md -f man/render.awk $< > $@.tmp
 	@mv $@.tmp $@
 ALL_TARGETS += $(MAN_PAGES)
+
+# --help, --version, the man pages and README's tables agree (tests/tools/help_man.sh).
+.PHONY: test-help-man
+test-help-man: $(MAN_PAGES) $(BIN)/cudalloc $(BIN)/cudalloc-report $(BIN)/cudalloc-replay
+	@bash tests/tools/help_man.sh $(BUILD)
+SYSTEM_TESTS += test-help-man
