@@ -16,7 +16,7 @@ OPT      ?= -O2
 CFLAGS   ?= $(OPT) -g
 SAN      ?=
 ALL_CFLAGS = -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Werror=implicit-function-declaration \
-             -fPIC -fvisibility=hidden -Iinclude -I. $(SANFLAGS) $(CFLAGS)
+             -fPIC -fvisibility=hidden -Iinclude -I. -I$(BUILD)/gen $(SANFLAGS) $(CFLAGS)
 ifeq ($(SAN),1)
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
@@ -65,18 +65,17 @@ CUDALLOC_COMMIT := $(shell [ "$$(git rev-parse --show-toplevel 2>/dev/null)" = "
 CUDALLOC_VERSION_STRING := $(CUDALLOC_VERSION)$(if $(CUDALLOC_COMMIT), (git $(CUDALLOC_COMMIT)))
 CUDALLOC_SOVERSION := $(firstword $(subst ., ,$(CUDALLOC_VERSION)))
 
-# Rewritten only when the string changes, so a commit relinks, never rebuilds.
+# $(BUILD)/gen/ca_version.h: CA_VERSION, CA_SOVERSION. Rewritten only when they
+# change, so a commit rebuilds only the files that include it (util/version.c).
 $(BUILD)/gen/ca_version.h: FORCE
 	@mkdir -p $(@D)
 	@printf '#define CA_VERSION "%s"\n#define CA_SOVERSION "%s"\n' '$(CUDALLOC_VERSION_STRING)' \
 	    '$(CUDALLOC_SOVERSION)' > $@.tmp
 	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
-$(OBJ)/util/version.o: $(BUILD)/gen/ca_version.h
-$(OBJ)/util/version.o: ALL_CFLAGS += -I$(BUILD)/gen
 .PHONY: FORCE
 FORCE:
 
-$(OBJ)/%.o: %.c | $(DEPS_STAMP)
+$(OBJ)/%.o: %.c | $(DEPS_STAMP) $(BUILD)/gen/ca_version.h
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 

@@ -7,9 +7,9 @@
 # uninstall leaves nothing; a tree without .git builds and says its version.
 #   tests/install/run.sh BUILD_DIR      (MAKE: the make to run, default make)
 set -u
-build=${1:?usage: run.sh BUILD_DIR}
+build_arg=${1:?usage: run.sh BUILD_DIR} # as make names it: its targets must keep their names
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-build=$(cd "$build" && pwd)
+build=$(cd "$build_arg" && pwd)
 make=${MAKE:-make}
 pass=0 fail=0
 tmp=$(mktemp -d)
@@ -25,7 +25,7 @@ release=$(sed -n 1p "$repo/VERSION")
 site=$(python3 "$repo/scripts/python_site.py" "$prefix")
 cd "$tmp" || exit 1 # nothing below may lean on the source tree being the current folder
 
-out=$("$make" -s --no-print-directory -C "$repo" BUILD="$build" install DESTDIR="$dest" PREFIX="$prefix" 2>&1) ||
+out=$("$make" -s --no-print-directory -C "$repo" BUILD="$build_arg" install DESTDIR="$dest" PREFIX="$prefix" 2>&1) ||
     { bad "make install" "$out"; echo "install: $pass passed, $fail failed"; exit 1; }
 version=$("$build/bin/cudalloc" --version | sed 's/^cudalloc //') # as make install left the build
 
@@ -84,6 +84,14 @@ out=$("$P/bin/cudalloc-report" "$tmp/run.csv" 2>&1)
 has "installed cudalloc-report on the run's trace" "VERDICT: LEAK" "$out"
 out=$("$P/bin/cudalloc-report" "$tmp/run.json" 2>&1)
 has "installed cudalloc-report on the run's JSON" "runs out of memory first" "$out"
+# ranks' reports of an older cudalloc ("generator": "cudalloc") still read; another generator's not
+for g in "cudalloc" "cudallocator 1.0"; do
+    python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); r["generator"] = sys.argv[3]; json.dump(r, open(sys.argv[2], "w"))' \
+        "$tmp/run.json" "$tmp/gen.json" "$g"
+    out=$("$P/bin/cudalloc-report" "$tmp/gen.json" 2>&1)
+    rc=$?
+    case "$g:$rc" in cudalloc:0 | "cudallocator 1.0:2") ok ;; *) bad "cudalloc-report, generator '$g': exit $rc" "$out" ;; esac
+done
 out=$("$P/bin/cudalloc-replay" --runs 1 --min-capacity "$tmp/run.csv" 2>&1)
 has "installed cudalloc-replay on the run's trace" "min_capacity=" "$out"
 
@@ -136,7 +144,7 @@ want="True 5 5242880 $dest$site/cudalloc $P/lib/libcudalloc.so.$release"
 # 5. The tree copied elsewhere, then make uninstall: the copy works alone.
 mkdir -p "$tmp/copy" && cp -a "$P" "$tmp/copy/"
 C=$tmp/copy/cudalloc
-out=$("$make" -s --no-print-directory -C "$repo" BUILD="$build" uninstall DESTDIR="$dest" PREFIX="$prefix" 2>&1) ||
+out=$("$make" -s --no-print-directory -C "$repo" BUILD="$build_arg" uninstall DESTDIR="$dest" PREFIX="$prefix" 2>&1) ||
     bad "make uninstall" "$out"
 left=$(find "$dest" \( -type f -o -type l \))
 [ -z "$left" ] && ok || bad "make uninstall left files" "$left"
