@@ -7,3 +7,11 @@ test-python-module: $(LIBCUDALLOC) $(BIN)/cudalloc $(SIM)/libcudart.so $(SIM)/li
 	@bash tests/python/module.sh $(BUILD)
 SYSTEM_TESTS += test-python-module
 endif
+
+ifeq ($(HAVE_CUDA_HEADERS),1)
+.PHONY: bench-python-module
+bench-python-module: $(LIBCUDALLOC) $(BIN)/cudalloc $(SIM)/libcudart.so $(SIM)/libcuda.so
+	@$(BIN)/cudalloc run --sim 256MiB --conf summary:false -- env PYTHONPATH=python python3 tests/python/bench_module.py 2>/dev/null
+	@LD_LIBRARY_PATH=$(SIM) PYTHONPATH=python python3 tests/python/bench_module.py
+BENCHES += bench-python-module
+endif
