@@ -8,10 +8,13 @@ $(PRELOAD_OBJS): ALL_CFLAGS += -I$(CUDA_INC) -D_GNU_SOURCE
 LIBCUDALLOC := $(LIB)/libcudalloc.so
 
 # No libcuda or libcudart at link time: the preload loads into any program and
-# finds the driver at run time.
+# finds the driver at run time. Its soname, libcudalloc.so.N (N: VERSION's major),
+# is what the launcher preloads, here and installed (install.mk).
 $(LIBCUDALLOC): $(PRELOAD_OBJS) $(LIB)/libcareports.a $(LIBCA) $(UTIL_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -shared -Wl,-soname,libcudalloc.so -Wl,--no-undefined -o $@ $^ -lunwind -ldl -lpthread -lm
+	$(CC) $(ALL_CFLAGS) -shared -Wl,-soname,libcudalloc.so.$(CUDALLOC_SOVERSION) -Wl,--no-undefined -o $@ $^ \
+	    -lunwind -ldl -lpthread -lm
+	ln -sf libcudalloc.so $(LIB)/libcudalloc.so.$(CUDALLOC_SOVERSION)
 ALL_TARGETS += $(LIBCUDALLOC)
 else
 $(info cudalloc: no CUDA headers in $(CUDA_INC): libcudalloc.so is not built)
