@@ -477,8 +477,8 @@ static ca_block *extend(ca_allocator *a, ca_segment *seg, size_t size) {
  * each partly using a granule. An exact fit leaves no hole and is taken as
  * it is. Requests under 4 KiB, the most numerous, skip the look (each costs
  * cache misses on the hot path) and lose nothing measurable. Measured on every
- * trace of tests/data and six more recorded alike (train_gpt.py, SEED 1 to
- * 4; BENCHMARKS.md, issue 11): windows of 3 to 6 met the goal on all 14,
+ * trace of tests/data/torch, the two real ones of ../shared/traces and six
+ * more recorded alike (train_gpt.py, SEED 1 to 4; BENCHMARKS.md, issue 11): windows of 3 to 6 met the goal on all 14,
  * 2 missed it on 3, plain best fit on 5. */
 #ifndef CA_FIT_WINDOW /* -DCA_FIT_WINDOW=N to measure another; 0: plain best fit */
 #define CA_FIT_WINDOW 3

@@ -1,15 +1,6 @@
-# reports/ tracking, leak diagnosis, fragmentation/OOM reports and the
-# writers' content; cudalloc-report. Included from reports/module.mk.
-# (Kept apart from the writers' rules there; objects join libcareports.a.)
-
-TRACKING_SRCS := reports/clock.c reports/stacks.c reports/period.c reports/leaks.c reports/oom.c \
-                 reports/tracker.c reports/fragmentation.c reports/symbolize.c reports/named_frames.c reports/pyframes.c reports/report.c \
-                 reports/report_txt.c reports/report_json.c reports/report_csv.c \
-                 reports/report_pickle.c reports/report_html.c reports/snapshot_read.c
-TRACKING_OBJS := $(TRACKING_SRCS:%.c=$(OBJ)/%.o)
-
-# The archive's rule (module.mk) links $^: these join it.
-$(LIB)/libcareports.a: $(TRACKING_OBJS)
+# reports/: the tests of tracking, diagnosis and report content (those that
+# need the allocator: tests/reports/tracking), cudalloc-report, and their
+# benchmarks. Included from reports/module.mk, which builds libcareports.a.
 
 # What a program linking libcareports.a (with $(LIBCA)) needs besides: the
 # preload's link line takes this too.

@@ -22,8 +22,8 @@ SYSTEM_TESTS += test-replay
 
 .PHONY: bench-replay
 bench-replay: $(BIN)/cudalloc-replay
-	@for m in expandable classic; do $(BIN)/cudalloc-replay --runs 21 --mode $$m --min-capacity $(TRACES)/*.csv; done
-	@$(BIN)/cudalloc-replay --runs 21 --compare --threads 2 $(TRACES)/*.csv
+	@for m in expandable classic; do $(BIN)/cudalloc-replay --runs 21 --mode $$m --min-capacity $(BENCH_TRACES); done
+	@$(BIN)/cudalloc-replay --runs 21 --compare --threads 2 $(BENCH_TRACES)
 BENCHES += bench-replay
 
 # cudalloc: the launcher
