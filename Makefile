@@ -84,7 +84,6 @@ $(OBJ)/%.o: %.c | $(DEPS_STAMP) $(BUILD)/gen/ca_version.h
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
 include $(sort $(wildcard */module.mk))
-include reports/diagnose/diagnose.mk
 include tests/fuzz/fuzz.mk
 include tests/stress/stress.mk
 include install.mk

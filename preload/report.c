@@ -11,8 +11,10 @@
 #include "include/cudalloc.h"
 #include "preload/log.h"
 #include "preload/preload.h"
-#include "reports/write/fileout.h"
+#include "reports/diagnose/fixes_track.h"
 #include "reports/diagnose/oom.h"
+#include "reports/write/fileout.h"
+#include "reports/write/fixes_text.h"
 #include "util/size.h"
 
 #define SZ(x) ca_format_size((x), (char[CA_SIZE_BUF]){0}, CA_SIZE_BUF)
@@ -65,14 +67,51 @@ int ca_report_write_all(void) {
 
 CA_EXPORT int cudalloc_report(void) { return ca_conf.report[0] ? ca_report_write_all() : -1; }
 
+/* What would fit, for the OOM message: predicted from the tracker's state,
+ * again only when an iteration has ended since, the device's size changed or
+ * a failure needed 5% more than the last one predicted for (an OOM storm
+ * costs a few predictions per iteration). */
+static void oom_fixes(ca_device *d, const ca_track_snap *s, uint64_t capacity, uint64_t needed,
+                      char (*lines)[CA_FIX_LINE], size_t *n) {
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static struct {
+        const void *tracker;
+        size_t n_bounds;
+        uint64_t capacity, needed;
+        size_t n;
+        char lines[CA_FIX_ADVICE_MAX][CA_FIX_LINE];
+    } cache;
+    pthread_mutex_lock(&lock);
+    if (cache.tracker != d->tracker || cache.n_bounds != s->n_bounds || cache.capacity != capacity ||
+        (double)needed > 1.05 * (double)cache.needed || !cache.n) {
+        ca_fix_report r;
+        cache.n = 0;
+        if (ca_fixes_from_track(s, capacity, needed, &r) == 0 || r.why[0]) {
+            cache.n = ca_fixes_advice(&r, capacity, cache.lines, CA_FIX_ADVICE_MAX);
+        }
+        ca_fix_report_free(&r);
+        cache.tracker = d->tracker, cache.n_bounds = s->n_bounds, cache.capacity = capacity, cache.needed = needed;
+    }
+    *n = cache.n;
+    memcpy(lines, cache.lines, cache.n * sizeof *lines);
+    pthread_mutex_unlock(&lock);
+}
+
 void ca_report_oom(ca_device *d, const ca_oom_info *o) {
     ca_oom_verdict verdict = ca_oom_judge(o, 0);
+    char fixes[CA_FIX_ADVICE_MAX][CA_FIX_LINE];
+    size_t n_fixes = 0;
+    int predicted = 0;
     if (d->tracker) {
         /* the tracker knows what is leaking: its verdict can be "held by a leak" */
         ca_oom_diagnose(d->tracker, o);
         ca_track_snap s;
         if (ca_tracker_snapshot(d->tracker, &s) == 0) {
             if (s.n_ooms) verdict = s.ooms[s.n_ooms - 1].verdict;
+            if (verdict == CA_OOM_NOT_THERE && ca_conf.oom_message) {
+                oom_fixes(d, &s, o->device_total, o->allocated + o->requested, fixes, &n_fixes);
+                predicted = n_fixes && strncmp(fixes[0], "No fix can be predicted", 23);
+            }
             ca_track_snap_free(&s);
         }
     }
@@ -84,7 +123,9 @@ void ca_report_oom(ca_device *d, const ca_oom_info *o) {
                 "cudalloc:   verdict: %s\n",
                 d->ordinal, SZ(o->requested), SZ(o->device_total), SZ(o->device_free), SZ(o->allocated),
                 SZ(o->reserved), SZ(o->free_cached), SZ(o->largest_free), ca_oom_verdict_text(verdict));
-        for (const char *const *a = ca_oom_advice(verdict); a && *a; a++) fprintf(stderr, "cudalloc:   - %s\n", *a);
+        for (size_t i = 0; i < n_fixes; i++) fprintf(stderr, "cudalloc:   - %s\n", fixes[i]);
+        for (const char *const *a = predicted ? ca_oom_advice_general(verdict) : ca_oom_advice(verdict); a && *a; a++)
+            fprintf(stderr, "cudalloc:   - %s\n", *a);
         print_external(d->ordinal);
     }
     write_device(d);

@@ -43,3 +43,5 @@ SYSTEM_TESTS += test-rooms
 # The tests of tracking, diagnosis and reports, cudalloc-report and their
 # benchmarks (a separate file, its own owner).
 include reports/tracking.mk
+# What would fit: its tests, recordings and validation.
+include reports/fixes.mk

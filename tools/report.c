@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reports/diagnose/fixes_track.h"
 #include "reports/diagnose/oom.h"
 #include "reports/write/fileout.h"
 #include "tools/report_tool.h"
@@ -156,41 +157,36 @@ static void oom_info(ca_allocator *a, size_t size, ca_oom_info *o) {
     o->largest_free = ca_largest_free(a);
 }
 
-int report_trace(const char *path, const report_args *args) {
-    char err[1024];
-    ca_trace tr;
-    if (ca_trace_parse_file(path, &tr, err, sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        return 2;
-    }
-    ca_backend *be = ca_backend_count_new(args->capacity, (size_t)2 << 20);
+/* The trace through cudalloc's allocator on a device of `capacity` bytes (0:
+ * without limit), watched by a tracker. NULL (with *a NULL) when memory ran out. */
+static ca_tracker *replay_tracked(const ca_trace *tr, const report_args *args, size_t capacity, ca_allocator **a_out) {
+    *a_out = NULL;
+    ca_backend *be = ca_backend_count_new(capacity, (size_t)2 << 20);
     ca_options aopt;
     ca_options_default(&aopt);
     aopt.expandable = args->expandable;
     ca_allocator *a = NULL;
-    if (!be || ca_allocator_new(be, &aopt, &a) != CA_OK) {
-        fprintf(stderr, "cudalloc-report: cannot create the allocator\n");
-        ca_trace_free(&tr);
-        return 1;
-    }
+    if (!be || ca_allocator_new(be, &aopt, &a) != CA_OK) return NULL;
     ca_tracker_options topt;
     ca_tracker_options_default(&topt);
     topt.capture_stacks = 0;
     topt.time_is_index = 1;
     topt.warmup = args->warmup;
     /* Keep the whole trace: the ring and detection see every event. */
-    size_t events = 2 * tr.n_ops + 1024;
+    size_t events = 2 * tr->n_ops + 1024;
     if (events > topt.trace_events) topt.trace_events = events;
     topt.detect_events = topt.trace_events;
     ca_tracker *t = ca_tracker_new(&topt);
-    void **ptrs = calloc(tr.n_ids ? tr.n_ids : 1, sizeof *ptrs);
+    void **ptrs = calloc(tr->n_ids ? tr->n_ids : 1, sizeof *ptrs);
     if (!t || !ptrs) {
-        fprintf(stderr, "cudalloc-report: out of memory\n");
-        return 1;
+        free(ptrs);
+        ca_tracker_destroy(t);
+        ca_allocator_destroy(a);
+        return NULL;
     }
     ca_tracker_attach(t, a);
-    for (size_t i = 0; i < tr.n_ops; i++) {
-        const ca_trace_op *op = &tr.ops[i];
+    for (size_t i = 0; i < tr->n_ops; i++) {
+        const ca_trace_op *op = &tr->ops[i];
         ca_oom_info oom;
         switch (op->kind) {
         case CA_TRACE_ALLOC:
@@ -216,17 +212,59 @@ int report_trace(const char *path, const report_args *args) {
         default: break;
         }
     }
+    free(ptrs);
+    *a_out = a;
+    return t;
+}
+
+static void tracked_free(ca_tracker *t, ca_allocator *a) {
+    if (t) ca_tracker_detach(t, a);
+    ca_tracker_destroy(t);
+    ca_allocator_destroy(a);
+}
+
+/* What would fit, from the run as recorded (a replay on a device too small
+ * loses the allocations that failed), judged against `capacity`. */
+static int recorded_fixes(const ca_trace *tr, const report_args *args, ca_fix_report *out) {
+    ca_allocator *a;
+    ca_tracker *t = replay_tracked(tr, args, 0, &a);
+    ca_track_snap s;
+    int rc = -1;
+    if (t && ca_tracker_snapshot(t, &s) == 0) {
+        rc = ca_fixes_from_track(&s, args->capacity, 0, out);
+        ca_track_snap_free(&s);
+    }
+    tracked_free(t, a);
+    return rc;
+}
+
+int report_trace(const char *path, const report_args *args) {
+    char err[1024];
+    ca_trace tr;
+    if (ca_trace_parse_file(path, &tr, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+    }
+    ca_allocator *a;
+    ca_tracker *t = replay_tracked(&tr, args, args->capacity, &a);
+    ca_fix_report fixes = {0};
+    if (!t || (args->capacity && recorded_fixes(&tr, args, &fixes) != 0)) {
+        fprintf(stderr, "cudalloc-report: out of memory\n");
+        tracked_free(t, a);
+        ca_fix_report_free(&fixes);
+        ca_trace_free(&tr);
+        return 1;
+    }
     ca_report_options ropt;
     ca_report_options_default(&ropt);
     ropt.expandable = args->expandable;
     ropt.source_name = path;
     ropt.device_unknown = args->capacity == 0;
     ropt.title = "cudalloc report (offline)";
+    if (args->capacity) ropt.fixes = &fixes;
     int rc = report_write(t, a, args, &ropt);
-    ca_tracker_detach(t, a);
-    ca_tracker_destroy(t);
-    ca_allocator_destroy(a);
-    free(ptrs);
+    tracked_free(t, a);
+    ca_fix_report_free(&fixes);
     ca_trace_free(&tr);
     return rc;
 }

@@ -269,14 +269,16 @@ static const fixspec specs[] = {
     {CA_FIX_ACCUM | CA_FIX_BF16 | CA_FIX_CHECKPOINT, 4},
 };
 
-/* One fix at its low, middle or high end (-1, 0, 1). */
-static uint64_t fix_peak(const fx_iter *it, const fixspec *f, int end, uint64_t weights, const fx_ckpt *ck) {
+/* One fix at its low, middle or high end (-1, 0, 1), for a batch `batch`
+ * times the analysed iteration's. */
+static uint64_t fix_peak(const fx_iter *it, const fixspec *f, int end, uint64_t weights, const fx_ckpt *ck,
+                         double batch) {
     fx_scen s = {.r = 1, .ambiguous_scale = end < 0, .grad_temps = end >= 0, .ck = ck};
     if (f->kinds & CA_FIX_BF16) {
         s.r = end < 0 ? CA_BF16_LOW : end > 0 ? CA_BF16_HIGH : (CA_BF16_LOW + CA_BF16_HIGH) / 2;
         s.extra = end < 0 ? 0 : end > 0 ? weights / 2 : weights / 4;
     }
-    return fx_scen_peak(it, &s, f->factor ? 1.0 / f->factor : 1.0);
+    return fx_scen_peak(it, &s, batch / (f->factor ? f->factor : 1));
 }
 
 /* Accumulation's peak for micro-batch fraction f: the first micro-batch's
@@ -287,8 +289,9 @@ static double accum_peak(const fx_curve *first, const fx_curve *later, double f)
 }
 
 /* The largest micro-batch fraction with which accumulation alone fits in cap
- * (bisection: the peak grows with the fraction); -1 when memory ran out. */
-static double micro_fraction(const fx_iter *it, uint64_t cap, uint64_t *unscaled) {
+ * (bisection: the peak grows with the fraction), for a batch `batch` times
+ * the analysed iteration's; -1 when memory ran out. */
+static double micro_fraction(const fx_iter *it, uint64_t cap, double batch, uint64_t *unscaled) {
     fx_scen s = {.r = 1, .grad_temps = 1};
     fx_curve a, b;
     if (fx_curve_build(it, &s, 0, &a)) return -1;
@@ -298,11 +301,11 @@ static double micro_fraction(const fx_iter *it, uint64_t cap, uint64_t *unscaled
     }
     *unscaled = (uint64_t)(accum_peak(&a, &b, 0) + 0.5);
     double ok = 0, bad = 1;
-    if (fx_curve_peak_exact(&a, 1) <= (double)cap) ok = 1;
+    if (fx_curve_peak_exact(&a, batch) <= (double)cap) ok = 1;
     else if (accum_peak(&a, &b, 0) <= (double)cap)
         for (int i = 0; i < 40; i++) {
             double m = (ok + bad) / 2;
-            if (accum_peak(&a, &b, m) <= (double)cap) ok = m;
+            if (accum_peak(&a, &b, m * batch) <= (double)cap) ok = m;
             else bad = m;
         }
     fx_curve_free(&a);
@@ -389,6 +392,17 @@ int ca_fixes_predict(const ca_fix_input *in, ca_fix_report *out) {
     fw = NULL;
     keys = NULL;
 
+    /* A failing iteration that needed more than the analysed one (shapes
+     * vary): its batch-scaled memory taken as that much larger, at least. */
+    double batch = 1;
+    if (in->needed > out->peak) {
+        fx_scen plain = {.r = 1, .grad_temps = 1};
+        uint64_t unscaled = fx_scen_peak(&it, &plain, 0);
+        out->needed = in->needed;
+        if (unscaled < out->peak && unscaled != UINT64_MAX)
+            batch = (double)(in->needed - unscaled) / (double)(out->peak - unscaled);
+    }
+    out->batch_scale = batch;
     for (size_t i = 0; i < sizeof specs / sizeof *specs && out->n_fix < CA_FIX_MAX; i++) {
         const fixspec *f = &specs[i];
         if ((f->kinds & CA_FIX_CHECKPOINT) && !out->blocks) continue;
@@ -399,9 +413,10 @@ int ca_fixes_predict(const ca_fix_input *in, ca_fix_report *out) {
         size_t na = (f->kinds & CA_FIX_CHECKPOINT) ? n_ck : 1;
         for (size_t k = 0; k < na; k++) {
             const fx_ckpt *c = (f->kinds & CA_FIX_CHECKPOINT) ? &ck[k] : NULL;
-            uint64_t lw = fix_peak(&it, f, -1, out->weight_bytes, c), hg = fix_peak(&it, f, 1, out->weight_bytes, c);
+            uint64_t lw = fix_peak(&it, f, -1, out->weight_bytes, c, batch),
+                     hg = fix_peak(&it, f, 1, out->weight_bytes, c, batch);
             if (k == 0) {
-                x->predicted = fix_peak(&it, f, 0, out->weight_bytes, c);
+                x->predicted = fix_peak(&it, f, 0, out->weight_bytes, c, batch);
                 x->low = lw, x->high = hg;
             }
             if (lw < x->low) x->low = lw;
@@ -413,8 +428,9 @@ int ca_fixes_predict(const ca_fix_input *in, ca_fix_report *out) {
         if (in->capacity) x->fits = x->high <= in->capacity ? 1 : x->low > in->capacity ? 0 : -1;
     }
     if (in->capacity) {
-        out->missing = out->peak > in->capacity ? out->peak - in->capacity : 0;
-        out->micro_fraction = micro_fraction(&it, in->capacity, &out->unscaled_peak);
+        uint64_t need = out->needed > out->peak ? out->needed : out->peak;
+        out->missing = need > in->capacity ? need - in->capacity : 0;
+        out->micro_fraction = micro_fraction(&it, in->capacity, batch, &out->unscaled_peak);
     }
     while (n_ck) ckpt_free(&ck[--n_ck]);
     free(l);

@@ -46,7 +46,12 @@
  *   combinations    the changes together.
  * With a device size: fits (high <= device: yes; low > device: no; else
  * unknown), the bytes missing, and the largest fraction of the micro-batch
- * with which accumulation alone fits. */
+ * with which accumulation alone fits.
+ *
+ * After an OOM in an iteration that needed more than the analysed one (a
+ * longer sequence, a bigger batch), the fixes are predicted for that
+ * iteration: its batch-scaled memory taken as (needed - the analysed peak
+ * without it) / (its batch-scaled part), a lower bound. */
 #ifndef CA_FIXES_H
 #define CA_FIXES_H
 #include <stddef.h>
@@ -70,6 +75,9 @@ typedef struct ca_fix_input {
     uint32_t n_groups;       /* groups are < n_groups (0 or 1: no breakdown by group) */
     int keys_are_stacks;     /* 1: keys are call stacks; 0: sizes */
     uint64_t capacity;       /* the device's size; 0: unknown */
+    uint64_t needed;         /* bytes a failing iteration needed at least (allocated + request at an
+                                OOM); 0: none. When above the analysed peak, the fixes are predicted
+                                for a batch that much larger (shapes vary from step to step) */
 } ca_fix_input;
 
 enum { CA_FIX_ACCUM = 1, CA_FIX_BF16 = 2, CA_FIX_CHECKPOINT = 4 };
@@ -94,7 +102,7 @@ typedef struct ca_breakdown {
 #define CA_FIX_MAX 12
 #define CA_FIX_WHY 200
 
-typedef struct ca_fix_report {
+typedef struct ca_fix_report { /* (struct tag used by reports/report.h) */
     int have;                 /* 0: nothing could be predicted; why says why */
     char why[CA_FIX_WHY];
     uint32_t iteration;       /* the iteration analysed */
@@ -117,6 +125,8 @@ typedef struct ca_fix_report {
     uint64_t block_saved_bytes, block_input_bytes; /* per block: saved for backward, kept by checkpointing */
     char checkpoint_why[CA_FIX_WHY]; /* "" or why checkpointing has no prediction ("no repeated blocks ...") */
 
+    uint64_t needed;           /* the failing iteration's need, when above the peak (else 0) */
+    double batch_scale;        /* the fixes are for the batch-scaled memory x this (1, or > 1 with needed) */
     uint64_t capacity;         /* 0: unknown, and the three below mean nothing */
     uint64_t missing;          /* peak - capacity, 0 when it fits */
     double micro_fraction;     /* largest micro-batch fraction with which accumulation fits (1: as it is; 0: none) */

@@ -1,6 +1,7 @@
 /* The fixes' input from a tracker's state (see fixes_track.h). */
 #include "reports/diagnose/fixes_track.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,8 +98,16 @@ fail:
     return -1;
 }
 
-int ca_fixes_from_track(const ca_track_snap *s, uint64_t capacity, ca_fix_report *out) {
+int ca_fixes_from_track(const ca_track_snap *s, uint64_t capacity, uint64_t needed, ca_fix_report *out) {
     memset(out, 0, sizeof *out);
+    size_t held = 0; /* boundaries the ring holds: none, nothing to analyse (and nothing to sort) */
+    for (size_t i = 0; i < s->n_bounds; i++) held += s->bounds[i].seq >= s->first_seq;
+    if (!held) {
+        snprintf(out->why, sizeof out->why, "no complete iteration: %s",
+                 s->n_bounds ? "the event ring no longer holds an iteration's start"
+                             : "no iteration boundary was marked or detected");
+        return 0;
+    }
     size_t n = 0;
     ca_lifetime *l = lifetimes(s, &n);
     /* boundaries the ring holds: an iteration starts at each */
@@ -108,7 +117,7 @@ int ca_fixes_from_track(const ca_track_snap *s, uint64_t capacity, ca_fix_report
     size_t nb = 0;
     for (size_t i = 0; i < s->n_bounds; i++)
         if (s->bounds[i].seq >= s->first_seq) b[nb] = s->bounds[i].seq + 1, iter[nb++] = s->bounds[i].iteration;
-    ca_fix_input in = {l, n, b, nb, 0, s->site_mode == CA_SITES_STACK, capacity};
+    ca_fix_input in = {l, n, b, nb, 0, s->site_mode == CA_SITES_STACK, capacity, needed};
     ca_fix_report first;
     /* a first pass finds the iteration; its stacks give the phases */
     if (ca_fixes_predict(&in, &first) != 0) goto oom;

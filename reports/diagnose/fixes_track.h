@@ -10,9 +10,11 @@
 #ifndef CA_FIXES_TRACK_H
 #define CA_FIXES_TRACK_H
 #include "reports/diagnose/fixes.h"
-#include "reports/tracker.h"
+#include "reports/track/tracker.h"
 
-/* capacity: the device's size (0: unknown). 0, or -1 when memory ran out. */
-int ca_fixes_from_track(const ca_track_snap *s, uint64_t capacity, ca_fix_report *out);
+/* capacity: the device's size (0: unknown); needed: what a failing
+ * iteration needed at least (0: none; see ca_fix_input). 0, or -1 when
+ * memory ran out. */
+int ca_fixes_from_track(const ca_track_snap *s, uint64_t capacity, uint64_t needed, ca_fix_report *out);
 
 #endif

@@ -6,6 +6,8 @@
 #include "reports/diagnose/oom.h"
 #include "reports/write/report_internal.h"
 
+#include "reports/write/fixes_out.h"
+
 static const char *verdict_code(ca_verdict v) {
     switch (v) {
     case CA_VERDICT_LEAK: return "leak";
@@ -331,7 +333,9 @@ int ca_report_json(const ca_report_ctx *c, FILE *f) {
             ca_json_kv_uint(j, "leaked_bytes", r->leaked_bytes);
             ca_json_key(j, "advice");
             ca_json_arr_begin(j);
-            for (const char *const *a = ca_oom_advice(r->verdict); *a; a++) ca_json_str(j, *a);
+            char lines[CA_REPORT_ADVICE_MAX][CA_FIX_LINE];
+            size_t n = ca_report_oom_advice(c, r, lines, CA_REPORT_ADVICE_MAX);
+            for (size_t k = 0; k < n; k++) ca_json_str(j, lines[k]);
             ca_json_arr_end(j);
         } else {
             ca_json_key(j, "verdict");
@@ -352,6 +356,7 @@ int ca_report_json(const ca_report_ctx *c, FILE *f) {
     }
     ca_json_arr_end(j);
     ca_json_kv_uint(j, "ooms_total", s->n_ooms_total);
+    ca_fixes_json(j, &c->fixes, (const char *const *)c->fix_frames);
 
     if (c->opt.replay) replay(c, j);
     stats(c, j);

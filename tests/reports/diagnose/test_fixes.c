@@ -39,7 +39,7 @@ static void mark(gen *g) {
 static void gen_free(gen *g) { free(g->l); }
 
 static ca_fix_report predict(const gen *g, uint64_t capacity, int stacks) {
-    ca_fix_input in = {g->l, g->n, g->b, g->nb, 4, stacks, capacity};
+    ca_fix_input in = {g->l, g->n, g->b, g->nb, 4, stacks, capacity, 0};
     ca_fix_report r;
     ck_assert_int_eq(ca_fixes_predict(&in, &r), 0);
     return r;

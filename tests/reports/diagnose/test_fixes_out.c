@@ -1,13 +1,13 @@
-/* The fixes in the reports (reports/diagnose/fixes_out.h): the JSON keys
+/* The fixes in the reports (reports/write/fixes_out.h): the JSON keys
  * REPORT.md documents (read back with the project's JSON reader), the text
  * section, the HTML section's bars and device line; with and without a
  * prediction. */
 #include "tests/reports/helpers.h" /* first: it defines _GNU_SOURCE */
 #include <check.h>
 
-#include "reports/diagnose/fixes_out.h"
-#include "reports/json_read.h"
-#include "reports/value.h"
+#include "reports/write/fixes_out.h"
+#include "reports/read/json_read.h"
+#include "reports/read/value.h"
 
 #define MiB (UINT64_C(1) << 20)
 
@@ -118,7 +118,7 @@ static char *render(int html, const ca_fix_report *r) {
 START_TEST(text_section) {
     ca_fix_report r = run();
     char *t = render(0, &r);
-    ck_assert_ptr_nonnull(strstr(t, "WHAT WOULD FIT"));
+    ck_assert_ptr_nonnull(strstr(t, "What would fit"));
     ck_assert_ptr_nonnull(strstr(t, "The peak of iteration 7, 100 MiB, is made of:"));
     ck_assert_ptr_nonnull(strstr(t, "activations     70.0 MiB"));
     ck_assert_ptr_nonnull(strstr(t, "train_step (train.py:40): kept 5.00 MiB, activations 70.0 MiB"));

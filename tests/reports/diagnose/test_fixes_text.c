@@ -1,10 +1,10 @@
-/* The fixes in words (reports/diagnose/fixes_text.h): labels, figures, and
+/* The fixes in words (reports/write/fixes_text.h): labels, figures, and
  * the OOM advice for a run where one fix is enough, where only a combination
  * is, where none is, without a device size, and without a prediction. */
 #include "tests/reports/helpers.h" /* first: it defines _GNU_SOURCE */
 #include <check.h>
 
-#include "reports/diagnose/fixes_text.h"
+#include "reports/write/fixes_text.h"
 
 #define MiB (UINT64_C(1) << 20)
 

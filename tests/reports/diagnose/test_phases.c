@@ -105,7 +105,7 @@ START_TEST(from_tracker) {
     ca_track_snap s;
     ck_assert_int_eq(ca_tracker_snapshot(t, &s), 0);
     ca_fix_report r;
-    ck_assert_int_eq(ca_fixes_from_track(&s, 16 << 20, &r), 0);
+    ck_assert_int_eq(ca_fixes_from_track(&s, 16 << 20, 0, &r), 0);
     ck_assert_int_eq(r.have, 1);
     ck_assert_uint_ge(r.iteration, 1);
     ck_assert_uint_eq(r.peak, (4 << 20) + (19 << 19) + (2 << 20)); /* weights, saved less one, a temporary */
@@ -139,7 +139,7 @@ START_TEST(ring_forgot_the_start) {
     ck_assert_int_eq(ca_tracker_snapshot(t, &s), 0);
     ck_assert_uint_gt(s.first_seq, 4);
     ca_fix_report r;
-    ck_assert_int_eq(ca_fixes_from_track(&s, 0, &r), 0);
+    ck_assert_int_eq(ca_fixes_from_track(&s, 0, 0, &r), 0);
     ck_assert_int_eq(r.have, 1);
     ck_assert_uint_eq(r.total.persistent, 4 << 20);
     ck_assert_uint_eq(r.peak, (4 << 20) + (19 << 19) + (2 << 20));
@@ -158,7 +158,7 @@ START_TEST(tracker_without_marks) {
     ca_track_snap s;
     ck_assert_int_eq(ca_tracker_snapshot(t, &s), 0);
     ca_fix_report r;
-    ck_assert_int_eq(ca_fixes_from_track(&s, 0, &r), 0);
+    ck_assert_int_eq(ca_fixes_from_track(&s, 0, 0, &r), 0);
     ck_assert_int_eq(r.have, 0);
     ck_assert_ptr_nonnull(strstr(r.why, "no complete iteration"));
     ca_track_snap_free(&s);

@@ -3,10 +3,10 @@
  * peak's breakdown as one stacked bar beside them. Inline SVG, no script. */
 #include <string.h>
 
-#include "reports/diagnose/fixes_out.h"
-#include "reports/diagnose/fixes_text.h"
-#include "reports/fmt.h"
-#include "reports/svg.h"
+#include "reports/write/fixes_out.h"
+#include "reports/write/fixes_text.h"
+#include "reports/write/fmt.h"
+#include "reports/write/svg.h"
 
 enum { LABEL_W = 330, BAR_W = 420, ROW_H = 24, TOP = 24 };
 

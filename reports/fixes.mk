@@ -1,9 +1,7 @@
-# reports/diagnose/: what would fit: the peak broken down and each memory
-# fix's peak predicted (fixes.h), the repeated blocks of a pass (blocks.h).
-DIAGNOSE_SRCS := reports/diagnose/blocks.c reports/diagnose/fixes.c reports/diagnose/fixes_curve.c \
-                 reports/diagnose/phases.c reports/diagnose/fixes_track.c reports/diagnose/fixes_text.c \
-                 reports/diagnose/fixes_json.c reports/diagnose/fixes_html.c
-DIAGNOSE_OBJS := $(DIAGNOSE_SRCS:%.c=$(OBJ)/%.o)
+# What would fit (issue 18): the tests of the peak's breakdown and each fix's
+# predicted peak (reports/diagnose/fixes.h, blocks.h, phases.h, fixes_track.h;
+# reports/write/fixes_text.h, fixes_out.h), recording the PyTorch runs they are
+# measured against, and the validation. Included from reports/module.mk.
 
 # Check tests: tests/reports/diagnose/test_<name>.c
 DIAGNOSE_TESTS := $(patsubst tests/reports/diagnose/%.c,$(BUILD)/tests/reports/diagnose/%,\
@@ -13,8 +11,6 @@ $(DIAGNOSE_TESTS): $(BUILD)/tests/reports/diagnose/%: $(OBJ)/tests/reports/diagn
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(DIAGNOSE_TEST_LIBS) $(LDLIBS_CHECK) $(REPORTS_LDLIBS)
 UNIT_TESTS += $(DIAGNOSE_TESTS)
-# The diagnosis joins the reports' archive (the archive's rule links $^).
-$(LIB)/libcareports.a: $(DIAGNOSE_OBJS)
 
 # The fixes measured on real PyTorch runs (tests/data/torch/fixes, see
 # tests/data/README.md): each model's plain run and its runs with each fix,

@@ -1,13 +1,14 @@
 /* The fixes in words (see fixes_text.h). */
-#include "reports/diagnose/fixes_text.h"
+#include "reports/write/fixes_text.h"
 
-#include "reports/diagnose/fixes_out.h"
+#include "reports/write/fixes_out.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "reports/fmt.h"
+#include "reports/write/fmt.h"
 
 static const char *sz(double bytes, char *buf) {
     ca_fmt_bytes(buf, 32, bytes);
@@ -27,19 +28,22 @@ void ca_fix_label(const ca_fix *f, char *buf, size_t n) {
 
 void ca_fix_figures(const ca_fix *f, char *buf, size_t n) {
     char a[32], b[32], c[32];
-    if (f->low == f->high)
+    if (!strcmp(sz((double)f->low, b), sz((double)f->high, c)))
         snprintf(buf, n, "%s", sz((double)f->predicted, a));
     else
         snprintf(buf, n, "%s (%s to %s)", sz((double)f->predicted, a), sz((double)f->low, b), sz((double)f->high, c));
 }
 
 /* How to apply it, for the advice. */
-static const char *how(unsigned kinds) {
-    switch (kinds) {
-    case CA_FIX_ACCUM: return " (micro-batches of 1/k the batch, each loss divided by k, one optimizer step)";
-    case CA_FIX_BF16: return " (torch.autocast(device_type='cuda', dtype=torch.bfloat16) around the forward pass)";
-    case CA_FIX_CHECKPOINT: return " (torch.utils.checkpoint around each repeated block)";
-    default: return "";
+static void how(const ca_fix *f, char *buf, size_t n) {
+    switch (f->kinds) {
+    case CA_FIX_ACCUM:
+        snprintf(buf, n, " (micro-batches of 1/%u of the batch, each loss divided by %u, one optimizer step)", f->factor,
+                 f->factor);
+        break;
+    case CA_FIX_BF16: snprintf(buf, n, " (torch.autocast(device_type='cuda', dtype=torch.bfloat16) around the forward)"); break;
+    case CA_FIX_CHECKPOINT: snprintf(buf, n, " (torch.utils.checkpoint around each repeated block)"); break;
+    default: buf[0] = '\0';
     }
 }
 
@@ -53,11 +57,12 @@ static void line(char (*lines)[CA_FIX_LINE], size_t *k, size_t max, const char *
 }
 
 static void fix_line(char (*lines)[CA_FIX_LINE], size_t *k, size_t max, const ca_fix *f, uint64_t cap) {
-    char label[128], fig[128], c[32];
+    char label[128], fig[128], c[32], h[128];
     ca_fix_label(f, label, sizeof label);
     ca_fix_figures(f, fig, sizeof fig);
+    how(f, h, sizeof h);
     const char *fits = !cap ? "" : f->fits == 1 ? ", fits in " : f->fits == 0 ? ", does not fit in " : ", may fit in ";
-    line(lines, k, max, "%s%s: predicted peak %s%s%s.", label, how(f->kinds), fig, fits, cap ? sz((double)cap, c) : "");
+    line(lines, k, max, "%s%s: predicted peak %s%s%s.", label, h, fig, fits, cap ? sz((double)cap, c) : "");
 }
 
 size_t ca_fixes_advice(const ca_fix_report *r, uint64_t cap, char (*lines)[CA_FIX_LINE], size_t max) {
@@ -67,6 +72,11 @@ size_t ca_fixes_advice(const ca_fix_report *r, uint64_t cap, char (*lines)[CA_FI
         line(lines, &k, max, "No fix can be predicted for this run: %s.", r->why);
         return k;
     }
+    if (r->needed > r->peak)
+        line(lines, &k, max,
+             "The failing iteration needed at least %s, more than iteration %u's peak of %s: the predictions below "
+             "take its batch-scaled memory as %.2f times iteration %u's (at least).",
+             sz((double)r->needed, a), r->iteration, sz((double)r->peak, b), r->batch_scale, r->iteration);
     /* the single fixes that fit (accumulation: the fewest micro-batches), else
      * the combinations that do, else the lowest of all */
     const ca_fix *pick[CA_FIX_MAX];
@@ -97,20 +107,21 @@ size_t ca_fixes_advice(const ca_fix_report *r, uint64_t cap, char (*lines)[CA_FI
     for (size_t i = 0; i < np; i++) fix_line(lines, &k, max, pick[i], cap);
     if (r->checkpoint_why[0]) line(lines, &k, max, "Checkpointing cannot be predicted: %s.", r->checkpoint_why);
     if (cap && r->missing) {
+        char what[96];
+        if (r->needed > r->peak) snprintf(what, sizeof what, "The failing iteration needed at least %s", sz((double)r->needed, a));
+        else snprintf(what, sizeof what, "Iteration %u peaked at %s", r->iteration, sz((double)r->peak, a));
         if (r->micro_fraction > 0 && r->micro_fraction < 1) {
             unsigned kk = 1;
             while (kk < 1024 && 1.0 / kk > r->micro_fraction) kk++;
             line(lines, &k, max,
-                 "Iteration %u peaked at %s, %s more than the device's %s; accumulation alone fits with micro-batches of "
-                 "up to %.2f of the batch (%u or more of them).",
-                 r->iteration, sz((double)r->peak, a), sz((double)r->missing, b), sz((double)cap, c), r->micro_fraction,
-                 kk);
+                 "%s, %s more than the device's %s; accumulation alone fits with micro-batches of up to %.2f of the "
+                 "batch (%u or more of them).",
+                 what, sz((double)r->missing, b), sz((double)cap, c), floor(r->micro_fraction * 100) / 100, kk);
         } else {
             line(lines, &k, max,
-                 "Iteration %u peaked at %s, %s more than the device's %s; no micro-batch fits: what does not scale "
-                 "with the batch (weights, optimizer state, gradients) alone peaks at %s.",
-                 r->iteration, sz((double)r->peak, a), sz((double)r->missing, b), sz((double)cap, c),
-                 sz((double)r->unscaled_peak, d));
+                 "%s, %s more than the device's %s; no micro-batch fits: what does not scale with the batch "
+                 "(weights, optimizer state, gradients) alone peaks at %s.",
+                 what, sz((double)r->missing, b), sz((double)cap, c), sz((double)r->unscaled_peak, d));
         }
     }
     return k;
@@ -125,7 +136,7 @@ static void part(FILE *f, const char *what, uint64_t bytes, const char *note) {
 
 int ca_fixes_txt(FILE *f, const ca_fix_report *r, const char *const *names) {
     char a[32], b[32], c[32], d[32];
-    fprintf(f, "WHAT WOULD FIT\n");
+    fprintf(f, "What would fit\n");
     if (!r->have) {
         fprintf(f, "  No fix can be predicted for this run: %s.\n\n", r->why);
         return ferror(f) ? -1 : 0;
@@ -151,15 +162,19 @@ int ca_fixes_txt(FILE *f, const ca_fix_report *r, const char *const *names) {
         if (x->temporaries) fprintf(f, "%stemporaries %s", sep, sz((double)x->temporaries, d));
         fputc('\n', f);
     }
-    fprintf(f, "  Each fix's peak, predicted (range)%s%s:\n", r->capacity ? "; fits in " : "",
-            r->capacity ? sz((double)r->capacity, a) : "");
+    if (r->capacity)
+        fprintf(f, "  Each fix's peak, predicted (range), and whether it fits in %s:\n", sz((double)r->capacity, a));
+    else
+        fprintf(f, "  Each fix's peak, predicted (range):\n");
     for (size_t i = 0; i < r->n_fix; i++) {
         const ca_fix *x = &r->fix[i];
         char label[160], fig[128];
         ca_fix_label(x, label, sizeof label);
         ca_fix_figures(x, fig, sizeof fig);
-        fprintf(f, "    %-62s %-34s %s\n", label, fig,
-                !r->capacity ? "" : x->fits == 1 ? "yes" : x->fits == 0 ? "no" : "maybe");
+        if (r->capacity)
+            fprintf(f, "    %-5s  %-34s %s\n", x->fits == 1 ? "yes" : x->fits == 0 ? "no" : "maybe", fig, label);
+        else
+            fprintf(f, "    %-34s %s\n", fig, label);
     }
     char lines[CA_FIX_ADVICE_MAX][CA_FIX_LINE];
     size_t n = ca_fixes_advice(r, r->capacity, lines, CA_FIX_ADVICE_MAX);

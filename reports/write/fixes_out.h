@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 #include "reports/diagnose/fixes.h"
-#include "reports/json.h"
+#include "reports/write/json.h"
 
 /* Adds "peak_breakdown", "fixes", "fixes_unavailable",
  * "checkpointing_unavailable" and "fits_on_device" to the object being

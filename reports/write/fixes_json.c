@@ -1,5 +1,5 @@
 /* The fixes in the JSON report (see fixes_out.h and REPORT.md). */
-#include "reports/diagnose/fixes_out.h"
+#include "reports/write/fixes_out.h"
 
 static void parts(ca_json *j, const ca_breakdown *b) {
     ca_json_kv_uint(j, "persistent_bytes", b->persistent);
