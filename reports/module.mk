@@ -3,7 +3,8 @@
 # only rooms before it in this list (reports/REPORT.md, "Rooms"):
 #   capture   call sites: native stacks, symbols, Python frames, named frames
 #   track     the tracker: lifetimes, iterations (marked or detected), ranges
-#   diagnose  leaks, fragmentation, OOM verdicts, read off the tracker's views
+#   diagnose  leaks, fragmentation, OOM verdicts, what would fit (each memory
+#             fix's peak), read off the tracker's views
 #   write     formats (UTF-8, numbers, pickle, JSON, SVG, safe files) and the
 #             reports written in them (text, JSON, HTML, CSV, pickle)
 #   read      other tools' files: the value tree, pickle and JSON readers, and
