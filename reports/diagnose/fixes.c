@@ -323,20 +323,23 @@ int ca_fixes_predict(const ca_fix_input *in, ca_fix_report *out) {
     uint64_t fwd;
     fx_life *l = gather(in, lo, hi, &n, &fwd);
     if (!l) goto oom;
-    fx_iter it = {l, n, lo, hi};
+    fx_iter it = {l, n, lo, hi, lo};
     out->forward_end = fwd;
+    for (size_t i = 0; i < n; i++) /* backward is over when the last activation is freed */
+        if (l[i].cls == FX_TR && l[i].birth <= fwd && l[i].death > fwd && l[i].death > it.bwd_end)
+            it.bwd_end = l[i].death;
 
     if (in->n_groups >= 2) {
         out->by_group = calloc(in->n_groups, sizeof *out->by_group);
         if (!out->by_group) goto oom;
         out->n_groups = in->n_groups;
     }
-    uint64_t across = 0, carried_in = 0, carried_out = 0;
+    uint64_t across = 0, carried_in = 0, carried_out = 0, setup = in->bounds[0];
     for (size_t i = 0; i < n; i++) {
         const fx_life *a = &l[i];
         count(&out->total, a, out->peak_position, fwd);
         if (out->by_group && a->group < in->n_groups) count(&out->by_group[a->group], a, out->peak_position, fwd);
-        if (a->cls == FX_SPAN) across += a->bytes;
+        if (a->cls == FX_SPAN && a->birth < setup) across += a->bytes; /* not what later iterations piled up */
         if (a->cls == FX_IN) carried_in += a->bytes;
         if (a->cls == FX_OUT) carried_out += a->bytes;
         if (a->birth <= out->peak_position && a->death > out->peak_position) {
@@ -344,7 +347,8 @@ int ca_fixes_predict(const ca_fix_input *in, ca_fix_report *out) {
             if (a->scale == FX_AMBIGUOUS) out->ambiguous_bytes += a->bytes;
         }
     }
-    /* weights, gradients and two moments (Adam): a quarter of the state */
+    /* weights, gradients and two moments (Adam): a quarter of the state made
+     * by the setup and the first step, and the gradients carried */
     out->weight_bytes = (across + (carried_in > carried_out ? carried_in : carried_out)) / 4;
 
     /* checkpointing: the repeated blocks of the forward pass, at each

@@ -73,7 +73,7 @@ int fx_curve_build(const fx_iter *it, const fx_scen *s, int later, fx_curve *out
             if (!later) live(&e, start, death, a->bytes, 0, 1);
             break;
         case FX_OUT:
-            if (!later) {
+            if (!later || a->birth > it->bwd_end) { /* as recorded; after backward: once per step */
                 live(&e, at(a->birth, 2), UINT64_MAX, a->bytes, 0, 1);
             } else { /* made in the first micro-batch; each later one adds a new one into it */
                 live(&e, start, UINT64_MAX, a->bytes, 0, 1);

@@ -36,11 +36,14 @@ typedef struct fx_scen {
     const fx_ckpt *ck;    /* checkpointing, or NULL */
 } fx_scen;
 
-/* The iteration [lo, hi) and its allocations. */
+/* The iteration [lo, hi) and its allocations; bwd_end: where its last
+ * activation is freed (backward is over): what it keeps from there on (the
+ * optimizer's state, an evaluation's results) is made once per step, not
+ * once per micro-batch. */
 typedef struct fx_iter {
     const fx_life *l;
     size_t n;
-    uint64_t lo, hi;
+    uint64_t lo, hi, bwd_end;
 } fx_iter;
 
 /* A replay, sorted: evaluate it for any micro-batch fraction. */

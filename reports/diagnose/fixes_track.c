@@ -75,8 +75,11 @@ static int phases(const ca_track_snap *s, ca_lifetime *l, size_t n, uint64_t lo,
     ca_phase *ph = calloc(n_sites, sizeof *ph);
     if (!st || !group || !ph) goto fail;
     for (uint32_t id = 1; id < n_sites; id++) st[id].n = ca_stacks_get(s->stacks, id, &st[id].ips);
-    for (size_t i = 0; i < n; i++)
-        if (l[i].key < n_sites && l[i].birth >= lo && l[i].birth < hi) st[l[i].key].weight++;
+    for (size_t i = 0; i < n; i++) {
+        if (l[i].key >= n_sites || l[i].birth >= hi || l[i].death < lo) continue;
+        st[l[i].key].used = 1; /* in the breakdown */
+        if (l[i].birth >= lo) st[l[i].key].weight++;
+    }
     long np = ca_phases_find(st, n_sites, group, ph);
     if (np < 0) goto fail;
     out->group_site = calloc((size_t)np + 1, sizeof *out->group_site);

@@ -6,57 +6,67 @@
 /* Frame d counted from the outermost. */
 static uintptr_t outer(const ca_phase_stack *s, unsigned d) { return s->ips[s->n - 1 - d]; }
 
+typedef struct fw {
+    uintptr_t frame;
+    uint64_t weight;
+} fw;
+
+static int by_frame(const void *a, const void *b) {
+    uintptr_t x = ((const fw *)a)->frame, y = ((const fw *)b)->frame;
+    return x < y ? -1 : x > y;
+}
+
 long ca_phases_find(const ca_phase_stack *st, size_t n, uint32_t *group, ca_phase *phases) {
-    uint64_t total = 0;
-    for (size_t i = 0; i < n; i++) total += st[i].weight;
-    /* The loop's frames: extend the prefix while the stacks that share it
-     * (and go deeper) hold CA_PHASE_SHARE of the step's allocations. */
-    uintptr_t *prefix = malloc(sizeof *prefix * 64);
-    size_t cap = 64, depth = 0;
-    unsigned char *in = malloc(n ? n : 1); /* still shares the prefix */
-    if (!prefix || !in) {
-        free(prefix);
+    /* the stacks of the step's allocations, still sharing the prefix */
+    size_t *in = malloc((n ? n : 1) * sizeof *in), nin = 0;
+    fw *f = malloc((n ? n : 1) * sizeof *f);
+    uintptr_t *prefix = malloc(CA_PHASE_MAX_DEPTH * sizeof *prefix);
+    if (!in || !f || !prefix) {
         free(in);
+        free(f);
+        free(prefix);
         return -1;
     }
-    for (size_t i = 0; i < n; i++) in[i] = 1;
-    for (;;) {
-        /* the heaviest frame at this depth among the stacks still in */
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        if (st[i].weight) total += st[i].weight, in[nin++] = i;
+    /* The loop's frames: the heaviest frame at each depth, while the stacks
+     * through it (and deeper) hold CA_PHASE_SHARE of the step's allocations. */
+    unsigned depth = 0;
+    while (depth < CA_PHASE_MAX_DEPTH && total) {
+        size_t nf = 0;
+        for (size_t k = 0; k < nin; k++)
+            if (st[in[k]].n > depth + 1) f[nf++] = (fw){outer(&st[in[k]], depth), st[in[k]].weight};
+        qsort(f, nf, sizeof *f, by_frame);
         uintptr_t best = 0;
         uint64_t best_w = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (!in[i] || st[i].n <= depth + 1 || !st[i].weight) continue;
-            uintptr_t f = outer(&st[i], (unsigned)depth);
+        for (size_t a = 0, b; a < nf; a = b) {
             uint64_t w = 0;
-            for (size_t j = i; j < n; j++)
-                if (in[j] && st[j].n > depth + 1 && outer(&st[j], (unsigned)depth) == f) w += st[j].weight;
-            if (w > best_w) best_w = w, best = f;
+            for (b = a; b < nf && f[b].frame == f[a].frame; b++) w += f[b].weight;
+            if (w > best_w) best_w = w, best = f[a].frame;
         }
-        if (!total || (double)best_w < CA_PHASE_SHARE * (double)total) break;
-        if (depth == cap) {
-            uintptr_t *p = realloc(prefix, sizeof *p * cap * 2);
-            if (!p) break;
-            prefix = p;
-            cap *= 2;
-        }
-        prefix[depth++] = best;
-        for (size_t i = 0; i < n; i++)
-            if (in[i] && (st[i].n <= depth || outer(&st[i], (unsigned)depth - 1) != best)) in[i] = 0;
+        if ((double)best_w < CA_PHASE_SHARE * (double)total) break;
+        prefix[depth] = best;
+        size_t keep = 0;
+        for (size_t k = 0; k < nin; k++)
+            if (st[in[k]].n > depth + 1 && outer(&st[in[k]], depth) == best) in[keep++] = in[k];
+        nin = keep;
+        depth++;
     }
     /* Each stack's phase frame: where it leaves the prefix, or just past it. */
     long np = 0;
     for (size_t i = 0; i < n; i++) {
         group[i] = 0;
-        if (!st[i].n) continue;
+        if (!st[i].n || !st[i].used) continue;
         unsigned d = 0;
         while (d < depth && d < st[i].n && outer(&st[i], d) == prefix[d]) d++;
         if (d >= st[i].n) d = st[i].n - 1;
-        uintptr_t f = outer(&st[i], d);
+        uintptr_t fr = outer(&st[i], d);
         long g = 0;
-        for (long k = 0; k < np && !g; k++) {
+        for (long k = np - 1; k >= 0 && !g; k--) { /* the latest first: stacks of a phase come together */
             const ca_phase_stack *o = &st[phases[k].stack];
             unsigned od = o->n - 1 - phases[k].frame;
-            if (od == d && outer(o, od) == f) g = k + 1;
+            if (od == d && outer(o, od) == fr) g = k + 1;
         }
         if (!g) {
             phases[np] = (ca_phase){i, st[i].n - 1 - d};
@@ -64,7 +74,8 @@ long ca_phases_find(const ca_phase_stack *st, size_t n, uint32_t *group, ca_phas
         }
         group[i] = (uint32_t)g;
     }
-    free(prefix);
     free(in);
+    free(f);
+    free(prefix);
     return np;
 }

@@ -15,11 +15,13 @@
 #include <stdint.h>
 
 #define CA_PHASE_SHARE 0.95
+#define CA_PHASE_MAX_DEPTH 256 /* loop frames looked for at most */
 
 typedef struct ca_phase_stack {
     const uintptr_t *ips;  /* innermost first */
     unsigned n;
     uint64_t weight;       /* allocations of the step made here (0: not in the step) */
+    int used;              /* give it a phase (an allocation of the breakdown has it); 0: group 0 */
 } ca_phase_stack;
 
 typedef struct ca_phase {
@@ -27,9 +29,10 @@ typedef struct ca_phase {
     unsigned frame;        /* its phase frame, counted from the innermost (0) */
 } ca_phase;
 
-/* group[i]: the phase of stack i, from 1 (0: a stack with no frames); phases
- * (at most n) describe each: phases[g - 1]. Returns the number of phases, or
- * -1 when memory ran out. */
+/* group[i]: the phase of stack i, from 1 (0: a stack with no frames, or not
+ * used); phases (at most n) describe each: phases[g - 1]. The cost: the
+ * step's stacks sorted once per loop frame, then each used stack against the
+ * phases found. Returns the number of phases, or -1 when memory ran out. */
 long ca_phases_find(const ca_phase_stack *stacks, size_t n, uint32_t *group, ca_phase *phases);
 
 #endif

@@ -5,6 +5,7 @@
 #include "tests/reports/helpers.h" /* first: it defines _GNU_SOURCE */
 #include <check.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "reports/diagnose/fixes_track.h"
 #include "reports/diagnose/phases.h"
@@ -17,7 +18,7 @@ START_TEST(loop_phases) {
     uintptr_t bwd[] = {OP + 3, BWD, TRAIN, MAIN}, step[] = {OP + 4, STEP, TRAIN, MAIN};
     uintptr_t weights[] = {OP + 5, BUILD, MAIN};
     ca_phase_stack st[] = {
-        {fwd1, 4, 40}, {fwd2, 4, 40}, {bwd, 4, 30}, {step, 4, 2}, {weights, 3, 0}, {NULL, 0, 0},
+        {fwd1, 4, 40, 1}, {fwd2, 4, 40, 1}, {bwd, 4, 30, 1}, {step, 4, 2, 1}, {weights, 3, 0, 1}, {NULL, 0, 0, 1},
     };
     uint32_t group[6];
     ca_phase ph[6];
@@ -41,12 +42,47 @@ END_TEST
  * phases (a loop body that calls one function per step). */
 START_TEST(descends_through_one_call) {
     uintptr_t a[] = {OP + 1, FWD, STEP, TRAIN, MAIN}, b[] = {OP + 2, BWD, STEP, TRAIN, MAIN};
-    ca_phase_stack st[] = {{a, 5, 50}, {b, 5, 50}};
+    ca_phase_stack st[] = {{a, 5, 50, 1}, {b, 5, 50, 1}};
     uint32_t group[2];
     ca_phase ph[2];
     ck_assert_int_eq(ca_phases_find(st, 2, group, ph), 2);
     ck_assert_uint_eq(st[0].ips[ph[group[0] - 1].frame], FWD);
     ck_assert_uint_eq(st[1].ips[ph[group[1] - 1].frame], BWD);
+}
+END_TEST
+
+/* A stack no allocation of the breakdown has gets no phase; many stacks
+ * (a large Python program) cost well under a second. */
+START_TEST(unused_and_many) {
+    enum { N = 20000, DEPTH = 12 };
+    uintptr_t *ips = malloc(sizeof *ips * N * DEPTH);
+    ca_phase_stack *st = calloc(N, sizeof *st);
+    uint32_t *group = malloc(N * sizeof *group);
+    ca_phase *ph = malloc(N * sizeof *ph);
+    for (size_t i = 0; i < N; i++) {
+        uintptr_t *s = ips + i * DEPTH;
+        for (unsigned d = 0; d < DEPTH; d++) s[DEPTH - 1 - d] = d < 4 ? MAIN + d : OP + i % (97 * (d + 1));
+        s[DEPTH - 5] = i % 3 == 0 ? FWD : i % 3 == 1 ? BWD : STEP; /* the phase, past 4 loop frames */
+        st[i] = (ca_phase_stack){s, DEPTH, i % 4 ? 1 : 0, i % 7 != 0};
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long n = ca_phases_find(st, N, group, ph);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ck_assert_int_eq(n, 3);
+    for (size_t i = 0; i < N; i++) {
+        if (i % 7 == 0) {
+            ck_assert_uint_eq(group[i], 0);
+            continue;
+        }
+        ck_assert_uint_eq(st[i].ips[ph[group[i] - 1].frame], st[i].ips[DEPTH - 5]);
+    }
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    ck_assert_msg(secs < 1.0, "%.3f s", secs);
+    free(ips);
+    free(st);
+    free(group);
+    free(ph);
 }
 END_TEST
 
@@ -171,6 +207,7 @@ static Suite *suite(void) {
     TCase *tc = tcase_create("phases");
     tcase_add_test(tc, loop_phases);
     tcase_add_test(tc, descends_through_one_call);
+    tcase_add_test(tc, unused_and_many);
     tcase_add_test(tc, from_tracker);
     tcase_add_test(tc, ring_forgot_the_start);
     tcase_add_test(tc, tracker_without_marks);
