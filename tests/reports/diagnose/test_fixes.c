@@ -221,6 +221,32 @@ START_TEST(ambiguous_and_no_blocks) {
 }
 END_TEST
 
+/* What an iteration keeps after its backward (an evaluation's result, the
+ * optimizer's state) is made once per step: with accumulation it is not live
+ * through the micro-batches (it was predicted so: 805 instead of 505). */
+START_TEST(kept_after_backward_once_per_step) {
+    gen g = {0};
+    A(&g, 100, 1);
+    size_t prev = SIZE_MAX;
+    for (int i = 0; i < 3; i++) {
+        mark(&g);
+        if (prev != SIZE_MAX) F(&g, prev);
+        size_t act = A(&g, 800, 2), loss = A(&g, 8, 3);
+        F(&g, loss);
+        size_t t = A(&g, 10, 4);
+        F(&g, t);
+        F(&g, act);
+        prev = A(&g, 300, 5); /* the evaluation's result, kept to the next step */
+    }
+    mark(&g);
+    ca_fix_report r = predict(&g, 0, 1);
+    ck_assert_uint_eq(r.peak, 910);
+    ck_assert_uint_eq(find(&r, CA_FIX_ACCUM, 2)->predicted, 505);
+    ca_fix_report_free(&r);
+    gen_free(&g);
+}
+END_TEST
+
 /* ---- a small framework: a model of L blocks trained plainly or with fixes ---- */
 
 typedef struct cfg {
@@ -406,6 +432,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, one_boundary);
     tcase_add_test(tc, accumulation_and_capacity);
     tcase_add_test(tc, ambiguous_and_no_blocks);
+    tcase_add_test(tc, kept_after_backward_once_per_step);
     tcase_add_test(tc, framework_with_stacks);
     tcase_add_test(tc, framework_with_sizes);
     tcase_add_test(tc, large_run_is_fast);
