@@ -348,8 +348,9 @@ int ca_fixes_predict(const ca_fix_input *in, ca_fix_report *out) {
         }
     }
     /* weights, gradients and two moments (Adam): a quarter of the state made
-     * by the setup and the first step, and the gradients carried */
-    out->weight_bytes = (across + (carried_in > carried_out ? carried_in : carried_out)) / 4;
+     * by the setup and the first step, and of the gradients carried from step
+     * to step (freed in the iteration and made again: what a leak keeps is not) */
+    out->weight_bytes = (across + (carried_in < carried_out ? carried_in : carried_out)) / 4;
 
     /* checkpointing: the repeated blocks of the forward pass, at each
      * alignment where as many blocks as at best end with an output of their

@@ -247,6 +247,25 @@ START_TEST(kept_after_backward_once_per_step) {
 }
 END_TEST
 
+/* The weights (bf16's copies are half of them) are estimated from the state
+ * the setup and the first step made, not from what a leak piled up since. */
+START_TEST(weights_estimate_ignores_a_leak) {
+    gen g = {0};
+    A(&g, 400, 1); /* weights, gradients, moments: 100 of weights */
+    for (int i = 0; i < 5; i++) {
+        if (i) mark(&g);
+        size_t act = A(&g, 800, 2);
+        F(&g, act);
+        if (i) A(&g, 1000, 3); /* kept forever, from the second step on */
+    }
+    mark(&g);
+    ca_fix_report r = predict(&g, 0, 1);
+    ck_assert_uint_eq(r.weight_bytes, 100);
+    ca_fix_report_free(&r);
+    gen_free(&g);
+}
+END_TEST
+
 /* ---- a small framework: a model of L blocks trained plainly or with fixes ---- */
 
 typedef struct cfg {
@@ -433,6 +452,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, accumulation_and_capacity);
     tcase_add_test(tc, ambiguous_and_no_blocks);
     tcase_add_test(tc, kept_after_backward_once_per_step);
+    tcase_add_test(tc, weights_estimate_ignores_a_leak);
     tcase_add_test(tc, framework_with_stacks);
     tcase_add_test(tc, framework_with_sizes);
     tcase_add_test(tc, large_run_is_fast);
