@@ -1,6 +1,7 @@
 /* The fixes on the HTML page (see fixes_out.h): one bar per fix, its range
  * drawn light and the prediction as a mark, against the device's line; the
  * peak's breakdown as one stacked bar beside them. Inline SVG, no script. */
+#include <stdio.h>
 #include <string.h>
 
 #include "reports/write/fixes_out.h"
@@ -13,6 +14,17 @@ enum { LABEL_W = 330, BAR_W = 420, ROW_H = 24, TOP = 24 };
 static const char *sz(double bytes, char *buf) {
     ca_fmt_bytes(buf, 32, bytes);
     return buf;
+}
+
+/* The bar's label, short: "accumulation x4 + bf16 + checkpointing" (the
+ * title, on hover, has the long one). */
+static void short_label(const ca_fix *f, char *buf, size_t n) {
+    size_t k = 0;
+    buf[0] = '\0';
+    if (f->kinds & CA_FIX_ACCUM) k += (size_t)snprintf(buf + k, n - k, "accumulation x%u", f->factor);
+    if ((f->kinds & CA_FIX_BF16) && k < n) k += (size_t)snprintf(buf + k, n - k, "%sbf16 autocast", k ? " + " : "");
+    if ((f->kinds & CA_FIX_CHECKPOINT) && k < n)
+        snprintf(buf + k, n - k, "%scheckpointing%s", k ? " + " : "", f->kinds == CA_FIX_CHECKPOINT ? " of the blocks" : "");
 }
 
 static double px(uint64_t bytes, double scale) { return LABEL_W + (double)bytes * scale; }
@@ -86,11 +98,12 @@ int ca_fixes_html(FILE *f, const ca_fix_report *r, const char *const *names) {
     bar(f, 0, "as it runs", r->peak, r->peak, r->peak, "#7a7a7a", scale, c);
     for (size_t i = 0; i < r->n_fix; i++) {
         const ca_fix *x = &r->fix[i];
-        char fig[128];
+        char fig[128], shrt[96];
         ca_fix_label(x, b, sizeof b);
         ca_fix_figures(x, fig, sizeof fig);
+        short_label(x, shrt, sizeof shrt);
         snprintf(c, sizeof c, "%s: %s", b, fig);
-        bar(f, (int)i + 1, b, x->low, x->predicted, x->high, colour(x->fits, r->capacity), scale, c);
+        bar(f, (int)i + 1, shrt, x->low, x->predicted, x->high, colour(x->fits, r->capacity), scale, c);
     }
     if (r->capacity) {
         double x = px(r->capacity, scale);
