@@ -192,17 +192,21 @@ static int copy_fixes(ca_fix_report *to, const ca_fix_report *from) {
 }
 
 /* The fixes' groups by name: "micro_step (train.c:27), calling gpt_forward",
- * the phase frame and the function it calls. 0, or -1 out of memory. */
+ * the phase frame and the function it calls, cudalloc's own leading frames
+ * left out (as ca_report_frames does). 0, or -1 out of memory. */
 static int fix_frame_names(ca_report_ctx *c) {
     const ca_fix_report *r = &c->fixes;
     if (r->n_groups < 2 || !r->group_site) return 0;
     if (!(c->fix_frames = calloc(r->n_groups, sizeof *c->fix_frames))) return -1;
     for (uint32_t g = 1; g < r->n_groups; g++) {
         const uintptr_t *ips;
-        unsigned n = ca_stacks_get(c->snap.stacks, r->group_site[g], &ips), k = r->group_frame[g];
-        if (k >= n) continue;
-        const ca_frame *f = ca_symtab_get(c->sym, ips[k]), *callee = k ? ca_symtab_get(c->sym, ips[k - 1]) : NULL;
-        if (!f) continue;
+        const ca_frame *fr[CA_STACK_MAX_FRAMES];
+        unsigned raw = ca_stacks_get(c->snap.stacks, r->group_site[g], &ips);
+        size_t n = ca_report_frames(c, r->group_site[g], fr, CA_STACK_MAX_FRAMES);
+        long k = (long)r->group_frame[g] - (long)(raw - n); /* raw index to the frames kept */
+        if (!n || k >= (long)n) continue;
+        if (k < 0) k = 0; /* the phase frame is cudalloc's own: the program's first instead */
+        const ca_frame *f = fr[k], *callee = k ? fr[k - 1] : NULL;
         char buf[1024];
         int len = f->line ? snprintf(buf, sizeof buf, "%s (%s:%u)", f->function, f->file, f->line)
                           : snprintf(buf, sizeof buf, "%s (%s)", f->function, f->module);
