@@ -16,7 +16,6 @@ typedef struct cuda_backend {
     int ordinal;
     CUcontext ctx;
     CUmemAllocationProp prop;
-    CUmemAccessDesc access;
     CUevent barrier;          /* the legacy event of ordered fences, recorded again each time */
     ca_lock lock;             /* the spare events and fences */
     CUevent *spare;
@@ -68,11 +67,12 @@ static int b_release(void *self, ca_handle h) {
     return status(IN_CTX(cb, ca_drv()->cuMemRelease((CUmemGenericAllocationHandle)h)));
 }
 
+/* Access for the device and the peers granted on its mappings (peers.c). */
 static CUresult map_and_grant(cuda_backend *cb, uintptr_t addr, size_t size, ca_handle h) {
     const ca_driver *d = ca_drv();
     CUresult r = d->cuMemMap((CUdeviceptr)addr, size, 0, (CUmemGenericAllocationHandle)h, 0);
     if (r != CUDA_SUCCESS) return r;
-    r = d->cuMemSetAccess((CUdeviceptr)addr, size, &cb->access, 1);
+    r = ca_peers_map(cb->ordinal, addr, size);
     if (r != CUDA_SUCCESS) d->cuMemUnmap((CUdeviceptr)addr, size);
     return r;
 }
@@ -84,7 +84,9 @@ static int b_map(void *self, uintptr_t addr, size_t size, ca_handle h) {
 
 static int b_unmap(void *self, uintptr_t addr, size_t size) {
     cuda_backend *cb = self;
-    return status(IN_CTX(cb, ca_drv()->cuMemUnmap((CUdeviceptr)addr, size)));
+    int rc = status(IN_CTX(cb, ca_drv()->cuMemUnmap((CUdeviceptr)addr, size)));
+    if (rc == CA_OK) ca_peers_unmap(cb->ordinal, addr);
+    return rc;
 }
 
 static int b_fixed_alloc(void *self, size_t size, uintptr_t *addr) {
@@ -327,8 +329,6 @@ ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx) {
     cb->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     cb->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     cb->prop.location.id = ordinal;
-    cb->access.location = cb->prop.location;
-    cb->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     size_t granule = 0;
     if (IN_CTX(cb, d->cuMemGetAllocationGranularity(&granule, &cb->prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)) !=
             CUDA_SUCCESS ||

@@ -95,6 +95,7 @@ CA_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream) {
 CA_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
     const ca_driver *drv = ca_drv();
     if (!drv || !drv->cuDevicePrimaryCtxReset_v2) return no_driver();
+    ca_peers_primary_reset((int)dev);
     ca_device_reset_begin((int)dev);
     return drv->cuDevicePrimaryCtxReset_v2(dev);
 }
@@ -105,6 +106,7 @@ CA_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
     const ca_driver *drv = ca_drv();
     if (!drv || !drv->cuCtxDestroy_v2) return no_driver();
     ca_device *d = ca_device_by_ctx(ctx);
+    ca_peers_ctx_gone(ctx);
     if (d) ca_device_quiesce(d);
     else ca_streams_forget_ctx(ctx);
     return drv->cuCtxDestroy_v2(ctx);
@@ -136,6 +138,8 @@ void *ca_hook_for_real(void *real) {
         {(void *)drv->cuCtxDestroy_v2, (void *)cuCtxDestroy_v2},
         {(void *)drv->cuGetProcAddress_v2, (void *)cuGetProcAddress_v2},
         {(void *)drv->cuGetProcAddress, (void *)cuGetProcAddress},
+        {(void *)drv->cuCtxEnablePeerAccess, (void *)cuCtxEnablePeerAccess},
+        {(void *)drv->cuCtxDisablePeerAccess, (void *)cuCtxDisablePeerAccess},
     };
     for (size_t i = 0; i < sizeof swaps / sizeof swaps[0]; i++)
         if (swaps[i].real == real) return swaps[i].ours;

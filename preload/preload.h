@@ -66,6 +66,12 @@ typedef struct ca_driver {
     CUresult (*cuStreamDestroy_v1)(CUstream); /* "cuStreamDestroy", where the driver has it */
     CUresult (*cuDevicePrimaryCtxReset_v2)(CUdevice);
     CUresult (*cuCtxDestroy_v2)(CUcontext);
+    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+    CUresult (*cuDevicePrimaryCtxRelease_v2)(CUdevice);
+    CUresult (*cuDevicePrimaryCtxGetState)(CUdevice, unsigned int *, int *);
+    CUresult (*cuDeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+    CUresult (*cuCtxEnablePeerAccess)(CUcontext, unsigned int);
+    CUresult (*cuCtxDisablePeerAccess)(CUcontext);
 } ca_driver;
 
 /* The driver, loaded on first use; NULL when libcuda.so.1 cannot be loaded. */
@@ -149,6 +155,22 @@ void ca_cupti_start(void);
 /* Bytes in allocations that are not ours, and held by memory pools, on a
  * device; false when CUPTI is not watching. */
 bool ca_cupti_external(int device, uint64_t *allocations, uint64_t *pools);
+
+/* ---- peers.c: peer access on expandable segments ---- */
+/* After cuMemMap in the backend: access for the owner and the peers granted
+ * on its mappings; the mapping is remembered for later grants. */
+CUresult ca_peers_map(int owner, uintptr_t addr, size_t size);
+void ca_peers_unmap(int owner, uintptr_t addr);
+/* Peer access from one context to another came or went; a context reset or
+ * destroyed takes its peer access, both ways, with it. */
+void ca_peers_enabled(CUcontext from_ctx, CUcontext to_ctx);
+void ca_peers_disabled(CUcontext from_ctx, CUcontext to_ctx);
+void ca_peers_ctx_gone(CUcontext ctx);
+/* The primary context of a device is being reset. */
+void ca_peers_primary_reset(int ordinal);
+void ca_peers_after_fork(void);
+CA_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags);
+CA_EXPORT CUresult cuCtxDisablePeerAccess(CUcontext peerContext);
 
 /* ---- cuda_backend.c ---- */
 ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx);

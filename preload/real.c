@@ -186,6 +186,12 @@ static void load_driver(void) {
     drv.cuStreamDestroy_v1 = (__typeof__(drv.cuStreamDestroy_v1))ca_real_dlsym(h, "cuStreamDestroy");
     LOAD(h, cuDevicePrimaryCtxReset_v2);
     LOAD(h, cuCtxDestroy_v2);
+    LOAD(h, cuDevicePrimaryCtxRetain);
+    LOAD(h, cuDevicePrimaryCtxRelease_v2);
+    LOAD(h, cuDevicePrimaryCtxGetState);
+    LOAD(h, cuDeviceGetAttribute);
+    LOAD(h, cuCtxEnablePeerAccess);
+    LOAD(h, cuCtxDisablePeerAccess);
     drv.loaded = drv.cuCtxGetCurrent && drv.cuCtxGetDevice && drv.cuMemAlloc_v2 && drv.cuMemFree_v2 &&
                  drv.cuMemGetInfo_v2 && drv.cuMemAddressReserve && drv.cuMemCreate && drv.cuMemMap &&
                  drv.cuMemSetAccess && drv.cuMemUnmap && drv.cuMemRelease && drv.cuMemAddressFree &&

@@ -1,5 +1,7 @@
 /* cuMemcpy* and cuMemset*: done on the spot with memmove/memset, async ones
  * included (the stream is checked, then the copy happens before returning).
+ * The device of the stream (or of the current context) runs them, and must be
+ * allowed to touch what they touch (driver_peer.c).
  * Device ranges are checked against what the driver handed out, so a copy past
  * the end of an allocation fails as CUDA_ERROR_INVALID_VALUE instead of
  * corrupting the host heap. */
@@ -21,10 +23,17 @@ static CUresult copy(uintptr_t dst, int dst_host, uintptr_t src, int src_host, s
     struct ca_sim_stream_ref ref;
     ca_sim_lock();
     CUresult r = stream == SYNC ? ca_sim_current(&ctx) : ca_sim_stream_resolve(stream, &ref);
+    if (r == CUDA_SUCCESS && stream != SYNC)
+        ctx = ref.ctx;
     if (r == CUDA_SUCCESS)
         r = ca_sim_check_range(dst, n, dst_host, PROT_WRITE);
     if (r == CUDA_SUCCESS)
         r = ca_sim_check_range(src, n, src_host, PROT_READ);
+    /* the device that runs the copy, or the owners for a staged one, may touch both sides */
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_touch(ctx, dst, n, PROT_WRITE, 0);
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_touch(ctx, src, n, PROT_READ, 0);
     ca_sim_unlock();
     if (r == CUDA_SUCCESS && n)
         memmove((void *)dst, (const void *)src, n);
@@ -38,10 +47,14 @@ static CUresult set(uintptr_t dst, unsigned value, size_t width, size_t n, CUstr
     struct ca_sim_stream_ref ref;
     ca_sim_lock();
     CUresult r = stream == SYNC ? ca_sim_current(&ctx) : ca_sim_stream_resolve(stream, &ref);
+    if (r == CUDA_SUCCESS && stream != SYNC)
+        ctx = ref.ctx;
     if (r == CUDA_SUCCESS && (dst % width || n > SIZE_MAX / width))
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS)
         r = ca_sim_check_range(dst, n * width, 0, PROT_WRITE);
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_touch(ctx, dst, n * width, PROT_WRITE, 0);
     ca_sim_unlock();
     if (r != CUDA_SUCCESS)
         return r;

@@ -28,6 +28,8 @@ CUresult ca_sim_stream_resolve(CUstream s, struct ca_sim_stream_ref *out)
     struct CUstream_st *st = ca_sim_find_stream(s);
     if (!st)
         return CUDA_ERROR_INVALID_HANDLE;
+    if (st->ctx->sticky)
+        return st->ctx->sticky;
     out->ctx = st->ctx;
     out->handle = s;
     out->obj = st;

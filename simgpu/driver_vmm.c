@@ -264,12 +264,13 @@ CA_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     return r;
 }
 
-/* Every device is the host here, so the access is the union over the
- * descriptors. */
+/* Access is per device: the descriptors set it for the devices they name and
+ * leave the others' as they were (CU_MEM_ACCESS_FLAGS_PROT_NONE takes it
+ * away). Every device is the host here, so the host's protection is the
+ * union over the devices; who may touch what is checked by ca_sim_touch. */
 CA_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
     size_t first, n;
-    int prot = PROT_NONE;
     ca_sim_lock();
     CUresult r = enter();
     if (r == CUDA_SUCCESS && (!desc || count == 0))
@@ -279,20 +280,27 @@ CA_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcces
             r = CUDA_ERROR_INVALID_VALUE;
         else if (desc[i].location.id < 0 || desc[i].location.id >= ca_sim.ndev)
             r = CUDA_ERROR_INVALID_DEVICE;
-        else if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READ)
-            prot |= PROT_READ;
-        else if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
-            prot |= PROT_READ | PROT_WRITE;
-        else if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE)
+        else if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+                 desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE &&
+                 desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE)
             r = CUDA_ERROR_INVALID_VALUE;
     }
     if (r == CUDA_SUCCESS)
         r = whole_mappings(ptr, size, &first, &n);
-    if (r == CUDA_SUCCESS && mprotect((void *)ptr, size, prot) != 0)
-        r = CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS)
-        for (size_t i = first; i < first + n; i++)
-            ca_sim.mem.v[i].prot = prot;
+    for (size_t m = first; r == CUDA_SUCCESS && m < first + n; m++) {
+        struct ca_sim_region *reg = &ca_sim.mem.v[m];
+        for (size_t i = 0; i < count; i++)
+            reg->access[desc[i].location.id] = (unsigned char)desc[i].flags;
+        int prot = PROT_NONE;
+        for (int d = 0; d < ca_sim.ndev; d++)
+            prot |= reg->access[d] == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE
+                  : reg->access[d] == CU_MEM_ACCESS_FLAGS_PROT_READ      ? PROT_READ
+                                                                         : PROT_NONE;
+        if (mprotect((void *)reg->base, reg->size, prot) != 0)
+            r = CUDA_ERROR_INVALID_VALUE;
+        else
+            reg->prot = prot;
+    }
     ca_sim_unlock();
     return r;
 }
@@ -308,9 +316,7 @@ CA_EXPORT CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation
     else if (r == CUDA_SUCCESS && (location->id < 0 || location->id >= ca_sim.ndev))
         r = CUDA_ERROR_INVALID_DEVICE;
     if (r == CUDA_SUCCESS)
-        *flags = m->prot & PROT_WRITE ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
-               : m->prot & PROT_READ  ? CU_MEM_ACCESS_FLAGS_PROT_READ
-                                      : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+        *flags = m->access[location->id];
     ca_sim_unlock();
     return r;
 }

@@ -48,6 +48,9 @@ struct ca_rt_driver {
     PFN_cuDeviceGetUuid_v11040 DeviceGetUuid;
     PFN_cuDevicePrimaryCtxRetain_v7000 DevicePrimaryCtxRetain;
     PFN_cuDevicePrimaryCtxReset_v11000 DevicePrimaryCtxReset;
+    PFN_cuDeviceCanAccessPeer_v4000 DeviceCanAccessPeer;
+    PFN_cuCtxEnablePeerAccess_v4000 CtxEnablePeerAccess;
+    PFN_cuCtxDisablePeerAccess_v4000 CtxDisablePeerAccess;
     PFN_cuCtxGetCurrent_v4000 CtxGetCurrent;
     PFN_cuCtxSetCurrent_v4000 CtxSetCurrent;
     PFN_cuCtxGetDevice_v13000 CtxGetDevice;
@@ -92,6 +95,8 @@ cudaError_t ca_rt_enter(void);
 /* The calling thread's device as cudaSetDevice left it (0 by default). */
 int ca_rt_thread_device(void);
 cudaError_t ca_rt_bind_device(int device);
+/* The runtime's primary context of `device`, retained once per process. */
+cudaError_t ca_rt_primary(int device, CUcontext *ctx);
 
 /* Records err as the thread's last error (cudaGetLastError); returns it. */
 cudaError_t ca_rt_ret(cudaError_t err);

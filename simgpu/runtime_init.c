@@ -48,6 +48,9 @@ static const struct wanted wanted[] = {
     W(DeviceGetUuid, "cuDeviceGetUuid", 11040),
     W(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000),
     W(DevicePrimaryCtxReset, "cuDevicePrimaryCtxReset", 11000),
+    W(DeviceCanAccessPeer, "cuDeviceCanAccessPeer", 4000),
+    W(CtxEnablePeerAccess, "cuCtxEnablePeerAccess", 4000),
+    W(CtxDisablePeerAccess, "cuCtxDisablePeerAccess", 4000),
     W(CtxGetCurrent, "cuCtxGetCurrent", 4000),
     W(CtxSetCurrent, "cuCtxSetCurrent", 4000),
     W(CtxGetDevice, "cuCtxGetDevice", 13000),
@@ -129,8 +132,7 @@ int ca_rt_thread_device(void)
     return thread_device;
 }
 
-/* Makes the primary context of `device` current on this thread. */
-cudaError_t ca_rt_bind_device(int device)
+cudaError_t ca_rt_primary(int device, CUcontext *ctx)
 {
     int count = 0;
     cudaError_t e = CA_RT_CALL(ca_rt.DeviceGetCount, &count);
@@ -141,8 +143,16 @@ cudaError_t ca_rt_bind_device(int device)
     pthread_mutex_lock(&lock);
     if (!primary[device])
         e = CA_RT_CALL(ca_rt.DevicePrimaryCtxRetain, &primary[device], device);
-    CUcontext ctx = primary[device];
+    *ctx = primary[device];
     pthread_mutex_unlock(&lock);
+    return e;
+}
+
+/* Makes the primary context of `device` current on this thread. */
+cudaError_t ca_rt_bind_device(int device)
+{
+    CUcontext ctx = NULL;
+    cudaError_t e = ca_rt_primary(device, &ctx);
     if (e == cudaSuccess)
         e = CA_RT_CALL(ca_rt.CtxSetCurrent, ctx);
     if (e == cudaSuccess)

@@ -23,11 +23,19 @@
 #define CA_SIM_ROUND 512                     /* accounting unit of linear allocations */
 #define CA_SIM_PITCH 512                     /* cuMemAllocPitch's rows: what GPUs give */
 #define CA_SIM_CTX_STACK 16                  /* cuCtxPushCurrent depth per thread */
+#define CA_SIM_MAX_PEERS 8                   /* contexts one context may reach (CUDA_ERROR_TOO_MANY_PEERS) */
+#define CA_SIM_MAX_CTXS 64                   /* cuCtxCreate contexts alive at once */
 
 struct CUctx_st {
     int device;
-    unsigned refcount;          /* cuDevicePrimaryCtxRetain minus releases */
+    unsigned refcount;          /* primary: cuDevicePrimaryCtxRetain minus releases;
+                                 * created: 1 until cuCtxDestroy */
     unsigned flags;
+    int created;                /* made by cuCtxCreate, not a device's primary context */
+    CUresult sticky;            /* a fault poisoned it (driver_peer.c): every call answers this */
+    struct CUctx_st *peers[CA_SIM_MAX_PEERS]; /* contexts whose memory it reaches directly */
+    int npeers;                 /* (cuCtxEnablePeerAccess) */
+    struct CUctx_st *dead_next; /* destroyed, kept (handles may linger): ca_sim.dead_ctxs */
     CUevent legacy_wait;        /* last cuStreamWaitEvent on the legacy stream */
     CUevent ptds_wait;          /* ... and on the per-thread stream */
     CUstream legacy_behind;     /* the held stream the legacy stream waits behind */
@@ -80,7 +88,8 @@ struct ca_sim_region {
     size_t charged;             /* bytes counted against the capacity */
     struct ca_sim_phys *phys;   /* mappings: backing allocation, offset, protection */
     size_t phys_off;
-    int prot;
+    int prot;                   /* the host's: the union of every device's access */
+    unsigned char access[SIMGPU_MAX_DEVICES]; /* mappings: CUmemAccess_flags per device */
 };
 
 /* Regions sorted by base, no overlaps. */
@@ -103,6 +112,8 @@ struct ca_sim {
     struct ca_sim_device dev[SIMGPU_MAX_DEVICES];
     struct ca_sim_regions mem;  /* linear, pool, host allocations and VMM mappings */
     struct ca_sim_regions resv; /* cuMemAddressReserve ranges */
+    struct CUctx_st *ctxs[CA_SIM_MAX_CTXS]; /* alive cuCtxCreate contexts */
+    struct CUctx_st *dead_ctxs;
     struct CUstream_st *streams;
     struct CUevent_st *events;
     struct ca_sim_hold {        /* held streams (stream_hold.c); handles outlive streams */
@@ -144,6 +155,21 @@ int ca_sim_regions_overlap(struct ca_sim_regions *r, uintptr_t base, size_t size
  * access, else CUDA_ERROR_INVALID_VALUE. Addresses it does not know are taken
  * for host memory when host_ok is set. */
 CUresult ca_sim_check_range(uintptr_t p, size_t n, int host_ok, int prot);
+
+/* Contexts (driver_ctx.c): a context handle that is alive, primary or created. */
+int ca_sim_ctx_valid(CUcontext ctx);
+
+/* Which device touches memory, and whether it may (driver_peer.c). The device
+ * of context `ctx` runs an operation touching [p, p+n) with access `prot`
+ * (PROT_READ, PROT_WRITE): as a copy (`kernel` 0; memory of another device is
+ * reached directly only with peer access, else the copy is staged and that
+ * device touches its own memory) or as a kernel (`kernel` 1; another device's
+ * memory needs peer access). A VMM mapping touched by a device without that
+ * access, or linear memory a kernel cannot reach, is CUDA_ERROR_ILLEGAL_ADDRESS
+ * and poisons ctx (sticky). */
+CUresult ca_sim_touch(struct CUctx_st *ctx, uintptr_t p, size_t n, int prot, int kernel);
+/* Peer access from and to ctx goes (its destruction or reset). */
+void ca_sim_peers_drop_ctx(struct CUctx_st *ctx);
 
 /* Linear allocations (driver_mem.c), also used by the context reset. */
 void ca_sim_linear_unmap(struct ca_sim_region *reg);

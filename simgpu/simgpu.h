@@ -7,6 +7,7 @@
 #ifndef SIMGPU_H
 #define SIMGPU_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define SIMGPU_MAX_DEVICES 8
@@ -68,5 +69,14 @@ int simgpu_stream_last_wait(void *stream, void **event);
  * the old handle) or synchronized. 0, or -1 for a stream that is not a live
  * stream (hold 1), not held (hold 0), or when SIMGPU_MAX_HOLDS are held. */
 int simgpu_stream_hold(void *stream, int hold);
+
+/* What a kernel on the current context's device reading (write 0) or writing
+ * (write 1) [ptr, ptr+size) would meet, as a CUresult: 0, or
+ * CUDA_ERROR_ILLEGAL_ADDRESS (700) when that device may not touch it (a VMM
+ * mapping without access for it, another device's linear memory without peer
+ * access), which poisons the context as a faulting kernel does; or another
+ * error for memory the driver never handed out. Tests use it where a program on
+ * a GPU would launch a kernel. */
+int simgpu_kernel_access(void *ptr, size_t size, int write);
 
 #endif

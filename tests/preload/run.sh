@@ -87,6 +87,13 @@ if command -v python3 >/dev/null; then # a PyTorch run's allocations, from Pytho
     expect remap-torch-figures "replay_torch: peak requested 126278964, peak reserved"
 fi
 
+# Several devices (prog_peer.c): peer access reaches cudalloc's mappings as it
+# reaches cudaMalloc memory; the same program on the device alone passes too.
+for mode in runtime driver reset; do
+    run "peer-$mode" 0 CUDALLOC_SIM_DEVICES=2 -- "$bin/prog_peer" "$mode"
+    [ $on_gpu = 1 ] || run "peer-$mode-baseline" 0 CUDALLOC_SIM_DEVICES=2 LD_PRELOAD= -- "$bin/prog_peer" "$mode"
+done
+
 run nvtx 0 NVTX_INJECTION64_PATH="$lib" -- "$bin/prog_nvtx"
 run nvtx-other-name 1 NVTX_INJECTION64_PATH="$lib" CUDALLOC_CONF=nvtx_range:iteration -- "$bin/prog_nvtx"
 
