@@ -16,6 +16,7 @@ static size_t page_round(size_t n)
 void ca_sim_linear_unmap(struct ca_sim_region *reg)
 {
     munmap((void *)reg->base, page_round(reg->size));
+    ca_sim_ipc_forget(reg);
     if (reg->charged)
         ca_sim_uncharge(reg->device, reg->charged);
 }
@@ -34,7 +35,7 @@ static CUresult linear_alloc(enum ca_sim_kind kind, struct CUctx_st *ctx, size_t
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     struct ca_sim_region reg = {
         .base = (uintptr_t)p, .size = size, .kind = kind, .device = ctx->device, .ctx = ctx,
-        .id = ca_sim.next_id++, .charged = charged, .prot = PROT_READ | PROT_WRITE,
+        .id = ca_sim.next_id++, .charged = charged, .prot = PROT_READ | PROT_WRITE, .ipc_fd = -1,
     };
     if (p == MAP_FAILED || ca_sim_regions_insert(&ca_sim.mem, &reg) != 0) {
         if (p != MAP_FAILED)

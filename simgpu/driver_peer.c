@@ -31,8 +31,8 @@ static int reaches_device(const struct CUctx_st *ctx, int dev)
 /* May the device of ctx touch reg as `kernel` says (sim.h)? */
 static int may_touch(const struct CUctx_st *ctx, const struct ca_sim_region *reg, int prot, int kernel)
 {
-    if (reg->kind == CA_SIM_HOST || reg->kind == CA_SIM_RESERVED)
-        return 1;
+    if (reg->kind == CA_SIM_HOST || reg->kind == CA_SIM_RESERVED || reg->kind == CA_SIM_IMPORTED)
+        return 1; /* imported memory: opened with lazy peer access for the importing context */
     int toucher = ctx->device;
     if (reg->device != ctx->device && !reaches_device(ctx, reg->device)) {
         if (kernel && reg->kind != CA_SIM_MAPPING)

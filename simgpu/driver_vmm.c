@@ -12,13 +12,19 @@
 
 #define G CA_SIM_GRANULARITY
 
-static CUresult enter(void)
+/* Every VMM call: cuInit done, the device has VMM (CUDALLOC_SIM_VMM=0: it
+ * has not, as some vGPU setups), and after fork the child's memory its own. */
+CUresult ca_sim_vmm_enter(void)
 {
     CUresult r = ca_sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
+    if (!ca_sim.vmm)
+        return CUDA_ERROR_NOT_SUPPORTED;
     return ca_sim_phys_settle() == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
+
+#define enter ca_sim_vmm_enter
 
 static CUresult check_prop(const CUmemAllocationProp *prop)
 {
@@ -29,7 +35,7 @@ static CUresult check_prop(const CUmemAllocationProp *prop)
                                                                       : CUDA_ERROR_INVALID_DEVICE;
 }
 
-static struct ca_sim_phys *find_phys(CUmemGenericAllocationHandle handle)
+struct ca_sim_phys *ca_sim_find_phys(CUmemGenericAllocationHandle handle)
 {
     struct ca_sim_phys *ph;
     unsigned long long key = handle;
@@ -38,12 +44,16 @@ static struct ca_sim_phys *find_phys(CUmemGenericAllocationHandle handle)
 }
 
 /* A handle dies when released and unmapped everywhere. */
-static void maybe_destroy(struct ca_sim_phys *ph)
+void ca_sim_phys_maybe_destroy(struct ca_sim_phys *ph)
 {
     if (ph->refs || ph->maps)
         return;
-    ca_sim_phys_free(ph->off, ph->size);
-    ca_sim_uncharge(ph->prop.location.id, ph->size);
+    if (ph->own_fd >= 0)
+        close(ph->own_fd); /* the memory lives on while another process holds it */
+    else
+        ca_sim_phys_free(ph->off, ph->size);
+    if (!ph->imported)
+        ca_sim_uncharge(ph->prop.location.id, ph->size);
     HASH_DEL(ca_sim.phys, ph);
     free(ph);
 }
@@ -56,7 +66,7 @@ static void drop_mapping(struct ca_sim_region *m)
          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
     ca_sim_regions_remove(&ca_sim.mem, m);
     ph->maps--;
-    maybe_destroy(ph);
+    ca_sim_phys_maybe_destroy(ph);
 }
 
 /* [ptr, ptr+size) must be made of whole mappings, back to back: gives the
@@ -87,6 +97,8 @@ CA_EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUme
     CUresult r = ca_sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
+    if (!ca_sim.vmm)
+        return CUDA_ERROR_NOT_SUPPORTED;
     if (!granularity || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
                          option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
         return CUDA_ERROR_INVALID_VALUE;
@@ -133,7 +145,7 @@ CA_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t ali
                 munmap(p + size, (size_t)(raw + size + align - (p + size)));
         }
     }
-    struct ca_sim_region reg = {.base = (uintptr_t)p, .size = size, .kind = CA_SIM_RESERVED};
+    struct ca_sim_region reg = {.base = (uintptr_t)p, .size = size, .kind = CA_SIM_RESERVED, .ipc_fd = -1};
     if (p == MAP_FAILED || ca_sim_regions_insert(&ca_sim.resv, &reg) != 0) {
         if (p != MAP_FAILED)
             munmap(p, size);
@@ -173,6 +185,8 @@ CA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS)
         r = check_prop(prop);
+    if (r == CUDA_SUCCESS && prop->requestedHandleTypes & ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        r = CUDA_ERROR_NOT_SUPPORTED; /* Windows and fabric handles are not simulated */
     if (r == CUDA_SUCCESS && ca_sim_charge(prop->location.id, size) != 0)
         r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS) {
@@ -184,6 +198,7 @@ CA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
             r = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
             ph->handle = ca_sim.next_id++;
+            ph->own_fd = -1;
             ph->size = size;
             ph->refs = 1;
             ph->prop = *prop;
@@ -201,12 +216,12 @@ CA_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     ca_sim_lock();
     CUresult r = enter();
-    struct ca_sim_phys *ph = find_phys(handle);
+    struct ca_sim_phys *ph = ca_sim_find_phys(handle);
     if (r == CUDA_SUCCESS && (!ph || ph->refs == 0))
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS) {
         ph->refs--;
-        maybe_destroy(ph);
+        ca_sim_phys_maybe_destroy(ph);
         ca_sim.n.mem_release++;
     }
     ca_sim_unlock();
@@ -219,7 +234,7 @@ CA_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 {
     ca_sim_lock();
     CUresult r = enter();
-    struct ca_sim_phys *ph = find_phys(handle);
+    struct ca_sim_phys *ph = ca_sim_find_phys(handle);
     struct ca_sim_region *resv = ca_sim_regions_find(&ca_sim.resv, ptr);
     if (r == CUDA_SUCCESS &&
         (flags || size == 0 || ptr % G || size % G || offset % G || !ph || ph->refs == 0 ||
@@ -229,10 +244,11 @@ CA_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     if (r == CUDA_SUCCESS) {
         struct ca_sim_region m = {
             .base = ptr, .size = size, .kind = CA_SIM_MAPPING, .device = ph->prop.location.id,
-            .id = ca_sim.next_id++, .phys = ph, .phys_off = offset, .prot = PROT_NONE,
+            .id = ca_sim.next_id++, .phys = ph, .phys_off = offset, .prot = PROT_NONE, .ipc_fd = -1,
         };
-        void *p = mmap((void *)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, ca_sim_phys_fd(),
-                       ph->off + (off_t)offset);
+        off_t at;
+        int fd = ca_sim_phys_fd_of(ph, &at);
+        void *p = mmap((void *)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, fd, at + (off_t)offset);
         if (p == MAP_FAILED || ca_sim_regions_insert(&ca_sim.mem, &m) != 0) {
             if (p != MAP_FAILED)
                 mmap(p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
@@ -326,7 +342,7 @@ CA_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *p
 {
     ca_sim_lock();
     CUresult r = enter();
-    struct ca_sim_phys *ph = find_phys(handle);
+    struct ca_sim_phys *ph = ca_sim_find_phys(handle);
     if (r == CUDA_SUCCESS && (!prop || !ph))
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS)

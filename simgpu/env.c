@@ -29,6 +29,7 @@ int ca_sim_read_env(void)
     const char *mem = getenv("CUDALLOC_SIM_MEMORY");
     const char *late = getenv("CUDALLOC_SIM_LATE_EVENTS");
     const char *devs = getenv("CUDALLOC_SIM_DEVICES");
+    const char *vmm = getenv("CUDALLOC_SIM_VMM");
     unsigned ndev = 1;
 
     /* one size syntax across cudalloc: util/size.h (KB, MB, GB are powers of 1024 too) */
@@ -51,5 +52,13 @@ int ca_sim_read_env(void)
         return -1;
     }
     ca_sim.ndev = (int)ndev;
+    ca_sim.vmm = 1;
+    if (vmm && *vmm && strcmp(vmm, "1") != 0 && strcmp(vmm, "0") != 0) {
+        fprintf(stderr, "simgpu: CUDALLOC_SIM_VMM='%s' is not 0 or 1; use 0 for devices without virtual "
+                        "memory management\n", vmm);
+        return -1;
+    }
+    if (vmm && !strcmp(vmm, "0"))
+        ca_sim.vmm = 0;
     return 0;
 }

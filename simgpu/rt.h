@@ -51,6 +51,9 @@ struct ca_rt_driver {
     PFN_cuDeviceCanAccessPeer_v4000 DeviceCanAccessPeer;
     PFN_cuCtxEnablePeerAccess_v4000 CtxEnablePeerAccess;
     PFN_cuCtxDisablePeerAccess_v4000 CtxDisablePeerAccess;
+    PFN_cuIpcGetMemHandle_v4010 IpcGetMemHandle;
+    PFN_cuIpcOpenMemHandle_v11000 IpcOpenMemHandle;
+    PFN_cuIpcCloseMemHandle_v4010 IpcCloseMemHandle;
     PFN_cuCtxGetCurrent_v4000 CtxGetCurrent;
     PFN_cuCtxSetCurrent_v4000 CtxSetCurrent;
     PFN_cuCtxGetDevice_v13000 CtxGetDevice;

@@ -19,6 +19,8 @@ SAME(cudaErrorIllegalAddress, CUDA_ERROR_ILLEGAL_ADDRESS);
 SAME(cudaErrorPeerAccessAlreadyEnabled, CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
 SAME(cudaErrorPeerAccessNotEnabled, CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
 SAME(cudaErrorTooManyPeers, CUDA_ERROR_TOO_MANY_PEERS);
+SAME(cudaErrorMapBufferObjectFailed, CUDA_ERROR_MAP_FAILED);
+SAME(cudaIpcMemLazyEnablePeerAccess, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
 /* Flags the runtime hands to the driver as they are. */
 SAME(cudaStreamNonBlocking, CU_STREAM_NON_BLOCKING);
 SAME(cudaEventBlockingSync, CU_EVENT_BLOCKING_SYNC);

@@ -67,7 +67,9 @@ struct CUevent_st {
 /* A physical allocation from cuMemCreate: a range of the process's memfd. */
 struct ca_sim_phys {
     unsigned long long handle;
-    off_t off;
+    off_t off;                  /* in the process's memfd, unless it has one of its own: */
+    int own_fd;                 /* exported or imported (driver_ipc.c): its own memfd; -1: none */
+    int imported;               /* from cuMemImportFromShareableHandle: another process's memory */
     size_t size;
     unsigned refs;              /* cuMemCreate + cuMemRetainAllocationHandle - cuMemRelease */
     unsigned maps;              /* live cuMemMap mappings */
@@ -75,7 +77,7 @@ struct ca_sim_phys {
     UT_hash_handle hh;
 };
 
-enum ca_sim_kind { CA_SIM_LINEAR, CA_SIM_POOL, CA_SIM_HOST, CA_SIM_MAPPING, CA_SIM_RESERVED };
+enum ca_sim_kind { CA_SIM_LINEAR, CA_SIM_POOL, CA_SIM_HOST, CA_SIM_MAPPING, CA_SIM_RESERVED, CA_SIM_IMPORTED };
 
 /* A range of addresses the driver handed out. */
 struct ca_sim_region {
@@ -90,6 +92,10 @@ struct ca_sim_region {
     size_t phys_off;
     int prot;                   /* the host's: the union of every device's access */
     unsigned char access[SIMGPU_MAX_DEVICES]; /* mappings: CUmemAccess_flags per device */
+    int ipc_fd;                 /* linear memory exported for IPC, or imported: its memfd; -1: none */
+    unsigned ipc_refs;          /* imported: cuIpcOpenMemHandle minus cuIpcCloseMemHandle */
+    int ipc_pid;                /* imported: the exporter, and its allocation's id */
+    unsigned long long ipc_id;
 };
 
 /* Regions sorted by base, no overlaps. */
@@ -108,6 +114,7 @@ struct ca_sim {
     int initialized;            /* read with __atomic: set once, under the lock */
     int ndev;
     uint64_t capacity;          /* per device */
+    int vmm;                    /* the devices support VMM (CUDALLOC_SIM_VMM) */
     unsigned late_events;
     struct ca_sim_device dev[SIMGPU_MAX_DEVICES];
     struct ca_sim_regions mem;  /* linear, pool, host allocations and VMM mappings */
@@ -173,6 +180,17 @@ void ca_sim_peers_drop_ctx(struct CUctx_st *ctx);
 
 /* Linear allocations (driver_mem.c), also used by the context reset. */
 void ca_sim_linear_unmap(struct ca_sim_region *reg);
+
+/* VMM (driver_vmm.c): the check every VMM call starts with (lock held), its
+ * handles, and a handle's end once released and unmapped everywhere. */
+CUresult ca_sim_vmm_enter(void);
+struct ca_sim_phys *ca_sim_find_phys(CUmemGenericAllocationHandle handle);
+void ca_sim_phys_maybe_destroy(struct ca_sim_phys *ph);
+
+/* IPC (driver_ipc.c): a mapping's memory (a range of the memfd below, or a
+ * memfd of its own), and the cleanup of an exported or imported region. */
+int ca_sim_phys_fd_of(const struct ca_sim_phys *ph, off_t *off);
+void ca_sim_ipc_forget(struct ca_sim_region *reg);
 
 /* The memfd behind cuMemCreate (physmem.c). */
 int ca_sim_phys_fd(void);
