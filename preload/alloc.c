@@ -89,7 +89,10 @@ CUresult ca_do_free(CUdeviceptr ptr, CUstream stream, bool plain) {
         f.device_idle = true;
     }
     ca_devices_foreach(try_free, &f);
-    if (f.freed_on) return CUDA_SUCCESS;
+    if (f.freed_on) {
+        ca_ipc_block_freed(f.ptr);
+        return CUDA_SUCCESS;
+    }
     if (f.contains) {
         ca_warn("bad free of device pointer %p: not the start of a live allocation (freed already, or inside "
                 "a block); ignored", (void *)ptr);

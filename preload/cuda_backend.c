@@ -54,10 +54,22 @@ static int b_unreserve(void *self, uintptr_t base, size_t size) {
     return status(IN_CTX(cb, ca_drv()->cuMemAddressFree((CUdeviceptr)base, size)));
 }
 
+/* Granules are created shareable where the driver says it can (IPC of
+ * blocks, ipc.c); a driver that refuses it all the same gets plain ones from
+ * then on, and IPC of that device's blocks says so. */
 static int b_create(void *self, size_t size, ca_handle *h) {
     cuda_backend *cb = self;
     CUmemGenericAllocationHandle handle = 0;
-    int rc = status(IN_CTX(cb, ca_drv()->cuMemCreate(&handle, size, &cb->prop, 0)));
+    CUmemAllocationProp prop = cb->prop;
+    prop.requestedHandleTypes = __atomic_load_n(&cb->prop.requestedHandleTypes, __ATOMIC_RELAXED);
+    CUresult r = IN_CTX(cb, ca_drv()->cuMemCreate(&handle, size, &prop, 0));
+    if (prop.requestedHandleTypes &&
+        (r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_NOT_PERMITTED || r == CUDA_ERROR_INVALID_VALUE)) {
+        __atomic_store_n(&cb->prop.requestedHandleTypes, CU_MEM_HANDLE_TYPE_NONE, __ATOMIC_RELAXED);
+        prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+        r = IN_CTX(cb, ca_drv()->cuMemCreate(&handle, size, &prop, 0));
+    }
+    int rc = status(r);
     if (rc == CA_OK) *h = (ca_handle)handle;
     return rc;
 }
@@ -318,7 +330,15 @@ static void b_destroy(ca_backend *be) {
     free(be);
 }
 
-ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx) {
+static int attribute(const ca_driver *d, CUdevice_attribute a, int ordinal, int otherwise) {
+    int v = otherwise;
+    if (d->cuDeviceGetAttribute && d->cuDeviceGetAttribute(&v, a, ordinal) != CUDA_SUCCESS) v = otherwise;
+    return v;
+}
+
+#define CLASSIC_GRANULE ((size_t)2 << 20) /* what the allocator rounds to where there is no VMM */
+
+ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx, bool *vmm) {
     const ca_driver *d = ca_drv();
     if (!d) return NULL;
     cuda_backend *cb = calloc(1, sizeof *cb);
@@ -329,11 +349,22 @@ ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx) {
     cb->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     cb->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     cb->prop.location.id = ordinal;
+    /* as PyTorch's expandable segments ask: shareable, and usable by RDMA (NICs, NCCL) where supported */
+    if (attribute(d, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, ordinal, 0))
+        cb->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    if (attribute(d, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, ordinal, 0))
+        cb->prop.allocFlags.gpuDirectRDMACapable = 1;
     size_t granule = 0;
-    if (IN_CTX(cb, d->cuMemGetAllocationGranularity(&granule, &cb->prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)) !=
-            CUDA_SUCCESS ||
-        !granule || (granule & (granule - 1)))
+    *vmm = attribute(d, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, ordinal, 1) != 0;
+    CUresult r = *vmm ? IN_CTX(cb, d->cuMemGetAllocationGranularity(&granule, &cb->prop,
+                                                                     CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+                      : CUDA_ERROR_NOT_SUPPORTED;
+    if (r == CUDA_ERROR_NOT_SUPPORTED) { /* no VMM here: classic segments only */
+        *vmm = false;
+        granule = CLASSIC_GRANULE;
+    } else if (r != CUDA_SUCCESS || !granule || (granule & (granule - 1))) {
         goto fail;
+    }
     bool events = d->cuEventCreate && d->cuEventRecord && d->cuEventDestroy_v2 && d->cuStreamWaitEvent &&
                   d->cuStreamSynchronize && d->cuCtxSynchronize;
     bool fences = events && d->cuEventQuery && d->cuEventSynchronize;

@@ -45,11 +45,17 @@ static ca_tracker *make_tracker(ca_device *d) {
 /* A fresh allocator over a fresh backend for the device's context; the
  * allocator owns the backend, which *backend names for the device. */
 static ca_allocator *new_allocator(int ordinal, CUcontext ctx, ca_backend **backend) {
-    ca_backend *be = ca_backend_cuda_new(ordinal, ctx);
+    static uint64_t told; /* devices already said to have no VMM */
+    bool vmm = true;
+    ca_backend *be = ca_backend_cuda_new(ordinal, ctx, &vmm);
     if (!be) return NULL;
     ca_options opt;
     ca_options_default(&opt);
-    opt.expandable = ca_conf.expandable;
+    opt.expandable = ca_conf.expandable && vmm;
+    if (ca_conf.expandable && !vmm && !(__atomic_fetch_or(&told, (uint64_t)1 << (ordinal & 63), __ATOMIC_RELAXED) >> (ordinal & 63) & 1))
+        ca_warn("device %d has no virtual memory management (as some vGPUs): classic segments there, as with "
+                "expandable_segments:false",
+                ordinal);
     opt.max_reserved = ca_conf.max_reserved;
     opt.release_after = ca_conf.release_after;
     ca_allocator *a = NULL;
@@ -179,6 +185,7 @@ void ca_device_reset_begin(int ordinal) {
         drv->cuCtxPopCurrent_v2(&popped);
     }
     ca_device_quiesce(d); /* plain frees come back; our events go before the context does */
+    ca_ipc_device_reset(ordinal);
     /* Each live block freed in its own stream's order, so the tracker and the
      * statistics see the reset as the frees it is. */
     live_blocks l = {0};
@@ -218,6 +225,7 @@ static void after_fork_in_child(void) {
     ca_report_after_fork();
     ca_streams_after_fork();
     ca_peers_after_fork();
+    ca_ipc_after_fork();
     ca_named_frames_fork_child();
     ca_py_fork_child();
     ca_lock_init(&devices_lock);

@@ -140,6 +140,10 @@ void *ca_hook_for_real(void *real) {
         {(void *)drv->cuGetProcAddress, (void *)cuGetProcAddress},
         {(void *)drv->cuCtxEnablePeerAccess, (void *)cuCtxEnablePeerAccess},
         {(void *)drv->cuCtxDisablePeerAccess, (void *)cuCtxDisablePeerAccess},
+        {(void *)drv->cuIpcGetMemHandle, (void *)cuIpcGetMemHandle},
+        {(void *)drv->cuIpcOpenMemHandle_v2, (void *)cuIpcOpenMemHandle_v2},
+        {(void *)drv->cuIpcOpenMemHandle_v1, (void *)cuIpcOpenMemHandle_v2},
+        {(void *)drv->cuIpcCloseMemHandle, (void *)cuIpcCloseMemHandle},
     };
     for (size_t i = 0; i < sizeof swaps / sizeof swaps[0]; i++)
         if (swaps[i].real == real) return swaps[i].ours;

@@ -72,6 +72,14 @@ typedef struct ca_driver {
     CUresult (*cuDeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
     CUresult (*cuCtxEnablePeerAccess)(CUcontext, unsigned int);
     CUresult (*cuCtxDisablePeerAccess)(CUcontext);
+    CUresult (*cuMemRetainAllocationHandle)(CUmemGenericAllocationHandle *, void *);
+    CUresult (*cuMemExportToShareableHandle)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType,
+                                             unsigned long long);
+    CUresult (*cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
+    CUresult (*cuIpcGetMemHandle)(CUipcMemHandle *, CUdeviceptr);
+    CUresult (*cuIpcOpenMemHandle_v2)(CUdeviceptr *, CUipcMemHandle, unsigned int);
+    CUresult (*cuIpcOpenMemHandle_v1)(CUdeviceptr *, CUipcMemHandle, unsigned int); /* "cuIpcOpenMemHandle" */
+    CUresult (*cuIpcCloseMemHandle)(CUdeviceptr);
 } ca_driver;
 
 /* The driver, loaded on first use; NULL when libcuda.so.1 cannot be loaded. */
@@ -172,8 +180,19 @@ void ca_peers_after_fork(void);
 CA_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags);
 CA_EXPORT CUresult cuCtxDisablePeerAccess(CUcontext peerContext);
 
+/* ---- ipc.c: CUDA IPC of blocks (ipc.h has the inside) ---- */
+/* A block was freed: an export of it goes (cheap when nothing is exported). */
+void ca_ipc_block_freed(const void *ptr);
+void ca_ipc_device_reset(int ordinal);
+void ca_ipc_after_fork(void);
+CA_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr);
+CA_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags);
+CA_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr);
+
 /* ---- cuda_backend.c ---- */
-ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx);
+/* *vmm: whether the device has virtual memory management (else only classic
+ * segments can be made on it). */
+ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx, bool *vmm);
 /* Destroys the events the backend keeps for reuse (none may be in a fence). */
 void ca_backend_cuda_drop_events(ca_backend *be);
 

@@ -192,6 +192,13 @@ static void load_driver(void) {
     LOAD(h, cuDeviceGetAttribute);
     LOAD(h, cuCtxEnablePeerAccess);
     LOAD(h, cuCtxDisablePeerAccess);
+    LOAD(h, cuMemRetainAllocationHandle);
+    LOAD(h, cuMemExportToShareableHandle);
+    LOAD(h, cuMemImportFromShareableHandle);
+    LOAD(h, cuIpcGetMemHandle);
+    LOAD(h, cuIpcOpenMemHandle_v2);
+    drv.cuIpcOpenMemHandle_v1 = (__typeof__(drv.cuIpcOpenMemHandle_v1))ca_real_dlsym(h, "cuIpcOpenMemHandle");
+    LOAD(h, cuIpcCloseMemHandle);
     drv.loaded = drv.cuCtxGetCurrent && drv.cuCtxGetDevice && drv.cuMemAlloc_v2 && drv.cuMemFree_v2 &&
                  drv.cuMemGetInfo_v2 && drv.cuMemAddressReserve && drv.cuMemCreate && drv.cuMemMap &&
                  drv.cuMemSetAccess && drv.cuMemUnmap && drv.cuMemRelease && drv.cuMemAddressFree &&

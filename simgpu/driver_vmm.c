@@ -185,7 +185,8 @@ CA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS)
         r = check_prop(prop);
-    if (r == CUDA_SUCCESS && prop->requestedHandleTypes & ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+    if (r == CUDA_SUCCESS && (prop->requestedHandleTypes & ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+                              (prop->requestedHandleTypes && ca_sim.vmm == CA_SIM_VMM_NO_FD)))
         r = CUDA_ERROR_NOT_SUPPORTED; /* Windows and fabric handles are not simulated */
     if (r == CUDA_SUCCESS && ca_sim_charge(prop->location.id, size) != 0)
         r = CUDA_ERROR_OUT_OF_MEMORY;

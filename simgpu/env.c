@@ -53,12 +53,14 @@ int ca_sim_read_env(void)
     }
     ca_sim.ndev = (int)ndev;
     ca_sim.vmm = 1;
-    if (vmm && *vmm && strcmp(vmm, "1") != 0 && strcmp(vmm, "0") != 0) {
-        fprintf(stderr, "simgpu: CUDALLOC_SIM_VMM='%s' is not 0 or 1; use 0 for devices without virtual "
-                        "memory management\n", vmm);
+    if (vmm && *vmm && strcmp(vmm, "1") != 0 && strcmp(vmm, "0") != 0 && strcmp(vmm, "nofd") != 0) {
+        fprintf(stderr, "simgpu: CUDALLOC_SIM_VMM='%s' is not 0, 1 or nofd; use 0 for devices without "
+                        "virtual memory management, nofd for VMM without shareable handles\n", vmm);
         return -1;
     }
     if (vmm && !strcmp(vmm, "0"))
         ca_sim.vmm = 0;
+    if (vmm && !strcmp(vmm, "nofd"))
+        ca_sim.vmm = CA_SIM_VMM_NO_FD;
     return 0;
 }

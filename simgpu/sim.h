@@ -114,7 +114,8 @@ struct ca_sim {
     int initialized;            /* read with __atomic: set once, under the lock */
     int ndev;
     uint64_t capacity;          /* per device */
-    int vmm;                    /* the devices support VMM (CUDALLOC_SIM_VMM) */
+    int vmm;                    /* the devices support VMM (CUDALLOC_SIM_VMM): 0 no, 1 yes, */
+#define CA_SIM_VMM_NO_FD 2          /* or without shareable (POSIX fd) handles */
     unsigned late_events;
     struct ca_sim_device dev[SIMGPU_MAX_DEVICES];
     struct ca_sim_regions mem;  /* linear, pool, host allocations and VMM mappings */

@@ -94,6 +94,24 @@ for mode in runtime driver reset; do
     [ $on_gpu = 1 ] || run "peer-$mode-baseline" 0 CUDALLOC_SIM_DEVICES=2 LD_PRELOAD= -- "$bin/prog_peer" "$mode"
 done
 
+# Several processes (prog_ipc.c): a block exported with cudaIpcGetMemHandle
+# opens in another process as that block, in both segment kinds; the same
+# program on the device alone passes too.
+for mode in runtime driver; do
+    run "ipc-$mode" 0 -- timeout 60 "$bin/prog_ipc" "$mode"
+    run "ipc-$mode-classic" 0 CUDALLOC_CONF=expandable_segments:false -- timeout 60 "$bin/prog_ipc" "$mode"
+    [ $on_gpu = 1 ] || run "ipc-$mode-baseline" 0 LD_PRELOAD= -- timeout 60 "$bin/prog_ipc" "$mode"
+done
+if [ $on_gpu = 0 ]; then
+    # no shareable handles: CUDA's error and one line saying what to do
+    run ipc-no-export 0 CUDALLOC_SIM_VMM=nofd -- "$bin/prog_ipc" no-export
+    expect ipc-no-export-line "cudaIpcGetMemHandle(0x[0-9a-f]*): device 0's driver cannot share its virtual memory with another process (no POSIX file descriptor handles); run with CUDALLOC_CONF=expandable_segments:false"
+    # no VMM at all: classic segments, said once; IPC works there too
+    run no-vmm 0 CUDALLOC_SIM_VMM=0 -- timeout 60 "$bin/prog_ipc" runtime
+    expect no-vmm-line "device 0 has no virtual memory management (as some vGPUs): classic segments there"
+    run no-vmm-threads 0 CUDALLOC_SIM_VMM=0 -- "$bin/prog_runtime" threads
+fi
+
 run nvtx 0 NVTX_INJECTION64_PATH="$lib" -- "$bin/prog_nvtx"
 run nvtx-other-name 1 NVTX_INJECTION64_PATH="$lib" CUDALLOC_CONF=nvtx_range:iteration -- "$bin/prog_nvtx"
 

@@ -187,7 +187,7 @@ static void bad_vmm_env(void *unused)
 START_TEST(bad_vmm_value)
 {
     setenv("CUDALLOC_SIM_VMM", "no", 1);
-    ck_assert_ptr_nonnull(strstr(sim_stderr_of(bad_vmm_env, NULL), "CUDALLOC_SIM_VMM='no' is not 0 or 1"));
+    ck_assert_ptr_nonnull(strstr(sim_stderr_of(bad_vmm_env, NULL), "CUDALLOC_SIM_VMM='no' is not 0, 1 or nofd"));
 }
 END_TEST
 
