@@ -1,4 +1,4 @@
-/* include/cudalloc.h, and PyTorch's pluggable-allocator entry points. */
+/* include/cudalloc.h (PyTorch's pluggable-allocator entry points: torch.c). */
 #include <stdio.h>
 #include <string.h>
 
@@ -34,24 +34,4 @@ CA_EXPORT int cudalloc_empty_cache(void) {
 CA_EXPORT int cudalloc_reset_peak_stats(void) {
     ca_devices_foreach(reset_peaks, NULL);
     return 0;
-}
-
-CA_EXPORT void *cudalloc_torch_malloc(size_t size, int device, void *stream) {
-    ca_device *d = ca_device_by_ordinal(device);
-    if (!d) {
-        CUresult err;
-        d = ca_current_device(&err); /* PyTorch makes the device current first */
-        if (!d || d->ordinal != device) return NULL;
-    }
-    void *p = NULL;
-    ca_oom_info oom;
-    ca_stream key = ca_stream_key((CUstream)stream);
-    if (ca_is_ptds_key(key)) ca_ptds_pool_used(d);
-    if (size && ca_malloc(d->alloc, size, key, &p, &oom) == CA_ERR_OOM)
-        ca_report_oom(d, &oom);
-    return p;
-}
-
-CA_EXPORT void cudalloc_torch_free(void *ptr, size_t size, int device, void *stream) {
-    if (ptr) ca_do_free((CUdeviceptr)ptr, (CUstream)stream, false);
 }

@@ -226,6 +226,7 @@ static void after_fork_in_child(void) {
     ca_streams_after_fork();
     ca_peers_after_fork();
     ca_ipc_after_fork();
+    ca_torch_after_fork();
     ca_named_frames_fork_child();
     ca_py_fork_child();
     ca_lock_init(&devices_lock);

@@ -2,9 +2,12 @@
 ifeq ($(HAVE_CUDA_HEADERS),1)
 PRELOAD_SRCS := preload/real.c preload/config.c preload/devices.c preload/alloc.c preload/cuda_backend.c \
                 preload/hooks_runtime.c preload/hooks_driver.c preload/hooks_dl.c preload/api.c preload/report.c preload/nvtx.c preload/steps.c preload/cupti.c \
-                preload/streams.c preload/peers.c preload/ipc.c preload/ipc_share.c
+                preload/streams.c preload/peers.c preload/ipc.c preload/ipc_share.c \
+                preload/torch.c preload/torch_oom.c
 PRELOAD_OBJS := $(PRELOAD_SRCS:%.c=$(OBJ)/%.o)
 $(PRELOAD_OBJS): ALL_CFLAGS += -I$(CUDA_INC) -D_GNU_SOURCE
+# torch.OutOfMemoryError is a C++ exception thrown through these frames
+$(OBJ)/preload/torch.o $(OBJ)/preload/torch_oom.o: ALL_CFLAGS += -fexceptions
 LIBCUDALLOC := $(LIB)/libcudalloc.so
 
 # No libcuda or libcudart at link time: the preload loads into any program and
@@ -103,4 +106,20 @@ $(PRELOAD_TEST_BIN)/prog_ipc: tests/preload/prog_ipc.c $(SIM)/libcudart.so $(SIM
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lcuda
 test-preload: $(PRELOAD_TEST_BIN)/prog_peer $(PRELOAD_TEST_BIN)/prog_ipc
 ALL_TARGETS += $(PRELOAD_TEST_BIN)/prog_peer $(PRELOAD_TEST_BIN)/prog_ipc
+endif
+
+# PyTorch's pluggable-allocator contract, called as PyTorch calls it (C++,
+# with an embedded CPython from python3-dev standing in for PyTorch's side).
+PY_HEADER := $(firstword $(wildcard /usr/include/python3.*/Python.h))
+ifeq ($(HAVE_CUDA_HEADERS),1)
+ifneq ($(PY_HEADER),)
+PY_VER := $(notdir $(patsubst %/,%,$(dir $(PY_HEADER))))
+$(PRELOAD_TEST_BIN)/torch_contract: tests/preload/torch_contract.cc $(SIM)/libcudart.so
+	@mkdir -p $(@D)
+	$(CXX) -O1 -g -Wall -I$(CUDA_INC) -I$(dir $(PY_HEADER)) -o $@ $< -L$(SIM) -lcudart -l$(PY_VER) -ldl -lpthread
+test-preload: $(PRELOAD_TEST_BIN)/torch_contract
+ALL_TARGETS += $(PRELOAD_TEST_BIN)/torch_contract
+else
+$(info cudalloc: no /usr/include/python3.*/Python.h (python3-dev): the pluggable-allocator contract test is not built)
+endif
 endif

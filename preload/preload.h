@@ -189,6 +189,13 @@ CA_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr);
 CA_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags);
 CA_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr);
 
+/* ---- torch.c, torch_oom.c: PyTorch's pluggable allocator ---- */
+/* Raise torch.OutOfMemoryError(message) through PyTorch's C++ (a C++
+ * exception that unwinds through the caller); returns only when the process
+ * is not a PyTorch one. No lock may be held. */
+void ca_torch_raise_oom(const char *message);
+void ca_torch_after_fork(void);
+
 /* ---- cuda_backend.c ---- */
 /* *vmm: whether the device has virtual memory management (else only classic
  * segments can be made on it). */

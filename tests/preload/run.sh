@@ -112,6 +112,16 @@ if [ $on_gpu = 0 ]; then
     run no-vmm-threads 0 CUDALLOC_SIM_VMM=0 -- "$bin/prog_runtime" threads
 fi
 
+# PyTorch's pluggable-allocator contract (torch_contract.cc, PyTorch's side
+# stood in for): out of memory raises torch.OutOfMemoryError, also from a
+# worker thread; record_stream orders the free; empty_cache gives memory back.
+if [ $on_gpu = 0 ] && [ -x "$bin/torch_contract" ]; then
+    for mode in oom threads no-torch streams; do
+        run "torch-$mode" 0 CUDALLOC_SIM_MEMORY=64MiB CUDALLOC_CONF=summary:false,oom_message:false LD_PRELOAD= -- \
+            "$bin/torch_contract" "$lib" "$mode"
+    done
+fi
+
 run nvtx 0 NVTX_INJECTION64_PATH="$lib" -- "$bin/prog_nvtx"
 run nvtx-other-name 1 NVTX_INJECTION64_PATH="$lib" CUDALLOC_CONF=nvtx_range:iteration -- "$bin/prog_nvtx"
 
