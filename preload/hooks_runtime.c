@@ -17,7 +17,7 @@
         __atomic_store_n(&real_##name##_found, real_##name, __ATOMIC_RELEASE);             \
     }
 
-static cudaError_t runtime_error(CUresult r) {
+static cudaError_t runtime_code(CUresult r) {
     switch (r) {
     case CUDA_SUCCESS: return cudaSuccess;
     case CUDA_ERROR_OUT_OF_MEMORY: return cudaErrorMemoryAllocation;
@@ -28,6 +28,9 @@ static cudaError_t runtime_error(CUresult r) {
     default: return cudaErrorUnknown;
     }
 }
+
+/* What we answer ourselves is also the thread's last error (last_error.c). */
+static cudaError_t runtime_error(CUresult r) { return ca_rt_answered(runtime_code(r)); }
 
 /* cudart initializes lazily on the first runtime call of a thread, making its
  * primary context current; cudaFree(0) is its documented way to force that.
@@ -40,7 +43,7 @@ static bool init_runtime(void) {
 }
 
 static cudaError_t do_malloc(void **devPtr, size_t size, cudaStream_t stream) {
-    if (!devPtr) return cudaErrorInvalidValue;
+    if (!devPtr) return ca_rt_answered(cudaErrorInvalidValue);
     if (!size) {
         *devPtr = NULL; /* as cudart answers a zero-byte request */
         return cudaSuccess;

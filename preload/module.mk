@@ -3,7 +3,7 @@ ifeq ($(HAVE_CUDA_HEADERS),1)
 PRELOAD_SRCS := preload/real.c preload/config.c preload/devices.c preload/alloc.c preload/cuda_backend.c \
                 preload/hooks_runtime.c preload/hooks_driver.c preload/hooks_dl.c preload/api.c preload/report.c preload/nvtx.c preload/steps.c preload/cupti.c \
                 preload/streams.c preload/peers.c preload/ipc.c preload/ipc_share.c \
-                preload/torch.c preload/torch_oom.c
+                preload/torch.c preload/torch_oom.c preload/last_error.c
 PRELOAD_OBJS := $(PRELOAD_SRCS:%.c=$(OBJ)/%.o)
 $(PRELOAD_OBJS): ALL_CFLAGS += -I$(CUDA_INC) -D_GNU_SOURCE
 # torch.OutOfMemoryError is a C++ exception thrown through these frames
@@ -96,7 +96,7 @@ test-preload: $(PRELOAD_TEST_BIN)/prog_remap
 ALL_TARGETS += $(PRELOAD_TEST_BIN)/prog_remap
 endif
 
-# Several devices, several processes (issue 23): peer access, CUDA IPC.
+# Several devices, several processes, other tools (issue 23): peer access, CUDA IPC, last error.
 ifeq ($(HAVE_CUDA_HEADERS),1)
 $(PRELOAD_TEST_BIN)/prog_peer: tests/preload/prog_peer.c $(SIM)/libcudart.so $(SIM)/libcuda.so
 	@mkdir -p $(@D)
@@ -104,8 +104,11 @@ $(PRELOAD_TEST_BIN)/prog_peer: tests/preload/prog_peer.c $(SIM)/libcudart.so $(S
 $(PRELOAD_TEST_BIN)/prog_ipc: tests/preload/prog_ipc.c $(SIM)/libcudart.so $(SIM)/libcuda.so
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lcuda
-test-preload: $(PRELOAD_TEST_BIN)/prog_peer $(PRELOAD_TEST_BIN)/prog_ipc
-ALL_TARGETS += $(PRELOAD_TEST_BIN)/prog_peer $(PRELOAD_TEST_BIN)/prog_ipc
+$(PRELOAD_TEST_BIN)/prog_errors: tests/preload/prog_errors.c $(SIM)/libcudart.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart
+test-preload: $(PRELOAD_TEST_BIN)/prog_peer $(PRELOAD_TEST_BIN)/prog_ipc $(PRELOAD_TEST_BIN)/prog_errors
+ALL_TARGETS += $(PRELOAD_TEST_BIN)/prog_peer $(PRELOAD_TEST_BIN)/prog_ipc $(PRELOAD_TEST_BIN)/prog_errors
 endif
 
 # PyTorch's pluggable-allocator contract, called as PyTorch calls it (C++,

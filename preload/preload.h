@@ -164,6 +164,12 @@ void ca_cupti_start(void);
  * device; false when CUPTI is not watching. */
 bool ca_cupti_external(int device, uint64_t *allocations, uint64_t *pools);
 
+/* ---- last_error.c: cudart's last error, for what we answer ourselves ---- */
+/* A runtime call we answered without entering cudart returned e (an int:
+ * cudaError_t, whose header this one does not include): the thread's last
+ * error from now on, as cudart keeps it. Returns e. */
+int ca_rt_answered(int e);
+
 /* ---- peers.c: peer access on expandable segments ---- */
 /* After cuMemMap in the backend: access for the owner and the peers granted
  * on its mappings; the mapping is remembered for later grants. */

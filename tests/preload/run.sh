@@ -112,6 +112,12 @@ if [ $on_gpu = 0 ]; then
     run no-vmm-threads 0 CUDALLOC_SIM_VMM=0 -- "$bin/prog_runtime" threads
 fi
 
+# cudaGetLastError sees the errors cudalloc answers itself (prog_errors.c).
+if [ $on_gpu = 0 ]; then
+    run last-error 0 CUDALLOC_SIM_MEMORY=64MiB CUDALLOC_CONF=oom_message:false -- "$bin/prog_errors"
+    run last-error-baseline 0 CUDALLOC_SIM_MEMORY=64MiB LD_PRELOAD= -- "$bin/prog_errors"
+fi
+
 # PyTorch's pluggable-allocator contract (torch_contract.cc, PyTorch's side
 # stood in for): out of memory raises torch.OutOfMemoryError, also from a
 # worker thread; record_stream orders the free; empty_cache gives memory back.
