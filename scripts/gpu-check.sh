@@ -75,9 +75,23 @@ if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     row "PyTorch native caching allocator" "exit $?, $(grep -h '^torch' "$out/torch_native.log")"
     python3 tests/preload/torch_loop.py pluggable "$PWD/build/lib/libcudalloc.so" > "$out/torch_pluggable.log" 2>&1
     row "PyTorch with CUDAPluggableAllocator" "exit $?, $(grep -h '^torch\|peak allocated' "$out/torch_pluggable.log" | tr '\n' ' ')"
+    row "PyTorch pluggable: out of memory" "$(grep -h 'pluggable oom\|after oom' "$out/torch_pluggable.log" | tr '\n' ' ')"
+    # Other tools and processes (issue 23): IPC of a tensor, torch.profiler, two GPUs.
+    for check in ipc profiler peer; do
+        PYTORCH_NO_CUDA_MEMORY_CACHING=1 LD_PRELOAD=build/lib/libcudalloc.so \
+            timeout 300 python3 tests/preload/torch_multi.py $check > "$out/torch_$check.log" 2>&1
+        row "PyTorch $check under cudalloc" "exit $?, $(grep -h '^torch\|steps aside' "$out/torch_$check.log" | tr '\n' ' ')"
+    done
 else
     row "PyTorch" "not installed here: skipped"
 fi
+
+# Several GPUs and processes, C programs (issue 23): peer access, CUDA IPC, last error.
+gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
+row "peer access ($gpus GPU(s))" "$(build/tests/preload/prog_peer runtime 2>&1 | tail -1) / under cudalloc: $(LD_PRELOAD=build/lib/libcudalloc.so build/tests/preload/prog_peer runtime 2>&1 | grep -v '^cudalloc:' | tail -1)"
+row "CUDA IPC of a block between two processes" "$(LD_PRELOAD=build/lib/libcudalloc.so timeout 120 build/tests/preload/prog_ipc runtime 2>&1 | grep -v '^cudalloc:' | tail -1), classic: $(CUDALLOC_CONF=expandable_segments:false LD_PRELOAD=build/lib/libcudalloc.so timeout 120 build/tests/preload/prog_ipc runtime 2>&1 | grep -v '^cudalloc:' | tail -1)"
+LD_PRELOAD=build/lib/libcudalloc.so build/tests/preload/prog_errors > "$out/errors.log" 2>&1
+row "exit code at shutdown under cudalloc (prog_errors)" "exit $?, $(grep -v '^cudalloc:' "$out/errors.log" | tail -1)"
 
 # 5. What later parts add (kernels, trainer) when their scripts are present.
 for extra in scripts/gpu-check-*.sh; do
