@@ -83,15 +83,17 @@ static ca_device *get(int ordinal, CUcontext ctx) {
     if (ordinal < 0 || ordinal >= MAX_DEVICES) return NULL;
     ca_device *d = __atomic_load_n(&devices[ordinal], __ATOMIC_ACQUIRE);
     if (d || !ctx) return d;
+    bool made_one = false;
     ca_lock_acquire(&devices_lock);
     if (!(d = devices[ordinal]) && (d = create(ordinal, ctx))) {
-        ca_cupti_start();
         ca_report_signal_start();
         made[nmade] = d;
         atomic_store_explicit(&nmade, nmade + 1, memory_order_release);
         __atomic_store_n(&devices[ordinal], d, __ATOMIC_RELEASE);
+        made_one = true;
     }
     ca_lock_release(&devices_lock);
+    if (made_one) ca_cupti_start(); /* outside the lock: CUPTI's start may call our hooks back */
     return d;
 }
 

@@ -96,7 +96,7 @@ test-preload: $(PRELOAD_TEST_BIN)/prog_remap
 ALL_TARGETS += $(PRELOAD_TEST_BIN)/prog_remap
 endif
 
-# Several devices, several processes, other tools (issue 23): peer access, CUDA IPC, last error.
+# Several devices, several processes, other tools (issue 23): peer access, CUDA IPC, last error, profilers.
 ifeq ($(HAVE_CUDA_HEADERS),1)
 $(PRELOAD_TEST_BIN)/prog_peer: tests/preload/prog_peer.c $(SIM)/libcudart.so $(SIM)/libcuda.so
 	@mkdir -p $(@D)
@@ -107,8 +107,13 @@ $(PRELOAD_TEST_BIN)/prog_ipc: tests/preload/prog_ipc.c $(SIM)/libcudart.so $(SIM
 $(PRELOAD_TEST_BIN)/prog_errors: tests/preload/prog_errors.c $(SIM)/libcudart.so
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart
-test-preload: $(PRELOAD_TEST_BIN)/prog_peer $(PRELOAD_TEST_BIN)/prog_ipc $(PRELOAD_TEST_BIN)/prog_errors
-ALL_TARGETS += $(PRELOAD_TEST_BIN)/prog_peer $(PRELOAD_TEST_BIN)/prog_ipc $(PRELOAD_TEST_BIN)/prog_errors
+$(PRELOAD_TEST_BIN)/prog_profiler: tests/preload/prog_profiler.c $(SIM)/libcudart.so $(SIM)/libcupti.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lcupti
+test-preload: $(PRELOAD_TEST_BIN)/prog_peer $(PRELOAD_TEST_BIN)/prog_ipc $(PRELOAD_TEST_BIN)/prog_errors \
+              $(PRELOAD_TEST_BIN)/prog_profiler
+ALL_TARGETS += $(PRELOAD_TEST_BIN)/prog_peer $(PRELOAD_TEST_BIN)/prog_ipc $(PRELOAD_TEST_BIN)/prog_errors \
+               $(PRELOAD_TEST_BIN)/prog_profiler
 endif
 
 # PyTorch's pluggable-allocator contract, called as PyTorch calls it (C++,

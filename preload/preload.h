@@ -159,6 +159,7 @@ void ca_iteration_mark(ca_iter_source source);
 long ca_iterations(ca_iter_source *source);
 
 /* ---- cupti.c: device memory allocated past us ---- */
+/* Once, with no lock of ours held; steps aside for profilers (cupti.c). */
 void ca_cupti_start(void);
 /* Bytes in allocations that are not ours, and held by memory pools, on a
  * device; false when CUPTI is not watching. */

@@ -1,4 +1,5 @@
-/* What tests read back: simgpu_counters and simgpu_stream_last_wait. */
+/* What tests and tools read back: simgpu_counters, simgpu_stream_last_wait,
+ * and the activity sink of the CUPTI stand-in. */
 
 #include "simgpu/sim.h"
 
@@ -57,4 +58,20 @@ CA_EXPORT int simgpu_stream_last_wait(void *stream, void **event)
     }
     ca_sim_unlock();
     return rc;
+}
+
+static void (*activity_sink)(const simgpu_activity *);
+
+CA_EXPORT void simgpu_activity_sink(void (*sink)(const simgpu_activity *))
+{
+    __atomic_store_n(&activity_sink, sink, __ATOMIC_RELEASE);
+}
+
+void ca_sim_activity(int kind, int device, int pool, uintptr_t address, size_t bytes)
+{
+    void (*sink)(const simgpu_activity *) = __atomic_load_n(&activity_sink, __ATOMIC_ACQUIRE);
+    if (!sink)
+        return;
+    simgpu_activity a = {.kind = kind, .device = device, .pool = pool, .address = address, .bytes = bytes};
+    sink(&a);
 }

@@ -34,9 +34,12 @@ static CUresult copy(uintptr_t dst, int dst_host, uintptr_t src, int src_host, s
         r = ca_sim_touch(ctx, dst, n, PROT_WRITE, 0);
     if (r == CUDA_SUCCESS)
         r = ca_sim_touch(ctx, src, n, PROT_READ, 0);
+    int dev = r == CUDA_SUCCESS ? ctx->device : -1;
     ca_sim_unlock();
     if (r == CUDA_SUCCESS && n)
         memmove((void *)dst, (const void *)src, n);
+    if (dev >= 0)
+        ca_sim_activity(SIMGPU_ACT_MEMCPY, dev, 0, dst, n);
     return r;
 }
 
@@ -55,9 +58,11 @@ static CUresult set(uintptr_t dst, unsigned value, size_t width, size_t n, CUstr
         r = ca_sim_check_range(dst, n * width, 0, PROT_WRITE);
     if (r == CUDA_SUCCESS)
         r = ca_sim_touch(ctx, dst, n * width, PROT_WRITE, 0);
+    int dev = r == CUDA_SUCCESS ? ctx->device : -1;
     ca_sim_unlock();
     if (r != CUDA_SUCCESS)
         return r;
+    ca_sim_activity(SIMGPU_ACT_MEMSET, dev, 0, dst, n * width);
     if (width == 1) {
         memset((void *)dst, (int)(value & 0xff), n);
     } else if (width == 2) {

@@ -78,7 +78,10 @@ CA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
         *dptr = p;
         ca_sim.n.mem_alloc++;
     }
+    int dev = r == CUDA_SUCCESS ? ctx->device : -1;
     ca_sim_unlock();
+    if (dev >= 0)
+        ca_sim_activity(SIMGPU_ACT_ALLOC, dev, 0, p, bytesize);
     return r;
 }
 
@@ -112,14 +115,27 @@ CA_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
     return r;
 }
 
+/* A release, for the CUPTI stand-in, once the lock is dropped. */
+struct released {
+    int device, pool;
+    size_t size;
+};
+
+static struct released release_of(const struct ca_sim_region *reg)
+{
+    return (struct released){reg->device, reg->kind == CA_SIM_POOL, reg->size};
+}
+
 CA_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     struct CUctx_st *ctx;
+    struct released rel = {-1, 0, 0};
     ca_sim_lock();
     CUresult r = ca_sim_current(&ctx);
     if (r == CUDA_SUCCESS && dptr) {
         struct ca_sim_region *reg = device_alloc_at(dptr);
         if (reg) {
+            rel = release_of(reg);
             linear_free(reg);
             ca_sim.n.mem_free++;
         } else {
@@ -127,6 +143,8 @@ CA_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
         }
     }
     ca_sim_unlock();
+    if (rel.device >= 0)
+        ca_sim_activity(SIMGPU_ACT_RELEASE, rel.device, rel.pool, dptr, rel.size);
     return r;
 }
 
@@ -146,18 +164,23 @@ CA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream 
         *dptr = p;
         ca_sim.n.mem_alloc_async++;
     }
+    int dev = r == CUDA_SUCCESS ? ref.ctx->device : -1;
     ca_sim_unlock();
+    if (dev >= 0)
+        ca_sim_activity(SIMGPU_ACT_ALLOC, dev, 1, p, bytesize);
     return r;
 }
 
 CA_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)
 {
     struct ca_sim_stream_ref ref;
+    struct released rel = {-1, 0, 0};
     ca_sim_lock();
     CUresult r = ca_sim_stream_resolve(stream, &ref);
     if (r == CUDA_SUCCESS) {
         struct ca_sim_region *reg = device_alloc_at(dptr);
         if (reg) {
+            rel = release_of(reg);
             linear_free(reg);
             ca_sim.n.mem_free_async++;
         } else {
@@ -165,6 +188,8 @@ CA_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)
         }
     }
     ca_sim_unlock();
+    if (rel.device >= 0)
+        ca_sim_activity(SIMGPU_ACT_RELEASE, rel.device, rel.pool, dptr, rel.size);
     return r;
 }
 

@@ -23,12 +23,20 @@ $(SIM)/libcudart.so.13: $(SIMGPU_RUNTIME_SRC:%.c=$(OBJ)/%.o) simgpu/cudart.map
 	$(CC) $(SANFLAGS) -shared -Wl,-soname,libcudart.so.13 -Wl,--version-script=simgpu/cudart.map \
 	    -Wl,-z,defs -o $@ $(filter %.o,$^) -ldl -lpthread
 
+# The CUPTI stand-in (simgpu/cupti.c): one subscriber, the driver's activity.
+$(SIM)/libcupti.so.13: $(OBJ)/simgpu/cupti.o
+	@mkdir -p $(@D)
+	$(CC) $(SANFLAGS) -shared -Wl,-soname,libcupti.so.13 -Wl,-z,defs -o $@ $^ -ldl -lpthread
+$(SIM)/libcupti.so: $(SIM)/libcupti.so.13
+	ln -sf libcupti.so.13 $@
+
 $(SIM)/libcuda.so: $(SIM)/libcuda.so.1
 	ln -sf libcuda.so.1 $@
 $(SIM)/libcudart.so: $(SIM)/libcudart.so.13
 	ln -sf libcudart.so.13 $@
 
-SIMGPU_LIBS := $(SIM)/libcuda.so.1 $(SIM)/libcuda.so $(SIM)/libcudart.so.13 $(SIM)/libcudart.so
+SIMGPU_LIBS := $(SIM)/libcuda.so.1 $(SIM)/libcuda.so $(SIM)/libcudart.so.13 $(SIM)/libcudart.so \
+               $(SIM)/libcupti.so.13 $(SIM)/libcupti.so
 ALL_TARGETS += $(SIMGPU_LIBS)
 
 # Unit tests (tests/sim). They find the simulated libraries through their

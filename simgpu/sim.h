@@ -179,6 +179,9 @@ CUresult ca_sim_touch(struct CUctx_st *ctx, uintptr_t p, size_t n, int prot, int
 /* Peer access from and to ctx goes (its destruction or reset). */
 void ca_sim_peers_drop_ctx(struct CUctx_st *ctx);
 
+/* Activity for the CUPTI stand-in (counters.c): called without the lock. */
+void ca_sim_activity(int kind, int device, int pool, uintptr_t address, size_t bytes);
+
 /* Linear allocations (driver_mem.c), also used by the context reset. */
 void ca_sim_linear_unmap(struct ca_sim_region *reg);
 

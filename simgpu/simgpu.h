@@ -79,4 +79,16 @@ int simgpu_stream_hold(void *stream, int hold);
  * a GPU would launch a kernel. */
 int simgpu_kernel_access(void *ptr, size_t size, int write);
 
+/* What the driver did, as CUPTI's activity records tell it: the CUPTI
+ * stand-in (libcupti.so.13 of build/sim) registers the one sink. */
+enum { SIMGPU_ACT_ALLOC = 1, SIMGPU_ACT_RELEASE, SIMGPU_ACT_MEMCPY, SIMGPU_ACT_MEMSET };
+typedef struct simgpu_activity {
+    int kind;         /* SIMGPU_ACT_* */
+    int device;
+    int pool;         /* memory of the stream-ordered pool (cuMemAllocAsync) */
+    uint64_t address; /* allocations and releases; the destination of copies and sets */
+    uint64_t bytes;
+} simgpu_activity;
+void simgpu_activity_sink(void (*sink)(const simgpu_activity *));
+
 #endif

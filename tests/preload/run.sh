@@ -112,6 +112,20 @@ if [ $on_gpu = 0 ]; then
     run no-vmm-threads 0 CUDALLOC_SIM_VMM=0 -- "$bin/prog_runtime" threads
 fi
 
+# A profiler and cudalloc share CUPTI (prog_profiler.c, the simulated
+# device's CUPTI stand-in): the profiler gets its records and only them,
+# cudalloc steps aside or stays out with one line; nothing deadlocks when
+# CUPTI calls the driver back or fills a buffer inside cudalloc's own calls.
+if [ $on_gpu = 0 ]; then
+    for conf in expandable_segments:true expandable_segments:false; do
+        run "profiler-later-$conf" 0 CUDALLOC_CONF=$conf -- timeout 30 "$bin/prog_profiler" later
+        expect "profiler-steps-aside-$conf" "cudalloc: a profiler is using CUPTI: cudalloc steps aside"
+        run "profiler-first-$conf" 0 CUDALLOC_CONF=$conf -- timeout 30 "$bin/prog_profiler" first
+        expect "profiler-stays-out-$conf" "cudalloc: CUPTI is in use by another tool (a profiler?): cudalloc leaves it alone"
+        run "profiler-segments-$conf" 0 CUDALLOC_CONF=$conf -- timeout 30 "$bin/prog_profiler" segments
+    done
+fi
+
 # cudaGetLastError sees the errors cudalloc answers itself (prog_errors.c).
 if [ $on_gpu = 0 ]; then
     run last-error 0 CUDALLOC_SIM_MEMORY=64MiB CUDALLOC_CONF=oom_message:false -- "$bin/prog_errors"
