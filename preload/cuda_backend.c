@@ -29,8 +29,8 @@ typedef struct cuda_backend {
         const ca_driver *d_ = ca_drv();                                         \
         CUcontext cur_ = NULL, popped_;                                         \
         d_->cuCtxGetCurrent(&cur_);                                             \
-        bool push_ = cur_ != (cb)->ctx && d_->cuCtxPushCurrent_v2;              \
-        if (push_) d_->cuCtxPushCurrent_v2((cb)->ctx);                          \
+        bool push_ = cur_ != (cb)->ctx && d_->cuCtxPushCurrent_v2 &&            \
+                     d_->cuCtxPushCurrent_v2((cb)->ctx) == CUDA_SUCCESS;        \
         CUresult r_ = (call);                                                   \
         if (push_) d_->cuCtxPopCurrent_v2(&popped_);                            \
         r_;                                                                     \
@@ -154,10 +154,31 @@ static bool name_stream(ca_stream key, CUstream *s) {
     return true;
 }
 
+/* An event recorded on a stream of another context than the device's is made
+ * in that context (an event and the stream it is recorded on must be of one
+ * context: cuEventRecord), used once, and marked by its low bit. */
+#define FOREIGN 1u
+
+static int record_foreign(CUcontext ctx, CUstream s, ca_event *ev) {
+    const ca_driver *d = ca_drv();
+    CUevent e = NULL;
+    CUcontext popped;
+    if (d->cuCtxPushCurrent_v2(ctx) != CUDA_SUCCESS) return CA_ERR_BACKEND;
+    CUresult r = d->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
+    if (r == CUDA_SUCCESS && (r = d->cuEventRecord(e, s)) != CUDA_SUCCESS) d->cuEventDestroy_v2(e);
+    d->cuCtxPopCurrent_v2(&popped);
+    if (r == CUDA_SUCCESS) *ev = (ca_event)(uintptr_t)e | FOREIGN;
+    return status(r);
+}
+
+static CUevent event_of(ca_event ev) { return (CUevent)(uintptr_t)(ev & ~(ca_event)FOREIGN); }
+
 static int b_event_record(void *self, ca_stream stream, ca_event *ev) {
     cuda_backend *cb = self;
     CUstream s;
     if (!name_stream(stream, &s)) return CA_ERR_INVALID;
+    CUcontext owner = ca_stream_ctx(s);
+    if (owner && owner != cb->ctx) return record_foreign(owner, s, ev);
     CUevent e = get_event(cb);
     if (!e) return CA_ERR_BACKEND;
     CUresult r = IN_CTX(cb, ca_drv()->cuEventRecord(e, s));
@@ -173,11 +194,14 @@ static int b_stream_wait(void *self, ca_stream stream, ca_event ev) {
     cuda_backend *cb = self;
     CUstream s;
     if (!name_stream(stream, &s)) return CA_ERR_INVALID;
-    return status(IN_CTX(cb, ca_drv()->cuStreamWaitEvent(s, (CUevent)(uintptr_t)ev, 0)));
+    return status(IN_CTX(cb, ca_drv()->cuStreamWaitEvent(s, event_of(ev), 0)));
 }
 
 /* The wait already took the event's point: the event may be recorded again. */
-static void b_event_destroy(void *self, ca_event ev) { put_event(self, (CUevent)(uintptr_t)ev); }
+static void b_event_destroy(void *self, ca_event ev) {
+    if (ev & FOREIGN) ca_drv()->cuEventDestroy_v2(event_of(ev));
+    else put_event(self, event_of(ev));
+}
 
 static int b_stream_sync(void *self, ca_stream stream) {
     cuda_backend *cb = self;

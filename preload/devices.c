@@ -97,6 +97,8 @@ static ca_device *get(int ordinal, CUcontext ctx) {
     return d;
 }
 
+static void rebind(ca_device *d, CUcontext ctx);
+
 ca_device *ca_current_device(CUresult *err) {
     const ca_driver *drv = ca_drv();
     if (!drv) {
@@ -109,20 +111,22 @@ ca_device *ca_current_device(CUresult *err) {
         *err = r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_CONTEXT;
         return NULL;
     }
-    if (ctx == tl_ctx && tl_generation == generation) return tl_dev;
+    if (ctx == tl_ctx && tl_generation == __atomic_load_n(&generation, __ATOMIC_ACQUIRE)) return tl_dev;
     CUdevice dev;
     if ((r = drv->cuCtxGetDevice(&dev)) != CUDA_SUCCESS) {
         *err = r;
         return NULL;
     }
+    unsigned gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
     ca_device *d = get((int)dev, ctx);
+    if (d && __atomic_load_n(&d->unbound, __ATOMIC_ACQUIRE)) rebind(d, ctx);
     if (!d) {
         *err = CUDA_ERROR_OUT_OF_MEMORY; /* no allocator could be made: nothing can be allocated */
         return NULL;
     }
     tl_ctx = ctx;
     tl_dev = d;
-    tl_generation = generation;
+    tl_generation = gen;
     return d;
 }
 
@@ -177,35 +181,70 @@ static void collect_live(void *ctx, const ca_segment_view *seg, const ca_block_v
     l->stream[l->n++] = seg->stream;
 }
 
-void ca_device_reset_begin(int ordinal) {
-    ca_device *d = get(ordinal, NULL);
+/* Every allocation of d freed (the tracker and the statistics see the frees
+ * it is), and its memory given back while the context can still take it. */
+static void empty_device(ca_device *d) {
     const ca_driver *drv = ca_drv();
-    if (!d || !drv) return;
     CUcontext popped;
     if (drv->cuCtxPushCurrent_v2(d->ctx) == CUDA_SUCCESS) { /* work queued on it ends first */
         drv->cuCtxSynchronize();
         drv->cuCtxPopCurrent_v2(&popped);
     }
     ca_device_quiesce(d); /* plain frees come back; our events go before the context does */
-    ca_ipc_device_reset(ordinal);
-    /* Each live block freed in its own stream's order, so the tracker and the
-     * statistics see the reset as the frees it is. */
+    ca_ipc_device_reset(d->ordinal);
+    /* each live block freed in its own stream's order */
     live_blocks l = {0};
     ca_visit(d->alloc, NULL, collect_live, &l);
     for (size_t i = 0; i < l.n; i++) ca_free(d->alloc, (void *)l.addr[i], l.stream[i]);
     free(l.addr);
     free(l.stream);
-    ca_release(d->alloc); /* the granules go back while the context can take them */
+    ca_release(d->alloc);
+}
+
+/* A fresh allocator for ctx takes over from d's (empty) one. */
+static void replace_allocator(ca_device *d, CUcontext ctx) {
     ca_backend *be;
-    ca_allocator *fresh = new_allocator(ordinal, d->ctx, &be);
-    if (fresh) {
-        ca_allocator *old = d->alloc;
-        ca_set_observer(old, NULL, NULL);
-        if (d->tracker) ca_tracker_attach(d->tracker, fresh);
-        __atomic_store_n(&d->backend, be, __ATOMIC_RELEASE);
-        __atomic_store_n(&d->alloc, fresh, __ATOMIC_RELEASE);
-        ca_allocator_destroy(old); /* and the address ranges */
+    ca_allocator *fresh = new_allocator(d->ordinal, ctx, &be);
+    if (!fresh) return;
+    ca_allocator *old = d->alloc;
+    ca_set_observer(old, NULL, NULL);
+    if (d->tracker) ca_tracker_attach(d->tracker, fresh);
+    __atomic_store_n(&d->backend, be, __ATOMIC_RELEASE);
+    __atomic_store_n(&d->alloc, fresh, __ATOMIC_RELEASE);
+    __atomic_store_n(&d->ctx, ctx, __ATOMIC_RELEASE);
+    ca_allocator_destroy(old); /* and the address ranges */
+}
+
+void ca_device_reset_begin(int ordinal) {
+    ca_device *d = get(ordinal, NULL);
+    if (!d || !ca_drv()) return;
+    empty_device(d);
+    replace_allocator(d, d->ctx);
+}
+
+/* The allocator's context goes (cuCtxDestroy, the primary context's last
+ * release): what was allocated in it goes with it, as cuMemAlloc memory does,
+ * and the device's next allocation binds a fresh allocator to the context
+ * current then. */
+void ca_device_ctx_gone(CUcontext ctx) {
+    ca_device *d = ca_device_by_ctx(ctx);
+    if (!d || __atomic_load_n(&d->unbound, __ATOMIC_ACQUIRE)) {
+        ca_streams_forget_ctx(ctx);
+        return;
     }
+    empty_device(d);
+    __atomic_store_n(&d->unbound, true, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&generation, 1, __ATOMIC_RELEASE); /* threads' cached contexts are stale */
+}
+
+/* Under no lock: d's allocator bound to ctx, if its context went. */
+static void rebind(ca_device *d, CUcontext ctx) {
+    ca_lock_acquire(&devices_lock);
+    if (__atomic_load_n(&d->unbound, __ATOMIC_ACQUIRE)) {
+        replace_allocator(d, ctx);
+        __atomic_store_n(&d->unbound, false, __ATOMIC_RELEASE);
+    }
+    ca_lock_release(&devices_lock);
 }
 
 /* The child of a fork starts with no allocator: its parent's device memory is
@@ -229,10 +268,11 @@ static void after_fork_in_child(void) {
     ca_peers_after_fork();
     ca_ipc_after_fork();
     ca_torch_after_fork();
+    ca_contexts_after_fork();
     ca_named_frames_fork_child();
     ca_py_fork_child();
     ca_lock_init(&devices_lock);
-    generation++;
+    __atomic_fetch_add(&generation, 1, __ATOMIC_RELEASE);
 }
 
 static void fail_config(const char *msg) {

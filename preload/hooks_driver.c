@@ -100,15 +100,13 @@ CA_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
     return drv->cuDevicePrimaryCtxReset_v2(dev);
 }
 
-/* A context that goes takes its events and streams with it: plain frees on
- * its device are waited for first, and what we keep of it is forgotten. */
+/* A context that goes takes its allocations, events and streams with it:
+ * the allocator bound to it follows (devices.c). */
 CA_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
     const ca_driver *drv = ca_drv();
     if (!drv || !drv->cuCtxDestroy_v2) return no_driver();
-    ca_device *d = ca_device_by_ctx(ctx);
     ca_peers_ctx_gone(ctx);
-    if (d) ca_device_quiesce(d);
-    else ca_streams_forget_ctx(ctx);
+    ca_device_ctx_gone(ctx);
     return drv->cuCtxDestroy_v2(ctx);
 }
 
@@ -144,6 +142,9 @@ void *ca_hook_for_real(void *real) {
         {(void *)drv->cuIpcOpenMemHandle_v2, (void *)cuIpcOpenMemHandle_v2},
         {(void *)drv->cuIpcOpenMemHandle_v1, (void *)cuIpcOpenMemHandle_v2},
         {(void *)drv->cuIpcCloseMemHandle, (void *)cuIpcCloseMemHandle},
+        {(void *)drv->cuDevicePrimaryCtxRetain, (void *)cuDevicePrimaryCtxRetain},
+        {(void *)drv->cuDevicePrimaryCtxRelease_v2, (void *)cuDevicePrimaryCtxRelease_v2},
+        {(void *)drv->cuDevicePrimaryCtxRelease_v1, (void *)cuDevicePrimaryCtxRelease_v2},
     };
     for (size_t i = 0; i < sizeof swaps / sizeof swaps[0]; i++)
         if (swaps[i].real == real) return swaps[i].ours;

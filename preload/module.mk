@@ -3,7 +3,8 @@ ifeq ($(HAVE_CUDA_HEADERS),1)
 PRELOAD_SRCS := preload/real.c preload/config.c preload/devices.c preload/alloc.c preload/cuda_backend.c \
                 preload/hooks_runtime.c preload/hooks_driver.c preload/hooks_dl.c preload/api.c preload/report.c preload/nvtx.c preload/steps.c preload/cupti.c \
                 preload/streams.c preload/peers.c preload/ipc.c preload/ipc_share.c \
-                preload/torch.c preload/torch_oom.c preload/last_error.c
+                preload/torch.c preload/torch_oom.c preload/last_error.c \
+                preload/contexts.c
 PRELOAD_OBJS := $(PRELOAD_SRCS:%.c=$(OBJ)/%.o)
 $(PRELOAD_OBJS): ALL_CFLAGS += -I$(CUDA_INC) -D_GNU_SOURCE
 # torch.OutOfMemoryError is a C++ exception thrown through these frames
@@ -96,7 +97,7 @@ test-preload: $(PRELOAD_TEST_BIN)/prog_remap
 ALL_TARGETS += $(PRELOAD_TEST_BIN)/prog_remap
 endif
 
-# Several devices, several processes, other tools (issue 23): peer access, CUDA IPC, last error, profilers.
+# Several devices, several processes, other tools (issue 23): peer access, CUDA IPC, last error, profilers, contexts.
 ifeq ($(HAVE_CUDA_HEADERS),1)
 $(PRELOAD_TEST_BIN)/prog_peer: tests/preload/prog_peer.c $(SIM)/libcudart.so $(SIM)/libcuda.so
 	@mkdir -p $(@D)
@@ -110,10 +111,13 @@ $(PRELOAD_TEST_BIN)/prog_errors: tests/preload/prog_errors.c $(SIM)/libcudart.so
 $(PRELOAD_TEST_BIN)/prog_profiler: tests/preload/prog_profiler.c $(SIM)/libcudart.so $(SIM)/libcupti.so
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lcupti
+$(PRELOAD_TEST_BIN)/prog_contexts: tests/preload/prog_contexts.c $(SIM)/libcuda.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcuda -ldl
 test-preload: $(PRELOAD_TEST_BIN)/prog_peer $(PRELOAD_TEST_BIN)/prog_ipc $(PRELOAD_TEST_BIN)/prog_errors \
-              $(PRELOAD_TEST_BIN)/prog_profiler
+              $(PRELOAD_TEST_BIN)/prog_profiler $(PRELOAD_TEST_BIN)/prog_contexts
 ALL_TARGETS += $(PRELOAD_TEST_BIN)/prog_peer $(PRELOAD_TEST_BIN)/prog_ipc $(PRELOAD_TEST_BIN)/prog_errors \
-               $(PRELOAD_TEST_BIN)/prog_profiler
+               $(PRELOAD_TEST_BIN)/prog_profiler $(PRELOAD_TEST_BIN)/prog_contexts
 endif
 
 # PyTorch's pluggable-allocator contract, called as PyTorch calls it (C++,

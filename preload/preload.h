@@ -69,6 +69,7 @@ typedef struct ca_driver {
     CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
     CUresult (*cuDevicePrimaryCtxRelease_v2)(CUdevice);
     CUresult (*cuDevicePrimaryCtxGetState)(CUdevice, unsigned int *, int *);
+    CUresult (*cuDevicePrimaryCtxRelease_v1)(CUdevice); /* "cuDevicePrimaryCtxRelease", where the driver has it */
     CUresult (*cuDeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
     CUresult (*cuCtxEnablePeerAccess)(CUcontext, unsigned int);
     CUresult (*cuCtxDisablePeerAccess)(CUcontext);
@@ -116,6 +117,7 @@ size_t ca_config_format(const ca_config *c, char *buf, size_t n);
 typedef struct ca_device {
     int ordinal;
     CUcontext ctx;        /* the context the allocator was made in */
+    bool unbound;         /* that context went: the next one used on the device takes over */
     ca_allocator *alloc;
     ca_backend *backend;  /* the allocator's (owned by it) */
     ca_tracker *tracker;  /* NULL with tracking:false */
@@ -139,6 +141,11 @@ void ca_devices_foreach(void (*fn)(ca_device *d, void *ctx), void *ctx);
  * the driver while the context can still take it, and a fresh allocator takes
  * over. As CUDA requires, no other thread may be using the device meanwhile. */
 void ca_device_reset_begin(int ordinal);
+/* A context is about to go (cuCtxDestroy, the primary context's last
+ * release): if it is a device's allocator's, every allocation made in it is
+ * freed, its memory given back, and the next context used on the device gets
+ * a fresh allocator; its streams are forgotten either way. */
+void ca_device_ctx_gone(CUcontext ctx);
 
 /* ---- alloc.c: what every entry point shares ---- */
 /* stream: CUstream as given, 0 for the legacy default stream. */
@@ -170,6 +177,11 @@ bool ca_cupti_external(int device, uint64_t *allocations, uint64_t *pools);
  * cudaError_t, whose header this one does not include): the thread's last
  * error from now on, as cudart keeps it. Returns e. */
 int ca_rt_answered(int e);
+
+/* ---- contexts.c: the primary context's last release ---- */
+CA_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
+CA_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
+void ca_contexts_after_fork(void);
 
 /* ---- peers.c: peer access on expandable segments ---- */
 /* After cuMemMap in the backend: access for the owner and the peers granted
@@ -215,6 +227,9 @@ void ca_backend_cuda_drop_events(ca_backend *be);
 void ca_stream_created(CUstream s, unsigned flags);
 void ca_stream_destroying(CUstream s);
 void ca_streams_forget_ctx(CUcontext ctx);
+/* The context a stream made through our hooks belongs to; NULL for the
+ * legacy and per-thread streams (the current context's) and unknown ones. */
+CUcontext ca_stream_ctx(CUstream s);
 /* Held while a fence is recorded: no stream comes or goes meanwhile. */
 void ca_streams_lock(void);
 void ca_streams_unlock(void);

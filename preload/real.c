@@ -189,6 +189,7 @@ static void load_driver(void) {
     LOAD(h, cuDevicePrimaryCtxRetain);
     LOAD(h, cuDevicePrimaryCtxRelease_v2);
     LOAD(h, cuDevicePrimaryCtxGetState);
+    drv.cuDevicePrimaryCtxRelease_v1 = (__typeof__(drv.cuDevicePrimaryCtxRelease_v1))ca_real_dlsym(h, "cuDevicePrimaryCtxRelease");
     LOAD(h, cuDeviceGetAttribute);
     LOAD(h, cuCtxEnablePeerAccess);
     LOAD(h, cuCtxDisablePeerAccess);

@@ -147,6 +147,16 @@ void ca_stream_destroying(CUstream s) {
     ca_streams_unlock();
 }
 
+CUcontext ca_stream_ctx(CUstream s) {
+    if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) return NULL;
+    ca_streams_lock();
+    entry *e;
+    HASH_FIND_PTR(streams, &s, e);
+    CUcontext ctx = e ? e->ctx : NULL;
+    ca_streams_unlock();
+    return ctx;
+}
+
 void ca_streams_forget_ctx(CUcontext ctx) {
     ca_streams_lock();
     entry *e, *tmp;

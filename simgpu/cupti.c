@@ -9,9 +9,9 @@
  *     accepted and have none here: no kernel runs) are delivered in buffers
  *     from the client's request callback, when a buffer fills (from the thread
  *     whose call filled it) or on cuptiActivityFlushAll;
- *   - the first enable initializes CUPTI, which calls the driver back (here a
- *     device allocation of 4 KiB, made and freed through the process's
- *     cuMemAlloc/cuMemFree, where an interposer sees it).
+ *   - the first enable initializes CUPTI, which calls the driver back (here
+ *     cuMemGetInfo, through the process's name for it, where an interposer
+ *     sees it).
  * The driver reports what it does through simgpu_activity_sink. */
 #include <cupti.h>
 #include <dlfcn.h>
@@ -145,19 +145,18 @@ CA_EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackReques
     return CUPTI_SUCCESS;
 }
 
-/* CUPTI's initialization calls the driver back: a device allocation, by the
- * process's name for it (an interposer's, if there is one). */
+/* CUPTI's initialization calls the driver back: here it asks the device's
+ * memory figures, by the process's name for the call (an interposer's, if
+ * there is one). */
 static void initialize(void) {
     void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    void *a = dlsym(RTLD_DEFAULT, "cuMemAlloc_v2"), *f = dlsym(RTLD_DEFAULT, "cuMemFree_v2");
-    if (!a && driver) a = dlsym(driver, "cuMemAlloc_v2");
-    if (!f && driver) f = dlsym(driver, "cuMemFree_v2");
-    CUresult (*alloc)(CUdeviceptr *, size_t) = (CUresult(*)(CUdeviceptr *, size_t))a;
-    CUresult (*release)(CUdeviceptr) = (CUresult(*)(CUdeviceptr))f;
+    void *f = dlsym(RTLD_DEFAULT, "cuMemGetInfo_v2");
+    if (!f && driver) f = dlsym(driver, "cuMemGetInfo_v2");
+    CUresult (*mem_info)(size_t *, size_t *) = (CUresult(*)(size_t *, size_t *))f;
     void (*set_sink)(void (*)(const simgpu_activity *)) =
         driver ? (void (*)(void (*)(const simgpu_activity *)))dlsym(driver, "simgpu_activity_sink") : NULL;
-    CUdeviceptr p;
-    if (alloc && release && alloc(&p, 4096) == CUDA_SUCCESS) release(p);
+    size_t free_bytes, total;
+    if (mem_info) mem_info(&free_bytes, &total);
     if (set_sink) set_sink(sink);
 }
 

@@ -126,6 +126,14 @@ if [ $on_gpu = 0 ]; then
     done
 fi
 
+# Contexts come and go (prog_contexts.c): what was allocated in a context
+# goes with it, the next context allocates, events stay in their context.
+for mode in destroy release streams; do
+    run "contexts-$mode" 0 -- "$bin/prog_contexts" "$mode"
+    run "contexts-$mode-classic" 0 CUDALLOC_CONF=expandable_segments:false -- "$bin/prog_contexts" "$mode"
+    [ $on_gpu = 1 ] || run "contexts-$mode-baseline" 0 LD_PRELOAD= -- "$bin/prog_contexts" "$mode"
+done
+
 # cudaGetLastError sees the errors cudalloc answers itself (prog_errors.c).
 if [ $on_gpu = 0 ]; then
     run last-error 0 CUDALLOC_SIM_MEMORY=64MiB CUDALLOC_CONF=oom_message:false -- "$bin/prog_errors"
