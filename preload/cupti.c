@@ -47,7 +47,7 @@ static struct {
     CUptiResult (*flush_all)(uint32_t);
 } cupti;
 
-enum { IDLE, STARTING, WATCHING, ASIDE };
+enum { IDLE, STARTING, WATCHING, ASIDE, OFF /* not started, for good */ };
 static _Atomic int state = IDLE;
 static CUpti_SubscriberHandle subscription;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* the records below; nothing else is taken under it */
@@ -114,7 +114,7 @@ static bool interposing(void) {
 }
 
 static int start(void) {
-    if (!interposing()) return IDLE; /* a later profiler could not be seen: stay out */
+    if (!interposing()) return OFF; /* a later profiler could not be seen: stay out */
     void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
     if (!h) h = dlopen("libcupti.so", RTLD_NOW | RTLD_LOCAL);
     if (!h || !LOAD(subscribe, "cuptiSubscribe") || !LOAD(unsubscribe, "cuptiUnsubscribe") ||
@@ -123,7 +123,7 @@ static int start(void) {
         !LOAD(flush_all, "cuptiActivityFlushAll")) {
         if (!ca_on_simulated_device())
             ca_warn("CUPTI not found (libcupti.so): device memory allocated past cudalloc is not counted");
-        return IDLE;
+        return OFF;
     }
     if (cupti.subscribe(&subscription, no_callbacks, NULL) != CUPTI_SUCCESS) {
         ca_warn("CUPTI is in use by another tool (a profiler?): cudalloc leaves it alone; device memory allocated "
