@@ -22,7 +22,9 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <uthash.h>
 
 #include "preload/preload.h"
@@ -113,10 +115,26 @@ static bool interposing(void) {
     return ca_real_dlsym(RTLD_DEFAULT, "cuptiSubscribe") == (void *)cuptiSubscribe;
 }
 
+/* CUPTI of the driver in use: on the simulated device, its stand-in beside
+ * the simulated libcuda.so.1 (never a toolkit's CUPTI, which would look for
+ * a GPU). */
+static void *open_cupti(void) {
+    if (!ca_on_simulated_device()) {
+        void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
+        return h ? h : dlopen("libcupti.so", RTLD_NOW | RTLD_LOCAL);
+    }
+    Dl_info di;
+    char path[4096];
+    const char *slash;
+    if (!dladdr((void *)ca_drv()->cuCtxGetCurrent, &di) || !di.dli_fname || !(slash = strrchr(di.dli_fname, '/')))
+        return NULL;
+    snprintf(path, sizeof path, "%.*s/libcupti.so.13", (int)(slash - di.dli_fname), di.dli_fname);
+    return dlopen(path, RTLD_NOW | RTLD_LOCAL);
+}
+
 static int start(void) {
     if (!interposing()) return OFF; /* a later profiler could not be seen: stay out */
-    void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
-    if (!h) h = dlopen("libcupti.so", RTLD_NOW | RTLD_LOCAL);
+    void *h = open_cupti();
     if (!h || !LOAD(subscribe, "cuptiSubscribe") || !LOAD(unsubscribe, "cuptiUnsubscribe") ||
         !LOAD(register_callbacks, "cuptiActivityRegisterCallbacks") || !LOAD(enable, "cuptiActivityEnable") ||
         !LOAD(disable, "cuptiActivityDisable") || !LOAD(next_record, "cuptiActivityGetNextRecord") ||
@@ -125,10 +143,15 @@ static int start(void) {
             ca_warn("CUPTI not found (libcupti.so): device memory allocated past cudalloc is not counted");
         return OFF;
     }
-    if (cupti.subscribe(&subscription, no_callbacks, NULL) != CUPTI_SUCCESS) {
+    CUptiResult r = cupti.subscribe(&subscription, no_callbacks, NULL);
+    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
         ca_warn("CUPTI is in use by another tool (a profiler?): cudalloc leaves it alone; device memory allocated "
                 "past cudalloc is not counted");
         return ASIDE;
+    }
+    if (r != CUPTI_SUCCESS) {
+        ca_warn("CUPTI did not start (error %d): device memory allocated past cudalloc is not counted", (int)r);
+        return OFF;
     }
     if (cupti.register_callbacks(request, complete) != CUPTI_SUCCESS ||
         cupti.enable(CUPTI_ACTIVITY_KIND_MEMORY2) != CUPTI_SUCCESS) {
