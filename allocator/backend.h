@@ -14,6 +14,7 @@ enum {
     CA_ERR_OOM = 1,     /* the device has no memory for this (capacity reached) */
     CA_ERR_INVALID = 2, /* bad argument: unknown pointer, double free, bad size */
     CA_ERR_BACKEND = 3, /* the backend failed for another reason */
+    CA_ERR_STREAM = 4,  /* not a live stream (never created, or destroyed) */
 };
 
 typedef uint64_t ca_handle; /* a physical memory handle; 0 = none */
@@ -53,6 +54,11 @@ struct ca_backend {
     int (*stream_wait)(void *self, ca_stream stream, ca_event ev);
     void (*event_destroy)(void *self, ca_event ev);
     int (*stream_sync)(void *self, ca_stream stream);
+    /* Is `stream` a live stream of the device's driver? CA_OK, or CA_ERR_STREAM
+     * for a handle that was never a stream or was destroyed. Asked only when a
+     * stream gets its pool and for a free in another stream's order, never on
+     * the hot path. NULL: every stream is. */
+    int (*stream_check)(void *self, ca_stream stream);
 
     /* Device order, what a plain cudaFree promises: a fence is the point "now"
      * in every stream of the device. fence_record records one and gives 0 when

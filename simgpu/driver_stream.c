@@ -4,8 +4,32 @@
  * CU_STREAM_LEGACY are the legacy default stream, CU_STREAM_PER_THREAD the
  * calling thread's own; both belong to the current context. */
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "simgpu/sim.h"
+
+/* Stream handles are addresses of a reserved range nothing is mapped at,
+ * never handed out twice (a driver may or may not reuse a destroyed stream's
+ * handle; this one does not): a destroyed stream's handle stays invalid, so
+ * a program or interposer that keeps using it, or keys anything by it, is
+ * caught. 64 GiB of address space a range: 2^32 handles before the next. */
+#define HANDLE_STRIDE 16
+#define HANDLE_RANGE ((size_t)64 << 30)
+
+static CUstream new_handle(void)
+{
+    static uintptr_t next, end;
+    if (next == end) {
+        void *p = mmap(NULL, HANDLE_RANGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED)
+            return NULL;
+        next = (uintptr_t)p;
+        end = next + HANDLE_RANGE;
+    }
+    CUstream h = (CUstream)next;
+    next += HANDLE_STRIDE;
+    return h;
+}
 
 struct CUstream_st *ca_sim_find_stream(CUstream s)
 {
@@ -56,12 +80,15 @@ CA_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int f
     struct CUstream_st *st = NULL;
     if (r == CUDA_SUCCESS && !(st = calloc(1, sizeof *st)))
         r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS && !(st->self = new_handle())) {
+        free(st);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if (r == CUDA_SUCCESS) {
-        st->self = st;
         st->ctx = ctx;
         st->flags = flags;
         HASH_ADD_PTR(ca_sim.streams, self, st);
-        *phStream = st;
+        *phStream = st->self;
     }
     ca_sim_unlock();
     return r;
@@ -140,6 +167,25 @@ CA_EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
     }
     ca_sim_unlock();
     return r;
+}
+
+/* The legacy and per-thread streams are blocking (flags 0). */
+CA_EXPORT CUresult cuStreamGetFlags(CUstream s, unsigned int *flags)
+{
+    struct ca_sim_stream_ref ref;
+    ca_sim_lock();
+    CUresult r = ca_sim_stream_resolve(s, &ref);
+    if (r == CUDA_SUCCESS && !flags)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        *flags = ref.obj ? ref.obj->flags : 0;
+    ca_sim_unlock();
+    return r;
+}
+
+CA_EXPORT CUresult cuStreamGetFlags_ptsz(CUstream s, unsigned int *flags)
+{
+    return cuStreamGetFlags(ca_sim_ptsz(s), flags);
 }
 
 CA_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s)

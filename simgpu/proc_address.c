@@ -117,6 +117,8 @@ static const struct entry table[] = {
     PT("cuStreamSynchronize", 7000, cuStreamSynchronize_ptsz),
     E("cuStreamQuery", 2000, cuStreamQuery),
     PT("cuStreamQuery", 7000, cuStreamQuery_ptsz),
+    E("cuStreamGetFlags", 5050, cuStreamGetFlags),
+    PT("cuStreamGetFlags", 7000, cuStreamGetFlags_ptsz),
     E("cuStreamWaitEvent", 3020, cuStreamWaitEvent),
     PT("cuStreamWaitEvent", 7000, cuStreamWaitEvent_ptsz),
     E("cuEventCreate", 2000, cuEventCreate),

@@ -92,6 +92,7 @@ struct ca_sim_regions {
 struct ca_sim_device {
     struct CUctx_st primary;
     uint64_t used;
+    uint64_t peak;              /* the most `used` has been */
 };
 
 struct ca_sim {

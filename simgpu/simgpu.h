@@ -45,6 +45,9 @@ typedef struct simgpu_counters {
      * CU_STREAM_PER_THREAD ((void *)2); the first SIMGPU_MAX_WAITS streams only. */
     int wait_count;
     struct { void *stream; void *event; } last_wait[SIMGPU_MAX_WAITS];
+
+    /* The most each device had in use at once since the process started. */
+    uint64_t device_bytes_peak[SIMGPU_MAX_DEVICES];
 } simgpu_counters_t;
 
 /* Fills *out; 0 on success, -1 when out is NULL. Works before cuInit (zeros). */
