@@ -33,7 +33,7 @@ CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream) {
         ca_report_oom(d, &oom);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    return CUDA_ERROR_UNKNOWN;
+    return rc == CA_ERR_STREAM ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_UNKNOWN;
 }
 
 CUresult ca_do_malloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, size_t depth) {
@@ -54,14 +54,15 @@ struct free_args {
     void *ptr;
     ca_stream stream;
     bool plain, device_idle;
-    ca_device *freed_on, *contains;
+    ca_device *owner, *contains;
+    int rc; /* the owner's answer: CA_OK, or CA_ERR_STREAM (not a stream: nothing freed) */
 };
 
 static void try_free(ca_device *d, void *ctx) {
     struct free_args *f = ctx;
-    if (f->freed_on) return;
+    if (f->owner) return;
     int rc = f->plain ? ca_free_device(d->alloc, f->ptr, f->device_idle) : ca_free(d->alloc, f->ptr, f->stream);
-    if (rc == CA_OK) f->freed_on = d;
+    if (rc == CA_OK || rc == CA_ERR_STREAM) f->owner = d, f->rc = rc;
     else if (!f->contains && ca_contains(d->alloc, f->ptr)) f->contains = d;
 }
 
@@ -83,13 +84,13 @@ static void sync_owner(const void *ptr) {
  * that owns the pointer, whichever device is current: its block waits for a
  * fence of that device (allocator/fence.c, cuda_backend.c). */
 CUresult ca_do_free(CUdeviceptr ptr, CUstream stream, bool plain) {
-    struct free_args f = {(void *)ptr, ca_stream_key(stream), plain, false, NULL, NULL};
+    struct free_args f = {(void *)ptr, ca_stream_key(stream), plain, false, NULL, NULL, CA_OK};
     if (plain && ca_conf.sync_free) {
         sync_owner(f.ptr);
         f.device_idle = true;
     }
     ca_devices_foreach(try_free, &f);
-    if (f.freed_on) return CUDA_SUCCESS;
+    if (f.owner) return f.rc == CA_OK ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
     if (f.contains) {
         ca_warn("bad free of device pointer %p: not the start of a live allocation (freed already, or inside "
                 "a block); ignored", (void *)ptr);
@@ -105,11 +106,7 @@ CUresult ca_do_mem_info(size_t *free_bytes, size_t *total_bytes) {
     if (r != CUDA_SUCCESS) return r;
     CUresult err;
     ca_device *d = ca_current_device(&err);
-    if (d) {
-        ca_stats s;
-        ca_get_stats(d->alloc, &s);
-        f += (size_t)(s.reserved_bytes[CA_POOL_ALL].current - s.allocated_bytes[CA_POOL_ALL].current);
-    }
+    if (d) ca_mem_info(d->alloc, &f, &t); /* our cache is free; max_reserved is the device */
     if (free_bytes) *free_bytes = f;
     if (total_bytes) *total_bytes = t;
     return CUDA_SUCCESS;

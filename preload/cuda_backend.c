@@ -173,6 +173,19 @@ static int b_stream_sync(void *self, ca_stream stream) {
     return status(IN_CTX(cb, d->cuStreamSynchronize(s)));
 }
 
+/* A pool's stream is one: the legacy and per-thread streams always; a handle
+ * when streams.c knows it, or else when the driver says it is one (a stream
+ * made past our hooks). A handle the driver calls invalid (never a stream,
+ * or destroyed) gets no pool, as cuMemAllocAsync would refuse it. */
+static int b_stream_check(void *self, ca_stream key) {
+    const ca_driver *d = ca_drv();
+    CUstream s = (CUstream)key;
+    unsigned flags;
+    if (!key || ca_is_ptds_key(key) || ca_streams_known(s) || !d->cuStreamGetFlags) return CA_OK;
+    CUresult r = d->cuStreamGetFlags(s, &flags);
+    return r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_CONTEXT_IS_DESTROYED ? CA_ERR_STREAM : CA_OK;
+}
+
 /* ---- fences: a plain free's point in every stream (streams.c says which) ---- */
 
 typedef struct cuda_fence {
@@ -354,6 +367,7 @@ ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx) {
         .stream_wait = events ? b_stream_wait : NULL,
         .event_destroy = events ? b_event_destroy : NULL,
         .stream_sync = events ? b_stream_sync : NULL,
+        .stream_check = b_stream_check,
         .fence_record = fences ? b_fence_record : NULL,
         .fence_query = fences ? b_fence_query : NULL,
         .fence_wait = fences ? b_fence_wait : NULL,

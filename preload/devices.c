@@ -69,6 +69,7 @@ static ca_device *create(int ordinal, CUcontext ctx) {
     }
     d->ordinal = ordinal;
     d->ctx = ctx;
+    pthread_mutex_init(&d->reset_lock, NULL);
     if (ca_conf.tracking && !(d->tracker = make_tracker(d))) ca_warn("no memory to track allocations on device %d", ordinal);
     return d;
 }
@@ -140,6 +141,9 @@ void ca_device_quiesce(ca_device *d) {
     ca_streams_forget_ctx(d->ctx);
 }
 
+void ca_device_lock(ca_device *d) { pthread_mutex_lock(&d->reset_lock); }
+void ca_device_unlock(ca_device *d) { pthread_mutex_unlock(&d->reset_lock); }
+
 void ca_devices_foreach(void (*fn)(ca_device *d, void *ctx), void *ctx) {
     int n = atomic_load_explicit(&nmade, memory_order_acquire);
     for (int i = 0; i < n; i++) fn(made[i], ctx);
@@ -169,10 +173,20 @@ static void collect_live(void *ctx, const ca_segment_view *seg, const ca_block_v
     l->stream[l->n++] = seg->stream;
 }
 
+static void reset_locked(ca_device *d, int ordinal);
+
+/* Under the device's lock: the SIGUSR1 reporter may be reading the allocator
+ * this destroys. */
 void ca_device_reset_begin(int ordinal) {
     ca_device *d = get(ordinal, NULL);
+    if (!d || !ca_drv()) return;
+    ca_device_lock(d);
+    reset_locked(d, ordinal);
+    ca_device_unlock(d);
+}
+
+static void reset_locked(ca_device *d, int ordinal) {
     const ca_driver *drv = ca_drv();
-    if (!d || !drv) return;
     CUcontext popped;
     if (drv->cuCtxPushCurrent_v2(d->ctx) == CUDA_SUCCESS) { /* work queued on it ends first */
         drv->cuCtxSynchronize();
@@ -180,10 +194,12 @@ void ca_device_reset_begin(int ordinal) {
     }
     ca_device_quiesce(d); /* plain frees come back; our events go before the context does */
     /* Each live block freed in its own stream's order, so the tracker and the
-     * statistics see the reset as the frees it is. */
+     * statistics see the reset as the frees it is (a destroyed stream's
+     * blocks as plain frees: the device is idle). */
     live_blocks l = {0};
     ca_visit(d->alloc, NULL, collect_live, &l);
-    for (size_t i = 0; i < l.n; i++) ca_free(d->alloc, (void *)l.addr[i], l.stream[i]);
+    for (size_t i = 0; i < l.n; i++)
+        if (ca_free(d->alloc, (void *)l.addr[i], l.stream[i]) == CA_ERR_STREAM) ca_free_device(d->alloc, (void *)l.addr[i], 1);
     free(l.addr);
     free(l.stream);
     ca_release(d->alloc); /* the granules go back while the context can take them */

@@ -25,6 +25,7 @@ static cudaError_t runtime_error(CUresult r) {
     case CUDA_ERROR_NOT_INITIALIZED: return cudaErrorInitializationError;
     case CUDA_ERROR_NO_DEVICE: return cudaErrorNoDevice;
     case CUDA_ERROR_INVALID_CONTEXT: return cudaErrorDeviceUninitialized;
+    case CUDA_ERROR_INVALID_HANDLE: return cudaErrorInvalidResourceHandle;
     default: return cudaErrorUnknown;
     }
 }

@@ -91,4 +91,10 @@ $(PRELOAD_TEST_BIN)/prog_remap: tests/preload/prog_remap.c $(SIM)/libcudart.so $
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -ldl
 test-preload: $(PRELOAD_TEST_BIN)/prog_remap
 ALL_TARGETS += $(PRELOAD_TEST_BIN)/prog_remap
+# Long-running programs: streams and threads that come and go, caps (tests/preload/prog_streams.c).
+$(PRELOAD_TEST_BIN)/prog_streams: tests/preload/prog_streams.c $(SIM)/libcudart.so $(SIM)/libcuda.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lcuda -ldl -lpthread
+test-preload: $(PRELOAD_TEST_BIN)/prog_streams
+ALL_TARGETS += $(PRELOAD_TEST_BIN)/prog_streams
 endif

@@ -4,6 +4,7 @@
 #define CA_PRELOAD_H
 
 #include <cuda.h>
+#include <pthread.h>
 #include <stdbool.h>
 #undef cuGetProcAddress /* we define both the old and the _v2 entry */
 #include <stddef.h>
@@ -64,6 +65,7 @@ typedef struct ca_driver {
     CUresult (*cuStreamCreateWithPriority)(CUstream *, unsigned int, int);
     CUresult (*cuStreamDestroy_v2)(CUstream);
     CUresult (*cuStreamDestroy_v1)(CUstream); /* "cuStreamDestroy", where the driver has it */
+    CUresult (*cuStreamGetFlags)(CUstream, unsigned int *);
     CUresult (*cuDevicePrimaryCtxReset_v2)(CUdevice);
     CUresult (*cuCtxDestroy_v2)(CUcontext);
 } ca_driver;
@@ -105,6 +107,7 @@ typedef struct ca_device {
     ca_allocator *alloc;
     ca_backend *backend;  /* the allocator's (owned by it) */
     ca_tracker *tracker;  /* NULL with tracking:false */
+    pthread_mutex_t reset_lock; /* ca_device_lock */
 } ca_device;
 
 /* The allocator of the calling thread's current device. Sets *err to the
@@ -118,6 +121,11 @@ ca_device *ca_owner(const void *ptr);
 /* Before its context is reset or destroyed: plain frees waited for, the
  * backend's events destroyed, the context's streams forgotten. */
 void ca_device_quiesce(ca_device *d);
+/* Held by a reset of the device (ca_device_reset_begin, which replaces its
+ * allocator) and by whatever reads the allocator from a thread of ours or
+ * on the program's behalf (reports, cudalloc_get_stats): they take turns. */
+void ca_device_lock(ca_device *d);
+void ca_device_unlock(ca_device *d);
 void ca_devices_foreach(void (*fn)(ca_device *d, void *ctx), void *ctx);
 /* The device's primary context is about to be reset (cudaDeviceReset, which
  * cudart does with cuDevicePrimaryCtxReset): plain frees are waited for, every
@@ -158,7 +166,11 @@ void ca_backend_cuda_drop_events(ca_backend *be);
 /* ---- streams.c: the streams fences cover; per-thread stream keys ---- */
 /* Hooks call these around the real create (after it) and destroy (before it). */
 void ca_stream_created(CUstream s, unsigned flags);
+/* Also retires the stream's pools: a later stream with the same handle gets
+ * new ones, and theirs end once the device is past their work. */
 void ca_stream_destroying(CUstream s);
+/* Was s created through our hooks and not destroyed? */
+bool ca_streams_known(CUstream s);
 void ca_streams_forget_ctx(CUcontext ctx);
 /* Held while a fence is recorded: no stream comes or goes meanwhile. */
 void ca_streams_lock(void);
@@ -174,8 +186,8 @@ void ca_streams_fenced_ordered(void);
 bool ca_fence_is_ordered(void);
 /* A hint, read without ordering: whether an ordered fence is worth trying. */
 bool ca_streams_none_nonblocking(void);
-/* The calling thread made a per-thread-stream pool on device d: its stream is
- * synchronized at thread exit, as a later thread may get the same key. */
+/* The calling thread made a per-thread-stream pool on device d: it is
+ * retired at thread exit, as a later thread may get the same key. */
 void ca_ptds_pool_used(const ca_device *d);
 void ca_streams_after_fork(void);
 

@@ -184,6 +184,7 @@ static void load_driver(void) {
     LOAD(h, cuStreamCreateWithPriority);
     LOAD(h, cuStreamDestroy_v2);
     drv.cuStreamDestroy_v1 = (__typeof__(drv.cuStreamDestroy_v1))ca_real_dlsym(h, "cuStreamDestroy");
+    LOAD(h, cuStreamGetFlags);
     LOAD(h, cuDevicePrimaryCtxReset_v2);
     LOAD(h, cuCtxDestroy_v2);
     drv.loaded = drv.cuCtxGetCurrent && drv.cuCtxGetDevice && drv.cuMemAlloc_v2 && drv.cuMemFree_v2 &&

@@ -49,7 +49,10 @@ static int write_device(ca_device *d) {
     o.csv_iterations = ca_conf.trace_iterations;
     o.rank = ca_rank_env();
     external(d->ordinal, &o);
-    return ca_report_write(d->tracker, d->alloc, prefix, &o);
+    ca_device_lock(d); /* not while a reset replaces the allocator */
+    int rc = ca_report_write(d->tracker, d->alloc, prefix, &o);
+    ca_device_unlock(d);
+    return rc;
 }
 
 static void write_one(ca_device *d, void *failed) {
@@ -91,8 +94,12 @@ void ca_report_oom(ca_device *d, const ca_oom_info *o) {
 
 static void summarize(ca_device *d, void *ctx) {
     ca_stats s;
+    ca_device_lock(d);
     ca_get_stats(d->alloc, &s);
-    if (!s.allocation[CA_POOL_ALL].allocated) return;
+    if (!s.allocation[CA_POOL_ALL].allocated) {
+        ca_device_unlock(d);
+        return;
+    }
     if (d->tracker) {
         ca_report_summary(d->tracker, d->alloc, stderr);
     } else {
@@ -102,6 +109,7 @@ static void summarize(ca_device *d, void *ctx) {
                 peak_res ? (double)s.requested_bytes[CA_POOL_ALL].peak / (double)peak_res : 0.0,
                 (long long)s.num_ooms);
     }
+    ca_device_unlock(d);
     print_external(d->ordinal);
 }
 

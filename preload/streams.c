@@ -67,6 +67,14 @@ static void drop(entry *e) {
     free(e);
 }
 
+bool ca_streams_known(CUstream s) {
+    entry *e;
+    ca_streams_lock();
+    HASH_FIND_PTR(streams, &s, e);
+    ca_streams_unlock();
+    return e != NULL;
+}
+
 void ca_streams_forget_locked(CUstream s) {
     entry *e;
     HASH_FIND_PTR(streams, &s, e);
@@ -129,9 +137,11 @@ void ca_stream_created(CUstream s, unsigned flags) {
     ca_streams_unlock();
 }
 
+static void retire_on(ca_device *d, void *s) { ca_retire_stream(d->alloc, ca_stream_key((CUstream)s)); }
+
 void ca_stream_destroying(CUstream s) {
     const ca_driver *d = ca_drv();
-    if (!d || !s) return;
+    if (!d || !s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) return;
     ca_streams_lock();
     entry *e;
     HASH_FIND_PTR(streams, &s, e);
@@ -145,6 +155,8 @@ void ca_stream_destroying(CUstream s) {
         drop(e);
     }
     ca_streams_unlock();
+    /* after the legacy stream took its work: the pools' fences cover it */
+    ca_devices_foreach(retire_on, s);
 }
 
 void ca_streams_forget_ctx(CUcontext ctx) {
@@ -163,18 +175,15 @@ static __thread __attribute__((tls_model("initial-exec"))) uint64_t tl_ptds_devi
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 
-/* A new thread may get a dead thread's key (its TLS address) and with it the
- * pool: the dead thread's stream must be done with that pool's blocks first. */
+/* A new thread may get a dead thread's key (its TLS address): the dead
+ * thread's pools are retired, so that the new thread gets pools of its own,
+ * and theirs end once the device is past the dead thread's work (the legacy
+ * stream's events order themselves after every per-thread stream's). */
 static void thread_exit(void *unused) {
-    const ca_driver *d = ca_drv();
-    for (int i = 0; d && i < 64; i++) {
+    for (int i = 0; i < 64; i++) {
         if (!(tl_ptds_devices >> i & 1)) continue;
         ca_device *dev = ca_device_by_ordinal(i);
-        CUcontext popped;
-        if (dev && d->cuCtxPushCurrent_v2 && d->cuCtxPushCurrent_v2(dev->ctx) == CUDA_SUCCESS) {
-            d->cuStreamSynchronize(CU_STREAM_PER_THREAD);
-            d->cuCtxPopCurrent_v2(&popped);
-        }
+        if (dev) ca_retire_stream(dev->alloc, ca_ptds_key());
     }
     tl_ptds_devices = 0;
 }

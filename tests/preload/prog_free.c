@@ -245,7 +245,11 @@ static int ptds(void) {
     pthread_barrier_wait(&step);
     pthread_join(t, NULL);
     CHECK(a.ok, "the first thread reuses its own block in its own stream order");
-    CHECK(sim().stream_syncs > syncs, "a thread that used its stream's pool synchronizes it at exit");
+    /* its pool is retired at exit, without a wait, and ends once the device
+     * is past its work (here at once): its cache goes back */
+    CHECK(sim().stream_syncs == syncs && sim().ctx_syncs == 0, "a thread's exit waits for nothing");
+    CHECK(stats(0).reserved_bytes == (int64_t)(4 * MIB), "the exited thread's cache went back: %lld reserved",
+          (long long)stats(0).reserved_bytes);
     cudaFreeAsync(q, cudaStreamPerThread);
     pthread_barrier_destroy(&step);
     CHECK_DONE("ptds");
