@@ -44,3 +44,7 @@ $(TESTS_BIN)/test_fences: $(OBJ)/tests/allocator/test_fences.o $(LIBCA)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
 UNIT_TESTS += $(TESTS_BIN)/test_fences
+$(TESTS_BIN)/test_pools: $(OBJ)/tests/allocator/test_pools.o $(LIBCA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
+UNIT_TESTS += $(TESTS_BIN)/test_pools

@@ -1,7 +1,8 @@
 /* The virtual ranges of an expandable heap. A pool starts with one range of
  * CA_FIRST_RANGE (or its first request); when a request fits neither in a
  * free block nor at the end of the range, the pool moves to a new range at
- * least twice as large, which takes every later request. The older ranges
+ * least twice as large, and twice what the pool holds, which takes every
+ * later request. The older ranges
  * drain: their blocks in use stay where they are until freed, their free
  * blocks take no request but give their granules (moved where the new range
  * needs them, or given back by sweeps), and a range with nothing in use and
@@ -47,8 +48,11 @@ ca_segment *ca_range_new(ca_allocator *a, ca_heap *h, size_t size) {
     size_t g = a->granule, left = a->reserve - h->reserved_va, need;
     int slot = free_slot(h);
     if (slot < 0 || !ca_size_round_up(size, g, &need) || need > left) return NULL;
+    /* twice the last range, and twice what the pool holds with this request:
+     * then the new range alone holds all of it again, and once more */
     size_t reserve = h->segments ? 2 * h->segments->reserve_size : a->first_range;
-    if (reserve < need) reserve = need;
+    size_t holds = (size_t)ca_pool_active_bytes(h->pool) + need; /* both <= CA_MAX_BYTES */
+    if (reserve < 2 * holds) reserve = (2 * holds + g - 1) & ~(g - 1);
     if (reserve > left) reserve = left;
     uintptr_t base;
     if (a->be->reserve(a->be->self, reserve, &base) != CA_OK) return NULL;
