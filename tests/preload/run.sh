@@ -82,18 +82,20 @@ run remap-give-back 0 CUDALLOC_CONF=release_after:100 -- "$bin/prog_remap" give-
 run remap-keep 0 CUDALLOC_CONF=release_after:0 -- "$bin/prog_remap" keep
 # Long-running programs (prog_streams.c): streams and threads that come and go,
 # a destroyed stream's queued work, caps under concurrency, non-streams.
-if [ $on_gpu = 0 ]; then # the simulated device's fresh handles, held streams and counters
-    run streams-churn 0 -- "$bin/prog_streams" stream-churn
-    if grep -q "out of memory" <<<"$out"; then fail=$((fail + 1)); echo "FAIL streams-churn: an OOM"; else pass=$((pass + 1)); fi
-    run threads-churn 0 -- "$bin/prog_streams" thread-churn
-    run streams-live 0 CUDALLOC_SIM_MEMORY=141GiB -- "$bin/prog_streams" live-streams
+run streams-churn 0 -- "$bin/prog_streams" stream-churn
+if grep -q "out of memory" <<<"$out"; then fail=$((fail + 1)); echo "FAIL streams-churn: an OOM"; else pass=$((pass + 1)); fi
+run threads-churn 0 -- "$bin/prog_streams" thread-churn
+run streams-live 0 CUDALLOC_SIM_MEMORY=141GiB -- "$bin/prog_streams" live-streams # on a GPU: its own size
+for conf in expandable_segments:true expandable_segments:false; do
+    run "streams-cap-$conf" 0 CUDALLOC_CONF=max_reserved:100MiB,oom_message:false,$conf -- "$bin/prog_streams" cap-threads 100
+done
+run streams-meminfo-cap 0 CUDALLOC_CONF=max_reserved:64MiB -- "$bin/prog_streams" meminfo-cap 64
+if [ $on_gpu = 0 ]; then # held streams stand for queued work; bad handles are safe to pass only here
     for conf in expandable_segments:true expandable_segments:false; do
         run "streams-queued-empty-$conf" 0 CUDALLOC_CONF=$conf -- "$bin/prog_streams" queued-empty
         run "streams-queued-oom-$conf" 0 CUDALLOC_SIM_MEMORY=64MiB CUDALLOC_CONF=$conf -- "$bin/prog_streams" queued-oom
-        run "streams-cap-$conf" 0 CUDALLOC_CONF=max_reserved:100MiB,oom_message:false,$conf -- "$bin/prog_streams" cap-threads 100
     done
     run streams-queued-sweep 0 CUDALLOC_CONF=release_after:50 -- "$bin/prog_streams" queued-sweep
-    run streams-meminfo-cap 0 CUDALLOC_CONF=max_reserved:64MiB -- "$bin/prog_streams" meminfo-cap 64
     run streams-bad-handle 0 -- "$bin/prog_streams" bad-stream
     run streams-bad-handle-baseline 0 LD_PRELOAD= -- "$bin/prog_streams" bad-stream # what the driver alone answers
 fi
