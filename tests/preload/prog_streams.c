@@ -72,7 +72,7 @@ static int stream_churn(int n) {
         cudaStream_t s;
         void *p = NULL, *q = NULL;
         if (create_stream(&s, i) != 0) { CHECK(0, "stream %d", i); break; }
-        int j = 0;
+        int j = n <= 5000 ? 0 : distinct; /* (counted for small runs: quadratic) */
         while (j < distinct && seen[j] != s) j++;
         if (j == distinct) seen[distinct++] = s;
         failed = cudaMallocAsync(&p, MIB, s) != cudaSuccess || cudaMallocAsync(&q, 4096, s) != cudaSuccess ||
@@ -104,7 +104,7 @@ static int stream_churn(int n) {
     CHECK_DONE("stream-churn");
 }
 
-#define CHURN_STACK ((size_t)256 << 10)
+#define CHURN_STACK ((size_t)1 << 20) /* addresses only: what a sanitizer asks for too */
 static __thread int tls_probe; /* its address tells the threads' TLS apart */
 
 struct churn_arg {
@@ -144,8 +144,10 @@ static int thread_churn(int n) {
             pthread_attr_init(&attr);
             pthread_attr_setstack(&attr, stacks + (size_t)(done + k) * CHURN_STACK, CHURN_STACK);
             args[k] = (struct churn_arg){0};
-            CHECK(pthread_create(&th[k], &attr, churn_thread, &args[k]) == 0, "thread %d", done + k);
+            int rc = pthread_create(&th[k], &attr, churn_thread, &args[k]);
             pthread_attr_destroy(&attr);
+            CHECK(rc == 0, "thread %d: %s", done + k, strerror(rc));
+            if (rc) return 1;
         }
         for (int i = 0; i < k; i++) {
             pthread_join(th[i], NULL);
@@ -399,16 +401,17 @@ int main(int argc, char **argv) {
         printf("%s: needs the preload\n", mode);
         return 1;
     }
-    size_t cap = argc > 2 ? (size_t)strtoull(argv[2], NULL, 0) * MIB : 0;
-    if (!strcmp(mode, "stream-churn")) return stream_churn(1200);
-    if (!strcmp(mode, "thread-churn")) return thread_churn(1100);
-    if (!strcmp(mode, "live-streams")) return live_streams(500);
+    long arg = argc > 2 ? strtol(argv[2], NULL, 0) : 0; /* a count, or the cap in MiB */
+    size_t cap = arg > 0 ? (size_t)arg * MIB : 0;
+    if (!strcmp(mode, "stream-churn")) return stream_churn(arg > 0 ? (int)arg : 1200);
+    if (!strcmp(mode, "thread-churn")) return thread_churn(arg > 0 ? (int)arg : 1100);
+    if (!strcmp(mode, "live-streams")) return live_streams(arg > 0 ? (int)arg : 500);
     if (!strcmp(mode, "queued-empty")) return queued_empty();
     if (!strcmp(mode, "queued-oom")) return queued_oom();
     if (!strcmp(mode, "queued-sweep")) return queued_sweep();
     if (!strcmp(mode, "cap-threads") && cap) return cap_threads(cap);
     if (!strcmp(mode, "meminfo-cap") && cap) return meminfo_cap(cap);
-    fprintf(stderr, "usage: %s stream-churn|thread-churn|live-streams|queued-empty|queued-oom|queued-sweep|bad-stream, "
-                    "or cap-threads|meminfo-cap MIB (the max_reserved in force)\n", argv[0]);
+    fprintf(stderr, "usage: %s stream-churn|thread-churn|live-streams [COUNT], queued-empty|queued-oom|queued-sweep|"
+                    "bad-stream, or cap-threads|meminfo-cap MIB (the max_reserved in force)\n", argv[0]);
     return 2;
 }
