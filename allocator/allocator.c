@@ -338,12 +338,24 @@ static inline bool pool_holds(const ca_pool *p, uintptr_t addr) {
  * (Inlined: it is the free path's search.) */
 static inline __attribute__((always_inline)) ca_block *find_live(ca_allocator *a, uintptr_t addr, ca_pool **pool) {
     if (!addr) return NULL; /* never live */
+    /* The thread's last pool first: with many streams alive, a block is
+     * mostly freed by the thread that allocated it. */
+    ca_pool *mine = tl_serial == a->serial ? tl_pool : NULL;
+    if (mine && (!a->opt.expandable || pool_holds(mine, addr))) {
+        ca_lock_acquire(&mine->lock);
+        ca_block *b = ca_live_find(&mine->live, addr);
+        if (b) {
+            *pool = mine;
+            return b;
+        }
+        ca_lock_release(&mine->lock);
+    }
     ca_pool *const *arr;
     size_t n = ca_pools(a, &arr);
     for (size_t i = 0; i < n; i++) {
         ca_pool *p = arr[i];
         /* Expandable heaps own their ranges: look only where the block can be. */
-        if (a->opt.expandable && !pool_holds(p, addr)) continue;
+        if (p == mine || (a->opt.expandable && !pool_holds(p, addr))) continue;
         ca_lock_acquire(&p->lock);
         ca_block *b = ca_live_find(&p->live, addr);
         if (b) {

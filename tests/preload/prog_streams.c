@@ -42,6 +42,17 @@
 static int preloaded(void) { return CUDALLOC_CALL(cudalloc_empty_cache) == 0; }
 
 static int64_t reserved(void) { return stats(0).reserved_bytes; }
+
+/* The process's resident memory (host), in MiB: what a long run keeps. */
+static double rss_mib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld", &kib) == 1) break;
+    if (f) fclose(f);
+    return (double)kib / 1024;
+}
 static int simulated; /* the simulated device's counters and held streams are there */
 
 /* The calls that give memory back, and the waits, between two readings. */
@@ -98,7 +109,8 @@ static int stream_churn(int n) {
           "the destroyed streams' caches went back: %lld allocated, %lld reserved", (long long)st.allocated_bytes,
           (long long)st.reserved_bytes);
     CHECK(st.num_ooms == 0, "no OOM: %lld", (long long)st.num_ooms);
-    printf("stream-churn: %d streams, %d handles, peak reserved %lld\n", n, distinct, (long long)st.reserved_bytes_peak);
+    printf("stream-churn: %d streams, %d handles, peak reserved %lld, reserved after %lld, host memory %.1f MiB\n", n,
+           distinct, (long long)st.reserved_bytes_peak, (long long)st.reserved_bytes, rss_mib());
     free(seen);
     all_back(0, "stream-churn");
     CHECK_DONE("stream-churn");
@@ -172,7 +184,8 @@ static int thread_churn(int n) {
     CHECK(st.allocated_bytes == 0 && st.reserved_bytes <= (int64_t)(2 * MIB),
           "the exited threads' caches went back: %lld allocated, %lld reserved", (long long)st.allocated_bytes,
           (long long)st.reserved_bytes);
-    printf("thread-churn: %d threads, peak reserved %lld\n", n, (long long)st.reserved_bytes_peak);
+    printf("thread-churn: %d threads, peak reserved %lld, reserved after %lld, host memory %.1f MiB\n", n,
+           (long long)st.reserved_bytes_peak, (long long)st.reserved_bytes, rss_mib());
     munmap(stacks, (size_t)n * CHURN_STACK);
     free(tls);
     all_back(0, "thread-churn");
@@ -190,7 +203,8 @@ static int live_streams(int n) {
             cudaStreamDestroy(s[made]);
             break;
         }
-        if (made % 50 == 0) CHECK(cudaMallocAsync(&big[made], (size_t)1 << 30, s[made]) == cudaSuccess, "1 GiB on %d", made);
+        if (made % 50 == 0 && made < 500) /* 10 GiB in all */
+            CHECK(cudaMallocAsync(&big[made], (size_t)1 << 30, s[made]) == cudaSuccess, "1 GiB on %d", made);
     }
     size_t free_bytes = 0, total = 0;
     cudaMemGetInfo(&free_bytes, &total);
