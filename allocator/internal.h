@@ -114,7 +114,8 @@ struct ca_pool {
     ca_stream key;          /* the stream it serves, for lookups (read without the
                              * lock: atomically); CA_NO_STREAM unless LIVE */
     ca_stream stream;       /* the stream it serves or served (events, views) */
-    int state;              /* CA_POOL_*; written under the lock and the allocator's */
+    int state;              /* CA_POOL_*; written under retire_lock and the pool's lock,
+                             * read without them atomically */
     ca_fence retire_fence;  /* RETIRED with nothing live: the device's work up to
                              * then (0: not recorded yet) */
     ca_heap heap[2];        /* [0] large, [1] small */
@@ -198,6 +199,7 @@ static inline size_t ca_pools(ca_allocator *a, ca_pool *const **arr) {
     *arr = __atomic_load_n(&a->pools, __ATOMIC_ACQUIRE)->pool;
     return n;
 }
+
 /* freeindex.c */
 void ca_free_index_insert(ca_free_index *fi, ca_block *b);
 void ca_free_index_remove(ca_free_index *fi, ca_block *b);
