@@ -66,6 +66,13 @@ build/tests/preload/bench_vmm 64 > "$out/vmm.txt" 2>&1
 row "VMM per granule: create / move / give back (ns)" \
     "$(awk '$1=="vmm" && $2=="create" {c=$3} $2=="move" {m=$3} $2=="give-back" {g=$3} END {print c " / " m " / " g}' "$out/vmm.txt")"
 
+# Streams on the real driver (issue 19): alive at once, and made over a run.
+for m in "live-streams 2000" "stream-churn 5000"; do
+    LD_PRELOAD=build/lib/libcudalloc.so CUDALLOC_CONF=summary:false,tracking:false \
+        build/tests/preload/prog_streams $m >> "$out/streams.log" 2>&1
+done
+row "streams: alive at once / made over a run" "$(grep -h '^live-streams\|^stream-churn' "$out/streams.log" | tr '\n' ' ')"
+
 # 4. PyTorch: a small training loop under the preload, then as pluggable allocator.
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 LD_PRELOAD=build/lib/libcudalloc.so \
