@@ -30,6 +30,14 @@ $(PRELOAD_TEST_BIN)/prog_driver: tests/preload/prog_driver.c $(SIM)/libcuda.so
 $(PRELOAD_TEST_BIN)/prog_nvtx: tests/preload/prog_nvtx.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -I$(CUDA_INC) -o $@ $< -ldl
+# dlsym/dlvsym as glibc answers them: a peer library after the program, with a
+# TLS variable, symbol versions and only a SysV hash table.
+$(PRELOAD_TEST_BIN)/dl/libpeer.so: tests/preload/dl/peer.c tests/preload/dl/peer.map
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 -fPIC -shared -Wl,--hash-style=sysv -Wl,--version-script=tests/preload/dl/peer.map -o $@ $<
+$(PRELOAD_TEST_BIN)/prog_dl: tests/preload/dl/prog_dl.c $(PRELOAD_TEST_BIN)/dl/libpeer.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -o $@ $< -L$(PRELOAD_TEST_BIN)/dl -lpeer -Wl,-rpath,'$$ORIGIN/dl' -ldl -lpthread
 # CUDALLOC_CONF parsing, alone (Check).
 $(OBJ)/tests/preload/test_config.o: ALL_CFLAGS += -I$(CUDA_INC) -D_GNU_SOURCE
 $(PRELOAD_TEST_BIN)/test_config: $(OBJ)/tests/preload/test_config.o $(OBJ)/preload/config.o $(UTIL_OBJS)
@@ -41,7 +49,7 @@ $(PRELOAD_TEST_BIN)/prog_loop: tests/preload/prog_loop.c $(SIM)/libcudart.so
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart
 .PHONY: test-preload
 test-preload: $(LIBCUDALLOC) $(BIN)/cudalloc $(PRELOAD_TEST_BIN)/prog_runtime $(PRELOAD_TEST_BIN)/prog_driver \
-              $(PRELOAD_TEST_BIN)/prog_nvtx $(PRELOAD_TEST_BIN)/prog_loop
+              $(PRELOAD_TEST_BIN)/prog_nvtx $(PRELOAD_TEST_BIN)/prog_loop $(PRELOAD_TEST_BIN)/prog_dl
 	@bash tests/preload/run.sh $(BUILD)
 SYSTEM_TESTS += test-preload
 endif
@@ -71,7 +79,7 @@ $(PRELOAD_TEST_BIN)/bench_vmm: tests/preload/bench_vmm.c $(SIM)/libcuda.so
 ALL_TARGETS += $(PRELOAD_TEST_BIN)/bench_vmm
 test-preload: $(PRELOAD_TEST_BIN)/bench_vmm
 ALL_TARGETS += $(PRELOAD_TEST_BIN)/bench_latency $(PRELOAD_TEST_BIN)/prog_runtime $(PRELOAD_TEST_BIN)/prog_driver \
-               $(PRELOAD_TEST_BIN)/prog_nvtx $(PRELOAD_TEST_BIN)/prog_loop
+               $(PRELOAD_TEST_BIN)/prog_nvtx $(PRELOAD_TEST_BIN)/prog_loop $(PRELOAD_TEST_BIN)/prog_dl
 .PHONY: bench-preload
 bench-preload: $(LIBCUDALLOC) $(PRELOAD_TEST_BIN)/bench_preload
 	@LD_LIBRARY_PATH=$(SIM) LD_PRELOAD=$(LIBCUDALLOC) CUDALLOC_CONF=summary:false $(PRELOAD_TEST_BIN)/bench_preload

@@ -22,10 +22,20 @@
 /* ---- real.c: the functions we stand in front of ---- */
 void *ca_real_dlsym(void *handle, const char *name);
 void *ca_real_dlvsym(void *handle, const char *name, const char *version);
-/* dlsym(RTLD_NEXT, name) as seen from the object containing `caller`. */
-void *ca_next_symbol(const void *caller, const char *name);
-/* hooks_driver.c: our function standing for a real driver function, or NULL. */
+/* dlsym(RTLD_NEXT, name) (dlvsym: in that version) as seen from the object
+ * containing `caller`, for names that are no TLS variable. */
+void *ca_next_symbol(const void *caller, const char *name, const char *version);
+/* glibc's dlsym and dlvsym, where hooks_dl.c's jump; found by ca_find_real_dl. */
+extern void *ca_glibc_dlsym, *ca_glibc_dlvsym;
+void ca_find_real_dl(void);
+/* hooks_dl.c: dlsym/dlvsym of a driver name (cu and a capital). */
+void *ca_dlsym_driver(void *handle, const char *name);
+void *ca_dlvsym_driver(void *handle, const char *name, const char *version);
+/* hooks_driver.c: our function standing for a real driver function, or NULL:
+ * by its address (cuGetProcAddress's answers), or by its name where it was
+ * found in libcuda (dlsym; never loads the driver). */
 void *ca_hook_for_real(void *real);
+void *ca_hook_for_driver_name(const char *name, void *real);
 
 /* The real driver, from libcuda.so.1, looked up by its exact entry names. */
 typedef struct ca_driver {

@@ -63,6 +63,10 @@ run classic 0 CUDALLOC_CONF=expandable_segments:false -- "$bin/prog_runtime" thr
 run driver-direct 0 -- "$bin/prog_driver" direct
 run static-route 0 -- "$bin/prog_driver" static-route
 run dlsym-next 0 -- "$bin/prog_driver" dlsym-next
+# dlsym/dlvsym answer as glibc's (TLS, versions, SysV hash, dlerror): the same
+# program with the preload and without.
+run dl-preload 0 -- "$bin/prog_dl"
+run dl-baseline 0 LD_PRELOAD= -- "$bin/prog_dl"
 
 # Plain frees keep cudaFree's promise without its device-wide wait (prog_free.c).
 run free-side-stream 0 -- "$bin/prog_free" side-stream
