@@ -232,6 +232,7 @@ __attribute__((constructor)) static void preload_init(void) {
     char err[512];
     if (ca_config_parse(getenv("CUDALLOC_CONF"), &ca_conf, err, sizeof err) != 0) fail_config(err);
     pthread_atfork(NULL, NULL, after_fork_in_child);
+    ca_report_signal_init();
     atexit(ca_report_exit);
     if (ca_conf.tracking) ca_stacks_init_unwinder();
 }

@@ -195,8 +195,9 @@ void ca_report_exit(void);
 /* Write every device's report files now (when a report prefix is set); 0 when
  * all were written. Not from a signal handler. */
 int ca_report_write_all(void);
-/* SIGUSR1 writes the reports: installed once a device is in use, unless the
- * program has its own handler. */
+/* SIGUSR1 writes the reports: the handler set at load, the thread that writes
+ * started with the first device. */
+void ca_report_signal_init(void);
 void ca_report_signal_start(void);
 void ca_report_after_fork(void);
 

@@ -136,6 +136,11 @@ snapshot_check snapshot-default "$rdir/exit.pickle" basic True
 run reports-conf 0 CUDALLOC_REPORT="$rdir/conf" CUDALLOC_CONF=expandable_segments:false,max_reserved:1GiB,sync_free:true -- "$bin/prog_runtime" threads
 snapshot_check snapshot-conf "$rdir/conf.pickle" work False max_reserved:1073741824 sync_free:True
 run reports-on-demand 0 CUDALLOC_REPORT="$rdir/demand" -- "$bin/prog_runtime" reports
+# A SIGUSR1 before the first allocation does not kill the program (issue 20).
+run reports-signal-first 0 CUDALLOC_REPORT="$rdir/early" -- "$bin/prog_runtime" signal-first
+# Every allocation failed: the summary says so all the same.
+run all-fail 0 CUDALLOC_CONF=oom_message:false -- "$bin/prog_runtime" all-fail
+expect all-fail-summary "cudalloc: .*3 allocations* failed\|cudalloc: OUT OF MEMORY"
 run reports-unwritable 0 CUDALLOC_REPORT=/nonexistent/dir/r -- "$bin/prog_runtime" basic
 expect reports-unwritable-warning "cannot write report"
 # A symlink at a report's name is replaced, never followed; 0600 even under umask 000.
