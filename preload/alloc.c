@@ -1,19 +1,8 @@
 /* What every entry point shares: allocate on the current device, free on the
  * owning device, and the memory figures with our cache counted as free. */
-#include <stdarg.h>
-#include <stdio.h>
-
+#include "preload/log.h"
 #include "preload/preload.h"
 #include "util/checked.h"
-
-void ca_warn(const char *fmt, ...) {
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "cudalloc: %s\n", buf);
-}
 
 CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream) {
     if (!dptr || !size) return CUDA_ERROR_INVALID_VALUE;

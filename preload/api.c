@@ -5,6 +5,9 @@
 #define CUDALLOC_IMPLEMENTATION
 #include "include/cudalloc.h"
 #include "preload/preload.h"
+#include "util/version.h"
+
+CA_EXPORT const char *cudalloc_version(void) { return ca_version(); }
 
 CA_EXPORT int cudalloc_get_stats(int device, cudalloc_stats *out) {
     ca_device *d = ca_device_by_ordinal(device);

@@ -7,10 +7,11 @@
 #include <stdlib.h>
 
 #include "allocator/lock.h"
+#include "preload/log.h"
 #include "preload/preload.h"
-#include "reports/named_frames.h"
-#include "reports/stacks.h"
-#include "reports/pyframes.h"
+#include "reports/capture/named_frames.h"
+#include "reports/capture/stacks.h"
+#include "reports/capture/pyframes.h"
 
 #define MAX_DEVICES 64
 
@@ -224,7 +225,7 @@ static void after_fork_in_child(void) {
 }
 
 static void fail_config(const char *msg) {
-    fprintf(stderr, "cudalloc: %s\n", msg);
+    ca_warn("%s", msg);
     exit(2);
 }
 

@@ -1,6 +1,6 @@
 # preload/: build/lib/libcudalloc.so, loaded with LD_PRELOAD into CUDA programs.
 ifeq ($(HAVE_CUDA_HEADERS),1)
-PRELOAD_SRCS := preload/real.c preload/config.c preload/devices.c preload/alloc.c preload/cuda_backend.c \
+PRELOAD_SRCS := preload/log.c preload/real.c preload/config.c preload/devices.c preload/alloc.c preload/cuda_backend.c \
                 preload/hooks_runtime.c preload/hooks_driver.c preload/hooks_dl.c preload/api.c preload/report.c preload/nvtx.c preload/steps.c preload/cupti.c \
                 preload/streams.c
 PRELOAD_OBJS := $(PRELOAD_SRCS:%.c=$(OBJ)/%.o)
@@ -8,10 +8,13 @@ $(PRELOAD_OBJS): ALL_CFLAGS += -I$(CUDA_INC) -D_GNU_SOURCE
 LIBCUDALLOC := $(LIB)/libcudalloc.so
 
 # No libcuda or libcudart at link time: the preload loads into any program and
-# finds the driver at run time.
+# finds the driver at run time. Its soname, libcudalloc.so.N (N: VERSION's major),
+# is what the launcher preloads, here and installed (install.mk).
 $(LIBCUDALLOC): $(PRELOAD_OBJS) $(LIB)/libcareports.a $(LIBCA) $(UTIL_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -shared -Wl,-soname,libcudalloc.so -Wl,--no-undefined -o $@ $^ -lunwind -ldl -lpthread -lm
+	$(CC) $(ALL_CFLAGS) -shared -Wl,-soname,libcudalloc.so.$(CUDALLOC_SOVERSION) -Wl,--no-undefined -o $@ $^ \
+	    -lunwind -ldl -lpthread -lm
+	ln -sf libcudalloc.so $(LIB)/libcudalloc.so.$(CUDALLOC_SOVERSION)
 ALL_TARGETS += $(LIBCUDALLOC)
 else
 $(info cudalloc: no CUDA headers in $(CUDA_INC): libcudalloc.so is not built)

@@ -9,8 +9,8 @@
 #include <stddef.h>
 
 #include "allocator/allocator.h"
-#include "reports/report.h"
-#include "reports/tracker.h"
+#include "reports/write/report.h"
+#include "reports/track/tracker.h"
 #include "util/export.h"
 
 /* A sanitizer's runtime, loaded first, looks up the functions it intercepts
@@ -92,7 +92,7 @@ typedef struct ca_config {
     char report[1024];    /* report path prefix; empty: none */
     bool summary;         /* the exit summary on stderr */
     bool tracking;        /* watch lifetimes, call sites and iterations (reports, leaks) */
-    bool python_frames;   /* Python frames in call sites (reports/pyframes.h) */
+    bool python_frames;   /* Python frames in call sites (reports/capture/pyframes.h) */
     bool trace_iterations; /* `iteration` rows in PREFIX.csv (our extension of RMM's format) */
     char nvtx_range[128]; /* the NVTX range that is one iteration */
     bool oom_message;     /* the OOM message on stderr */
@@ -150,7 +150,7 @@ CUresult ca_do_free(CUdeviceptr ptr, CUstream stream, bool sync);
 CUresult ca_do_mem_info(size_t *free_bytes, size_t *total_bytes);
 
 /* ---- steps.c: iteration boundaries, in order of trust (ca_iter_source:
- * reports/tracker.h) ---- */
+ * reports/track/tracker.h) ---- */
 void ca_iteration_mark(ca_iter_source source);
 long ca_iterations(ca_iter_source *source);
 
@@ -200,9 +200,6 @@ int ca_report_write_all(void);
 void ca_report_signal_init(void);
 void ca_report_signal_start(void);
 void ca_report_after_fork(void);
-
-/* ---- messages ---- */
-void ca_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Stream handles as pools know them: the legacy default stream is 0 whether
  * named NULL or CU_STREAM_LEGACY. CU_STREAM_PER_THREAD names a different

@@ -9,9 +9,10 @@
 
 #define CUDALLOC_IMPLEMENTATION
 #include "include/cudalloc.h"
+#include "preload/log.h"
 #include "preload/preload.h"
-#include "reports/fileout.h"
-#include "reports/oom.h"
+#include "reports/write/fileout.h"
+#include "reports/diagnose/oom.h"
 #include "util/size.h"
 
 #define SZ(x) ca_format_size((x), (char[CA_SIZE_BUF]){0}, CA_SIZE_BUF)
@@ -68,7 +69,7 @@ void ca_report_oom(ca_device *d, const ca_oom_info *o) {
     ca_oom_verdict verdict = ca_oom_judge(o, 0);
     if (d->tracker) {
         /* the tracker knows what is leaking: its verdict can be "held by a leak" */
-        ca_tracker_oom(d->tracker, o);
+        ca_oom_diagnose(d->tracker, o);
         ca_track_snap s;
         if (ca_tracker_snapshot(d->tracker, &s) == 0) {
             if (s.n_ooms) verdict = s.ooms[s.n_ooms - 1].verdict;

@@ -34,6 +34,7 @@
 #define uthash_nonfatal_oom(e) (hash_oom = 1)
 #include <uthash.h>
 
+#include "preload/log.h"
 #include "preload/preload.h"
 
 typedef struct entry {

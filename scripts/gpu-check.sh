@@ -45,6 +45,11 @@ CU
 rc=$?
 grep -q "peak allocated 16.00 MiB" "$out/nvcc_static.log" && seen=yes || seen=no
 row "nvcc static-cudart program under the preload" "exit $rc, allocation seen by cudalloc: $seen"
+# The same program under an installed (staged) launcher: the real driver, not the simulated one.
+make -s install DESTDIR="$out/stage" PREFIX=/opt/cudalloc > "$out/install.log" 2>&1 &&
+    "$out/stage/opt/cudalloc/bin/cudalloc" run -- "$nvcc_prog" 2> "$out/installed.log"
+rc=$?
+row "installed launcher, nvcc program" "exit $rc, simulated: $(grep -c 'simulated device' "$out/installed.log"), $(grep -o 'peak allocated [0-9.]* MiB' "$out/installed.log")"
 
 # 3. Latency per alloc+free pair: native, then under the preload.
 build/tests/preload/bench_latency native > "$out/latency.txt" 2>&1
@@ -75,6 +80,8 @@ if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     row "PyTorch native caching allocator" "exit $?, $(grep -h '^torch' "$out/torch_native.log")"
     python3 tests/preload/torch_loop.py pluggable "$PWD/build/lib/libcudalloc.so" > "$out/torch_pluggable.log" 2>&1
     row "PyTorch with CUDAPluggableAllocator" "exit $?, $(grep -h '^torch\|peak allocated' "$out/torch_pluggable.log" | tr '\n' ' ')"
+    PYTHONPATH=python python3 tests/preload/torch_loop.py module > "$out/torch_module.log" 2>&1
+    row "PyTorch with cudalloc.use_as_torch_allocator()" "exit $?, $(grep -h '^torch\|^cudalloc stats' "$out/torch_module.log" | tr '\n' ' ')"
 else
     row "PyTorch" "not installed here: skipped"
 fi

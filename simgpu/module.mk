@@ -23,10 +23,14 @@ $(SIM)/libcudart.so.13: $(SIMGPU_RUNTIME_SRC:%.c=$(OBJ)/%.o) simgpu/cudart.map
 	$(CC) $(SANFLAGS) -shared -Wl,-soname,libcudart.so.13 -Wl,--version-script=simgpu/cudart.map \
 	    -Wl,-z,defs -o $@ $(filter %.o,$^) -ldl -lpthread
 
+# build/ is laid out as an installed tree (install.mk): lib/cudalloc/sim, where the
+# launcher looks, is a link to $(SIM).
 $(SIM)/libcuda.so: $(SIM)/libcuda.so.1
 	ln -sf libcuda.so.1 $@
+	@mkdir -p $(LIB)/cudalloc && ln -sfn ../../sim $(LIB)/cudalloc/sim
 $(SIM)/libcudart.so: $(SIM)/libcudart.so.13
 	ln -sf libcudart.so.13 $@
+	@mkdir -p $(LIB)/cudalloc && ln -sfn ../../sim $(LIB)/cudalloc/sim
 
 SIMGPU_LIBS := $(SIM)/libcuda.so.1 $(SIM)/libcuda.so $(SIM)/libcudart.so.13 $(SIM)/libcudart.so
 ALL_TARGETS += $(SIMGPU_LIBS)

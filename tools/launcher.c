@@ -11,14 +11,22 @@
 #include <unistd.h>
 
 #include "util/size.h"
+#include "util/version.h"
 
+/* The help is the man page's SYNOPSIS and OPTIONS too (man/, built from it). */
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: cudalloc run [--sim SIZE] [--conf CONF] [--report PREFIX] -- PROGRAM [ARGS...]\n"
+            "usage: cudalloc run [--sim SIZE] [--conf CONF] [--report PREFIX] [--] PROGRAM [ARGS...]\n"
+            "       cudalloc --version | --help\n"
+            "Runs PROGRAM with libcudalloc.so preloaded (LD_PRELOAD, and NVTX_INJECTION64_PATH for\n"
+            "iteration marks) and returns its exit status. Without a GPU driver, PROGRAM runs on the\n"
+            "simulated device. For a Python program, PYTORCH_NO_CUDA_MEMORY_CACHING=1 unless set.\n"
             "  --sim SIZE       run on the simulated device with SIZE of memory (e.g. 8GiB);\n"
             "                   without a GPU driver the simulated device is used anyway\n"
             "  --conf CONF      CUDALLOC_CONF, e.g. expandable_segments:false,max_reserved:20GiB\n"
-            "  --report PREFIX  write PREFIX.txt/.json/.html/.pickle/.csv (%%p pid, %%r rank)\n");
+            "  --report PREFIX  write PREFIX.txt/.json/.html/.pickle/.csv (%%p pid, %%r rank)\n"
+            "  --version        print the version and exit\n"
+            "  --help           print this help and exit\n");
 }
 
 /* Is a usable GPU driver with at least one device here? */
@@ -83,20 +91,28 @@ int main(int argc, char **argv) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (!strcmp(argv[1], "--version")) {
+        ca_print_version("cudalloc");
+        return 0;
+    }
     if (strcmp(argv[1], "run")) {
-        fprintf(stderr, "cudalloc: unknown command '%s': accepted: run\n", argv[1]);
+        fprintf(stderr, "cudalloc: unknown command '%s': accepted: run, --version, --help\n", argv[1]);
         return 2;
     }
     const char *sim = NULL, *conf = NULL, *report = NULL;
     int i = 2;
     for (; i < argc && strcmp(argv[i], "--"); i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
         const char **slot = !strcmp(argv[i], "--sim")      ? &sim
                             : !strcmp(argv[i], "--conf")   ? &conf
                             : !strcmp(argv[i], "--report") ? &report
                                                            : NULL;
         if (!slot) {
             if (argv[i][0] != '-') break; /* the program, without "--" */
-            fprintf(stderr, "cudalloc: unknown option '%s': accepted: --sim, --conf, --report, --\n", argv[i]);
+            fprintf(stderr, "cudalloc: unknown option '%s': accepted: --sim, --conf, --report, --help, --\n", argv[i]);
             return 2;
         }
         if (i + 1 >= argc) {
@@ -116,6 +132,9 @@ int main(int argc, char **argv) {
         return 2;
     }
 
+    /* The tree the launcher belongs to, PREFIX/bin/cudalloc or build/bin/cudalloc
+     * (the link's target when started through a symbolic link): both hold
+     * lib/libcudalloc.so.N and lib/cudalloc/sim, so a copied or moved tree works. */
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) {
@@ -123,12 +142,12 @@ int main(int argc, char **argv) {
         return 1;
     }
     self[n] = 0;
-    char *prefix = dirname(dirname(self)); /* build/bin/cudalloc -> build */
+    char *prefix = dirname(dirname(self)); /* PREFIX/bin/cudalloc -> PREFIX */
     char lib[PATH_MAX], simdir[PATH_MAX];
-    snprintf(lib, sizeof lib, "%s/lib/libcudalloc.so", prefix);
-    snprintf(simdir, sizeof simdir, "%s/sim", prefix);
+    snprintf(lib, sizeof lib, "%s/lib/%s", prefix, ca_library_file());
+    snprintf(simdir, sizeof simdir, "%s/lib/cudalloc/sim", prefix);
     if (access(lib, R_OK) != 0) {
-        fprintf(stderr, "cudalloc: %s is missing (run make)\n", lib);
+        fprintf(stderr, "cudalloc: %s is missing (run make, or make install again)\n", lib);
         return 1;
     }
 
