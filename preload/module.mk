@@ -41,6 +41,10 @@ $(PRELOAD_TEST_BIN)/dl/libpeer.so: tests/preload/dl/peer.c tests/preload/dl/peer
 $(PRELOAD_TEST_BIN)/prog_dl: tests/preload/dl/prog_dl.c $(PRELOAD_TEST_BIN)/dl/libpeer.so
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -o $@ $< -L$(PRELOAD_TEST_BIN)/dl -lpeer -Wl,-rpath,'$$ORIGIN/dl' -ldl -lpthread
+# A program built with AddressSanitizer (dynamic libasan), for the launcher.
+$(PRELOAD_TEST_BIN)/asan_prog: tests/preload/asan_prog.c $(SIM)/libcudart.so
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O1 -g -fsanitize=address -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart
 # CUDALLOC_CONF parsing, alone (Check).
 $(OBJ)/tests/preload/test_config.o: ALL_CFLAGS += -I$(CUDA_INC) -D_GNU_SOURCE
 $(PRELOAD_TEST_BIN)/test_config: $(OBJ)/tests/preload/test_config.o $(OBJ)/preload/config.o $(UTIL_OBJS)
@@ -52,7 +56,8 @@ $(PRELOAD_TEST_BIN)/prog_loop: tests/preload/prog_loop.c $(SIM)/libcudart.so
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart
 .PHONY: test-preload
 test-preload: $(LIBCUDALLOC) $(BIN)/cudalloc $(PRELOAD_TEST_BIN)/prog_runtime $(PRELOAD_TEST_BIN)/prog_driver \
-              $(PRELOAD_TEST_BIN)/prog_nvtx $(PRELOAD_TEST_BIN)/prog_loop $(PRELOAD_TEST_BIN)/prog_dl
+              $(PRELOAD_TEST_BIN)/prog_nvtx $(PRELOAD_TEST_BIN)/prog_loop $(PRELOAD_TEST_BIN)/prog_dl \
+              $(PRELOAD_TEST_BIN)/asan_prog
 	@bash tests/preload/run.sh $(BUILD)
 SYSTEM_TESTS += test-preload
 endif

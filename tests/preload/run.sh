@@ -220,5 +220,34 @@ launch -- sh -c 'echo "caching=${PYTORCH_NO_CUDA_MEMORY_CACHING:-unset}"'
 expect launcher-not-python "caching=unset"
 ! grep -q "$py_line" <<<"$out" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL launcher: python line for sh"; }
 
+# The launcher's edges (issue 20): options checked at start; a tree under a
+# directory with a blank still preloads; a sanitizer runtime goes first; an
+# existing NVTX injection (Nsight's) is kept, and said so.
+for bad in "--sim 1" "--sim=1" "--report $rdir/dir/" "--report $rdir/r%q" "--sim 1GiB --sim=2GiB"; do
+    out=$("$build/bin/cudalloc" run $bad -- true 2>&1); rc=$?
+    [ $rc -eq 2 ] && [ "$(wc -l <<<"$out")" = 1 ] && pass=$((pass + 1)) ||
+        { fail=$((fail + 1)); echo "FAIL launcher refuses '$bad' in one line: rc=$rc $out"; }
+done
+if [ $on_gpu = 0 ]; then
+    launch --sim=64MiB -- "$bin/prog_runtime" basic
+    expect launcher-sim-equals "running on the simulated device (64MiB)"
+    spaced="$rdir/a dir with blanks"
+    mkdir -p "$spaced/bin" "$spaced/lib/cudalloc"
+    cp "$build/bin/cudalloc" "$spaced/bin/" && cp -L "$build/lib/libcudalloc.so.0" "$spaced/lib/" &&
+        cp -rL "$build/sim" "$spaced/lib/cudalloc/sim"
+    out=$("$spaced/bin/cudalloc" run -- "$bin/prog_runtime" basic 2>&1); rc=$?
+    [ $rc -eq 0 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL launcher under blanks: $rc"; }
+    expect launcher-blanks-preloaded "cudalloc: NO ITERATIONS: a short program"
+    ! grep -q "cannot be preloaded" <<<"$out" && pass=$((pass + 1)) ||
+        { fail=$((fail + 1)); echo "FAIL launcher under blanks: ld.so split the path"; echo "$out"; }
+    launch -- "$bin/asan_prog"
+    expect launcher-asan "asan program: ok"
+    expect launcher-asan-line "links libasan.so"
+fi
+out=$(NVTX_INJECTION64_PATH=/opt/nsight/libToolsInjection64.so "$build/bin/cudalloc" run -- \
+      sh -c 'echo "nvtx=$NVTX_INJECTION64_PATH"' 2>&1)
+expect launcher-nvtx-kept "nvtx=/opt/nsight/libToolsInjection64.so"
+expect launcher-nvtx-said "NVTX_INJECTION64_PATH=/opt/nsight/libToolsInjection64.so is kept"
+
 echo "preload: $pass passed, $fail failed"
 [ $fail -eq 0 ]
