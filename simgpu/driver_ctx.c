@@ -56,6 +56,9 @@ static void destroy_resources(struct CUctx_st *ctx)
             ca_sim_regions_remove(&ca_sim.mem, reg);
         }
     }
+    ca_sim_captures_drop_ctx(ctx);
+    ca_sim_graphs_drop_ctx(ctx);
+    ca_sim_gmem_drop_device(ctx->device);
     ca_sim_streams_drop_ctx(ctx);
     ca_sim_events_drop_ctx(ctx);
     ca_sim_holds_drop_ctx(ctx);
@@ -146,6 +149,8 @@ CA_EXPORT CUresult cuCtxSynchronize_v2(CUcontext given)
     struct CUctx_st *ctx;
     ca_sim_lock();
     CUresult r = given_or_current(given, &ctx);
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_sync_ctx(ctx);
     if (r == CUDA_SUCCESS) {
         ca_sim_events_complete_ctx(ctx);
         ca_sim.n.ctx_syncs++;
