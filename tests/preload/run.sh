@@ -75,6 +75,18 @@ run free-ptds 0 -- "$bin/prog_free" ptds
 run free-cross-device 0 CUDALLOC_SIM_DEVICES=2 -- "$bin/prog_free" cross-device
 run free-reset 0 -- "$bin/prog_free" reset
 run free-exit-pending 0 -- timeout 20 "$bin/prog_free" exit-pending
+# Stream capture (prog_capture.c): each program prints what every call answered;
+# under the preload it must print what it prints without it (on the simulated
+# device alone, or the real driver alone on a GPU).
+for mode in unsafe relaxed other-thread graph-alloc fences-blocking fences-query; do
+    base=$(env LD_LIBRARY_PATH="$libpath" CUDALLOC_SIM_LATE_EVENTS=1 "$bin/prog_capture" $mode 2>&1)
+    run "capture-$mode" 0 CUDALLOC_SIM_LATE_EVENTS=1 CUDALLOC_CONF=summary:false -- "$bin/prog_capture" $mode
+    if [ "$out" = "$base" ]; then pass=$((pass + 1)); else
+        fail=$((fail + 1)); echo "FAIL capture-$mode: answers differ from the device alone (< alone, > preload)"
+        diff <(echo "$base") <(echo "$out") | sed 's/^/    /'; fi
+done
+run capture-torch-hint 0 PYTORCH_NO_CUDA_MEMORY_CACHING=1 CUDALLOC_CONF=summary:false -- "$bin/prog_capture" unsafe
+expect capture-torch-hint "cudalloc: a CUDA graph capture began, and PYTORCH_NO_CUDA_MEMORY_CACHING=1 makes PyTorch allocate"
 # Reserved memory that follows need (prog_remap.c): moves, busy granules, give-back.
 run remap-moves 0 -- "$bin/prog_remap" moves
 run remap-busy 0 -- "$bin/prog_remap" busy
