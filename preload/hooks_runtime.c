@@ -18,9 +18,11 @@
     }
 
 static cudaError_t runtime_error(CUresult r) {
-    /* capture errors and CUDA_ERROR_ILLEGAL_STATE have the runtime's numbers */
+    /* capture errors, sticky device errors and a few others have the runtime's numbers */
     if ((r >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && r <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) ||
-        r == CUDA_ERROR_ILLEGAL_STATE || r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_INVALID_HANDLE)
+        (r >= CUDA_ERROR_ILLEGAL_ADDRESS && r <= CUDA_ERROR_TENSOR_MEMORY_LEAK) || r == CUDA_ERROR_CONTAINED ||
+        r == CUDA_ERROR_EXTERNAL_DEVICE || r == CUDA_ERROR_DEINITIALIZED || r == CUDA_ERROR_ILLEGAL_STATE ||
+        r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_INVALID_HANDLE)
         return (cudaError_t)r;
     switch (r) {
     case CUDA_SUCCESS: return cudaSuccess;

@@ -97,4 +97,10 @@ $(PRELOAD_TEST_BIN)/prog_capture: tests/preload/prog_capture.c $(SIM)/libcudart.
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lcuda -ldl -lpthread
 test-preload: $(PRELOAD_TEST_BIN)/prog_capture
 ALL_TARGETS += $(PRELOAD_TEST_BIN)/prog_capture
+# Injected errors (tests/preload/prog_faults.c).
+$(PRELOAD_TEST_BIN)/prog_faults: tests/preload/prog_faults.c $(SIM)/libcudart.so $(SIM)/libcuda.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lcuda -ldl -lpthread
+test-preload: $(PRELOAD_TEST_BIN)/prog_faults
+ALL_TARGETS += $(PRELOAD_TEST_BIN)/prog_faults
 endif

@@ -529,11 +529,13 @@ static CUresult info(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id, 
 
 CA_EXPORT CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
 {
+    CA_SIM_FAIL("cuStreamIsCapturing");
     return info(s, status, NULL, NULL, NULL, NULL, NULL);
 }
 
 CA_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus *status)
 {
+    CA_SIM_FAIL("cuStreamIsCapturing");
     return info(ca_sim_ptsz(s), status, NULL, NULL, NULL, NULL, NULL);
 }
 

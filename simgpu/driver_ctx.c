@@ -98,6 +98,7 @@ CA_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 
 CA_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 {
+    CA_SIM_FAIL("cuCtxPushCurrent");
     CUresult r = ca_sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
@@ -113,6 +114,7 @@ CA_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 
 CA_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
 {
+    CA_SIM_FAIL("cuCtxPopCurrent");
     CUresult r = ca_sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
@@ -146,6 +148,7 @@ CA_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
 /* Work is done when it is issued; synchronizing completes late events. */
 CA_EXPORT CUresult cuCtxSynchronize_v2(CUcontext given)
 {
+    CA_SIM_FAIL("cuCtxSynchronize");
     struct CUctx_st *ctx;
     ca_sim_lock();
     CUresult r = given_or_current(given, &ctx);

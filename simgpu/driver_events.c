@@ -91,6 +91,7 @@ void ca_sim_events_drop_ctx(struct CUctx_st *ctx)
 
 CA_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int flags)
 {
+    CA_SIM_FAIL("cuEventCreate");
     const unsigned known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
     struct CUctx_st *ctx;
     ca_sim_lock();
@@ -133,6 +134,7 @@ void ca_sim_event_record_now(struct CUevent_st *e, const struct ca_sim_stream_re
  * record node instead, which records it when the graph runs. */
 static CUresult record(CUevent hEvent, CUstream s, unsigned flags)
 {
+    CA_SIM_FAIL("cuEventRecord");
     struct ca_sim_stream_ref ref;
     struct ca_sim_cstate *cs = NULL;
     ca_sim_lock();
@@ -167,6 +169,37 @@ static CUresult record(CUevent hEvent, CUstream s, unsigned flags)
     return r;
 }
 
+/* All the context's work now, one event (CUDA 12.5): complete when every
+ * stream of the context has run what it had; refused, invalidating them,
+ * while a stream of the context captures (cuCtxRecordEvent's note). */
+CA_EXPORT CUresult cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)
+{
+    CA_SIM_FAIL("cuCtxRecordEvent");
+    ca_sim_lock();
+    CUresult r = ca_sim_check_init();
+    int known = 0;
+    for (int d = 0; r == CUDA_SUCCESS && d < ca_sim.ndev; d++)
+        known |= hCtx == &ca_sim.dev[d].primary && hCtx->refcount > 0;
+    struct CUevent_st *e = NULL;
+    if (r == CUDA_SUCCESS && !known)
+        r = CUDA_ERROR_INVALID_CONTEXT;
+    else if (r == CUDA_SUCCESS && (!(e = ca_sim_find_event(hEvent)) || e->ctx != hCtx))
+        r = CUDA_ERROR_INVALID_HANDLE;
+    else if (r == CUDA_SUCCESS && ca_sim_ctx_capturing(hCtx, 1)) {
+        ca_sim.n.capture_refusals++;
+        r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    if (r == CUDA_SUCCESS) {
+        struct ca_sim_stream_ref ref = {.ctx = hCtx};
+        ca_sim_event_record_now(e, &ref);
+        e->stream = CA_SIM_WHOLE_CONTEXT; /* no stream's synchronize covers it: the context's does */
+        e->held_by = ca_sim_hold_for_context(hCtx);
+        ca_sim.n.ctx_records++;
+    }
+    ca_sim_unlock();
+    return r;
+}
+
 CA_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream s)
 {
     return record(hEvent, s, 0);
@@ -191,6 +224,7 @@ CA_EXPORT CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream s)
  * potentially unsafe call during capture (capture.c). */
 CA_EXPORT CUresult cuEventQuery(CUevent hEvent)
 {
+    CA_SIM_FAIL("cuEventQuery");
     ca_sim_lock();
     CUresult r = ca_sim_check_init();
     struct CUevent_st *e = r == CUDA_SUCCESS ? ca_sim_find_event(hEvent) : NULL;
@@ -212,6 +246,7 @@ CA_EXPORT CUresult cuEventQuery(CUevent hEvent)
 
 CA_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
 {
+    CA_SIM_FAIL("cuEventSynchronize");
     ca_sim_lock();
     CUresult r = ca_sim_check_init();
     struct CUevent_st *e = r == CUDA_SUCCESS ? ca_sim_find_event(hEvent) : NULL;
@@ -230,6 +265,7 @@ CA_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
 
 CA_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent)
 {
+    CA_SIM_FAIL("cuEventDestroy");
     ca_sim_lock();
     CUresult r = ca_sim_check_init();
     struct CUevent_st *e = r == CUDA_SUCCESS ? ca_sim_find_event(hEvent) : NULL;

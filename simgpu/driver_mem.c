@@ -65,6 +65,7 @@ static void linear_free(struct ca_sim_region *reg)
 
 CA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
+    CA_SIM_FAIL("cuMemAlloc");
     struct CUctx_st *ctx;
     uintptr_t p;
     ca_sim_lock();
@@ -119,6 +120,7 @@ CA_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
  * graph allocation may be freed here too (graph_mem.c). */
 CA_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
+    CA_SIM_FAIL("cuMemFree");
     struct CUctx_st *ctx;
     ca_sim_lock();
     CUresult r = ca_sim_current(&ctx);
@@ -143,6 +145,7 @@ CA_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
  * life, backed while a launch has it allocated (graph_mem.c). */
 CA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream)
 {
+    CA_SIM_FAIL("cuMemAllocAsync");
     struct ca_sim_stream_ref ref;
     struct ca_sim_cstate *cs = NULL;
     uintptr_t p;
@@ -165,6 +168,7 @@ CA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream 
 /* In a capture, a free node, for a graph allocation only. */
 CA_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)
 {
+    CA_SIM_FAIL("cuMemFreeAsync");
     struct ca_sim_stream_ref ref;
     struct ca_sim_cstate *cs = NULL;
     ca_sim_lock();
@@ -198,6 +202,7 @@ CA_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream)
 
 CA_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 {
+    CA_SIM_FAIL("cuMemGetInfo");
     struct CUctx_st *ctx;
     ca_sim_lock();
     CUresult r = ca_sim_current(&ctx);

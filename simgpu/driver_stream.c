@@ -94,6 +94,7 @@ CA_EXPORT CUresult cuStreamDestroy_v2(CUstream s)
 
 CA_EXPORT CUresult cuStreamSynchronize(CUstream s)
 {
+    CA_SIM_FAIL("cuStreamSynchronize");
     struct ca_sim_stream_ref ref;
     ca_sim_lock();
     CUresult r = ca_sim_stream_resolve(s, &ref);
@@ -111,6 +112,7 @@ CA_EXPORT CUresult cuStreamSynchronize(CUstream s)
  * each query counts for all its late events. */
 CA_EXPORT CUresult cuStreamQuery(CUstream s)
 {
+    CA_SIM_FAIL("cuStreamQuery");
     struct ca_sim_stream_ref ref;
     ca_sim_lock();
     CUresult r = ca_sim_stream_resolve(s, &ref);
@@ -141,6 +143,7 @@ void ca_sim_stream_wait_now(const struct ca_sim_stream_ref *ref, struct CUevent_
  * capture, a wait joins streams and captures (capture.c). */
 CA_EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
 {
+    CA_SIM_FAIL("cuStreamWaitEvent");
     struct ca_sim_stream_ref ref;
     int done = 0;
     ca_sim_lock();

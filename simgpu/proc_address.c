@@ -3,7 +3,9 @@
  * version the caller was built for; the answer is the newest variant introduced
  * at or before that version (cuMemAlloc_v2 from 3020 on). With
  * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM the _ptds/_ptsz variant wins
- * where there is one. Versions are those of cudaTypedefs.h (PFN_cuX_vNNNN). */
+ * where there is one. Versions are those of cudaTypedefs.h (PFN_cuX_vNNNN).
+ * With CUDALLOC_SIM_DRIVER_VERSION, entries newer than that driver are not
+ * found (cuCtxRecordEvent needs 12050). */
 #include <string.h>
 
 #include "simgpu/sim.h"
@@ -153,15 +155,17 @@ static const struct entry table[] = {
     E("cuGraphDestroy", 10000, cuGraphDestroy),
     E("cuGraphGetNodes", 10000, cuGraphGetNodes),
     E("cuGraphNodeGetType", 10000, cuGraphNodeGetType),
+    E("cuCtxRecordEvent", 12050, cuCtxRecordEvent),
 };
 
 /* The newest entry of the wanted kind for symbol at or before version. */
 static const struct entry *best(const char *symbol, int version, int per_thread, int *seen)
 {
     const struct entry *found = NULL;
+    int driver = ca_sim_driver_version(); /* an older driver does not know newer entries */
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         const struct entry *e = &table[i];
-        if (strcmp(e->name, symbol) != 0)
+        if (strcmp(e->name, symbol) != 0 || e->version > driver)
             continue;
         *seen = 1;
         if (e->per_thread == per_thread && e->version <= version &&

@@ -64,7 +64,8 @@ struct CUevent_st {
     int recorded;
     unsigned late_left;         /* queries still to answer CUDA_ERROR_NOT_READY */
     CUstream held_by;           /* behind the work of this held stream: not ready */
-    CUstream stream;            /* where it was recorded: a handle, NULL = legacy */
+    CUstream stream;            /* where it was recorded: a handle, NULL = legacy, or: */
+#define CA_SIM_WHOLE_CONTEXT ((CUstream)3) /* every stream of its context (cuCtxRecordEvent) */
     pthread_t thread;           /* recording thread, for the per-thread stream */
     uint64_t ns;                /* CLOCK_MONOTONIC at record */
     unsigned long long captured; /* id of the capture it was last recorded in; 0: none */
@@ -151,6 +152,20 @@ struct CUctx_st *ca_sim_current_or_null(void);
 
 /* Environment, read once by cuInit: 0, or -1 after printing what is wrong. */
 int ca_sim_read_env(void);
+/* The version the driver claims (CUDALLOC_SIM_DRIVER_VERSION, else 13000). */
+int ca_sim_driver_version(void);
+
+/* Injected errors (inject.c, CUDALLOC_SIM_FAIL): the error `call` answers
+ * now, or CUDA_SUCCESS; a sticky error once injected answers every call. */
+int ca_sim_read_fail(const char *spec);
+CUresult ca_sim_inject(const char *call);
+CUresult ca_sim_sticky(void);
+#define CA_SIM_FAIL(call)                        \
+    do {                                         \
+        CUresult fail_ = ca_sim_inject(call);    \
+        if (fail_ != CUDA_SUCCESS)               \
+            return fail_;                        \
+    } while (0)
 
 /* Capacity accounting per device: 0, or -1 when the device is full. */
 int ca_sim_charge(int dev, size_t bytes);
@@ -191,6 +206,7 @@ void ca_sim_streams_drop_ctx(struct CUctx_st *ctx);
  * now is behind, or NULL; a stream made to wait on an event behind a held
  * stream is behind it too; dropping a context drops its holds. */
 CUstream ca_sim_hold_for_record(const struct ca_sim_stream_ref *ref);
+CUstream ca_sim_hold_for_context(struct CUctx_st *ctx);
 void ca_sim_hold_wait(const struct ca_sim_stream_ref *ref, CUstream held);
 void ca_sim_hold_clear_stream(const struct ca_sim_stream_ref *ref);
 void ca_sim_holds_drop_ctx(struct CUctx_st *ctx);

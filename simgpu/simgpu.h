@@ -47,6 +47,7 @@ typedef struct simgpu_counters {
     uint64_t graph_allocs;      /* allocation nodes captured (cuMemAllocAsync in a capture) */
     uint64_t graph_launches;    /* cuGraphLaunch calls that ran a graph */
     uint64_t ctx_records;       /* cuCtxRecordEvent */
+    uint64_t injected;          /* errors answered because CUDALLOC_SIM_FAIL asked */
 
     /* The last event each stream was made to wait on, for streams that waited.
      * The legacy default stream shows as NULL, the per-thread one as
