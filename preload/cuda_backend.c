@@ -295,7 +295,7 @@ static CUresult record_fence(cuda_backend *cb, ca_fence *out, bool done) {
     *out = 0;
     CUstream few[16], *nb = few;
     size_t n = ca_streams_nonblocking(cb->ctx, few, 16);
-    bool whole = n && ca_drv()->cuCtxRecordEvent;
+    bool whole = n && ca_drv()->cuCtxRecordEvent && ca_conf.context_fences;
     if (!whole && n > 16 && (nb = malloc(n * sizeof *nb))) ca_streams_nonblocking(cb->ctx, nb, n);
     cuda_fence *f = nb ? get_fence(cb, whole ? 1 : (unsigned)n + 1) : NULL;
     CUresult r = f ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;

@@ -103,4 +103,10 @@ $(PRELOAD_TEST_BIN)/prog_faults: tests/preload/prog_faults.c $(SIM)/libcudart.so
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lcuda -ldl -lpthread
 test-preload: $(PRELOAD_TEST_BIN)/prog_faults
 ALL_TARGETS += $(PRELOAD_TEST_BIN)/prog_faults
+# Plain frees with many non-blocking streams (BENCHMARKS.md, issue 22).
+$(PRELOAD_TEST_BIN)/bench_fences: tests/preload/bench_fences.c $(SIM)/libcudart.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -ldl
+test-preload: $(PRELOAD_TEST_BIN)/bench_fences
+ALL_TARGETS += $(PRELOAD_TEST_BIN)/bench_fences
 endif

@@ -100,6 +100,7 @@ typedef struct ca_config {
     bool trace_iterations; /* `iteration` rows in PREFIX.csv (our extension of RMM's format) */
     char nvtx_range[128]; /* the NVTX range that is one iteration */
     bool oom_message;     /* the OOM message on stderr */
+    bool context_fences;  /* fences are one cuCtxRecordEvent where the driver has it */
 } ca_config;
 extern ca_config ca_conf;
 /* Parse CUDALLOC_CONF (and CUDALLOC_REPORT); on a bad value write one line to
