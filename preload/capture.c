@@ -137,6 +137,7 @@ typedef struct graph_alloc {
 } graph_alloc;
 
 static graph_alloc *graph_allocs;
+static _Atomic size_t ngraph_allocs; /* read without the lock: most frees are not of these */
 
 static void tell_tracker(int device, ca_event_kind kind, uintptr_t addr, size_t size, ca_stream stream) {
     ca_device *d = ca_device_by_ordinal(device);
@@ -157,6 +158,7 @@ CUresult ca_capture_malloc(ca_device *d, CUdeviceptr *dptr, size_t size, CUstrea
         int hash_oom = 0;
         pthread_mutex_lock(&lock);
         HASH_ADD(hh, graph_allocs, addr, sizeof g->addr, g);
+        if (!hash_oom) atomic_fetch_add(&ngraph_allocs, 1);
         pthread_mutex_unlock(&lock);
         if (hash_oom) free(g), g = NULL;
     }
@@ -165,12 +167,15 @@ CUresult ca_capture_malloc(ca_device *d, CUdeviceptr *dptr, size_t size, CUstrea
 }
 
 void ca_capture_freed(CUdeviceptr ptr, CUstream stream) {
-    if (!graph_allocs) return;
+    if (!atomic_load_explicit(&ngraph_allocs, memory_order_relaxed)) return;
     uintptr_t addr = (uintptr_t)ptr;
     graph_alloc *g;
     pthread_mutex_lock(&lock);
     HASH_FIND(hh, graph_allocs, &addr, sizeof addr, g);
-    if (g) HASH_DEL(graph_allocs, g);
+    if (g) {
+        HASH_DEL(graph_allocs, g);
+        atomic_fetch_sub(&ngraph_allocs, 1);
+    }
     pthread_mutex_unlock(&lock);
     if (!g) return;
     tell_tracker(g->device, CA_EV_FREE, g->addr, g->size, ca_stream_key(stream));
@@ -299,4 +304,5 @@ void ca_capture_after_fork(void) {
     atomic_store(&active, 0);
     atomic_store(&inflight, 0);
     graph_allocs = NULL; /* the parent's: not the child's memory */
+    atomic_store(&ngraph_allocs, 0);
 }

@@ -217,6 +217,7 @@ static void after_fork_in_child(void) {
     ca_stacks_thread_caches_fork_child();
     ca_report_after_fork();
     ca_streams_after_fork();
+    ca_capture_after_fork();
     ca_named_frames_fork_child();
     ca_py_fork_child();
     ca_lock_init(&devices_lock);
