@@ -221,16 +221,19 @@ static int b_stream_wait(void *self, ca_stream stream, ca_event ev) {
 /* The wait already took the event's point: the event may be recorded again. */
 static void b_event_destroy(void *self, ca_event ev) { put_event(self, (CUevent)(uintptr_t)ev); }
 
-/* Done only when the stream's work is: otherwise nothing may be unmapped. */
+/* Done only when the stream's work is: a stream that cannot be waited for
+ * (destroyed since: its handle is gone, its work folded into the legacy
+ * stream) is covered by the whole device; when that cannot be waited for
+ * either, nothing may be unmapped. */
 static int b_stream_sync(void *self, ca_stream stream) {
     cuda_backend *cb = self;
     CUstream s;
     const ca_driver *d = ca_drv();
     if (!ca_capture_guard_enter()) return CA_ERR_BACKEND;
-    CUresult r = name_stream(stream, &s) ? IN_CTX(cb, d->cuStreamSynchronize(s))
-                                         : IN_CTX(cb, d->cuCtxSynchronize()); /* the whole device covers it */
+    answer a = name_stream(stream, &s) ? answer_of(IN_CTX(cb, d->cuStreamSynchronize(s))) : UNKNOWN;
+    if (a != DONE) a = sync_device(cb);
     ca_capture_guard_leave();
-    return answer_of(r) == DONE ? CA_OK : CA_ERR_BACKEND;
+    return a == DONE ? CA_OK : CA_ERR_BACKEND;
 }
 
 /* ---- fences: a plain free's point in every stream (streams.c says which) ---- */

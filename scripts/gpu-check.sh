@@ -68,7 +68,7 @@ row "VMM per granule: create / move / give back (ns)" \
 
 # Stream capture (issue 22): each program answers under the preload what it answers alone.
 pre=build/lib/libcudalloc.so
-for mode in unsafe relaxed other-thread graph-alloc fences-blocking fences-query; do
+for mode in unsafe relaxed other-thread graph-alloc fences-blocking fences-query streams; do
     build/tests/preload/prog_capture $mode > "$out/capture_$mode.alone" 2>&1
     LD_PRELOAD=$pre CUDALLOC_CONF=summary:false build/tests/preload/prog_capture $mode > "$out/capture_$mode.preload" 2>&1
     cmp -s "$out/capture_$mode.alone" "$out/capture_$mode.preload" && same=yes || same=no

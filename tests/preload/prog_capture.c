@@ -203,6 +203,34 @@ static int fences_query(void) {
     CHECK_DONE("fences-query");
 }
 
+/* Streams made and destroyed while a blocking stream captures: cudalloc's
+ * bookkeeping (a new non-blocking stream starts behind earlier plain frees,
+ * a destroyed one's work is waited for by the legacy stream) must not use
+ * the legacy stream, which the capture makes unusable. */
+static int streams_during_capture(void) {
+    cudaStream_t b, n, m;
+    void *p = NULL, *q = NULL;
+    cudaGraph_t g;
+    SAY(cudaMalloc(&p, 4 * MIB));
+    SAY(cudaFree(p));
+    SAY(cudaMalloc(&q, 4 * MIB)); /* a fence that is the legacy event alone */
+    SAY(cudaStreamCreateWithFlags(&m, cudaStreamNonBlocking));
+    SAY(cudaStreamCreate(&b));
+    SAY(cudaStreamBeginCapture(b, cudaStreamCaptureModeGlobal));
+    SAY(cudaStreamCreateWithFlags(&n, cudaStreamNonBlocking));
+    SAY(cudaMemsetAsync(q, 1, 16, m));
+    SAY(cudaStreamDestroy(m));
+    printf("capture: %s\n", status_name(b));
+    CHECK(SAY(cudaStreamEndCapture(b, &g)) == cudaSuccess, "the capture is intact");
+    if (g) SAY(cudaGraphDestroy(g));
+    SAY(cudaFree(q));
+    SAY(cudaMalloc(&q, 4 * MIB));
+    SAY(cudaFree(q));
+    SAY(cudaStreamDestroy(n));
+    SAY(cudaStreamDestroy(b));
+    CHECK_DONE("streams");
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     void *warm;
@@ -214,7 +242,8 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "graph-alloc")) return graph_alloc();
     if (!strcmp(mode, "fences-blocking")) return fences_blocking();
     if (!strcmp(mode, "fences-query")) return fences_query();
+    if (!strcmp(mode, "streams")) return streams_during_capture();
     fprintf(stderr, "prog_capture: unknown mode '%s' (unsafe, relaxed, other-thread, graph-alloc, fences-blocking, "
-                    "fences-query)\n", mode);
+                    "fences-query, streams)\n", mode);
     return 2;
 }

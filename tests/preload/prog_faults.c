@@ -56,8 +56,9 @@ static int record_error(void) {
     CHECK_DONE("record-error");
 }
 
-/* Run with cuStreamSynchronize failing once: giving memory back waits for
- * the pool's stream first, and unmaps nothing when it cannot. */
+/* Run with cuStreamSynchronize and cuCtxSynchronize (its fallback) failing
+ * once: giving memory back waits for the pool's stream first, and unmaps
+ * nothing when it cannot. */
 static int sync_error(void) {
     cudaStream_t s;
     void *p;

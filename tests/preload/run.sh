@@ -79,7 +79,7 @@ run free-exit-pending 0 -- timeout 20 "$bin/prog_free" exit-pending
 # Stream capture (prog_capture.c): each program prints what every call answered;
 # under the preload it must print what it prints without it (on the simulated
 # device alone, or the real driver alone on a GPU).
-for mode in unsafe relaxed other-thread graph-alloc fences-blocking fences-query; do
+for mode in unsafe relaxed other-thread graph-alloc fences-blocking fences-query streams; do
     base=$(env LD_LIBRARY_PATH="$libpath" CUDALLOC_SIM_LATE_EVENTS=1 "$bin/prog_capture" $mode 2>&1)
     run "capture-$mode" 0 CUDALLOC_SIM_LATE_EVENTS=1 CUDALLOC_CONF=summary:false -- "$bin/prog_capture" $mode
     if [ "$out" = "$base" ]; then pass=$((pass + 1)); else
@@ -94,7 +94,8 @@ if [ $on_gpu = 0 ]; then
     run faults-record 0 CUDALLOC_SIM_DRIVER_VERSION=12040 \
         CUDALLOC_SIM_FAIL=cuEventRecord:CUDA_ERROR_INVALID_HANDLE:1:1,cuCtxSynchronize:CUDA_ERROR_UNKNOWN:0:1 -- \
         "$bin/prog_faults" record-error
-    run faults-sync 0 CUDALLOC_SIM_FAIL=cuStreamSynchronize:CUDA_ERROR_UNKNOWN:0:1 -- "$bin/prog_faults" sync-error
+    run faults-sync 0 CUDALLOC_SIM_FAIL=cuStreamSynchronize:CUDA_ERROR_UNKNOWN:0:1,cuCtxSynchronize:CUDA_ERROR_UNKNOWN:0:1 \
+        -- "$bin/prog_faults" sync-error
     run faults-push 0 CUDALLOC_SIM_DEVICES=2 CUDALLOC_SIM_FAIL=cuCtxPushCurrent:CUDA_ERROR_INVALID_CONTEXT:0:1 -- \
         "$bin/prog_faults" push-error
     run faults-sticky 0 CUDALLOC_SIM_FAIL=cuEventQuery:CUDA_ERROR_ILLEGAL_ADDRESS -- timeout 20 "$bin/prog_faults" sticky
