@@ -86,6 +86,12 @@ for mode in unsafe relaxed other-thread graph-alloc fences-blocking fences-query
         fail=$((fail + 1)); echo "FAIL capture-$mode: answers differ from the device alone (< alone, > preload)"
         diff <(echo "$base") <(echo "$out") | sed 's/^/    /'; fi
 done
+# The graph's allocations are the driver's, and the reports still count them (2 graph + 4 eager).
+cdir=$(mktemp -d)
+run capture-reports 0 CUDALLOC_REPORT="$cdir/r" CUDALLOC_CONF=summary:false -- "$bin/prog_capture" graph-alloc
+if [ "$(grep -c ',allocate,.*,1048576,' "$cdir/r.csv")" = 6 ] && [ "$(grep -c ',free,.*,1048576,' "$cdir/r.csv")" = 6 ]; then
+    pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL capture-reports: graph allocations not in the trace"; fi
+rm -rf "$cdir"
 run capture-torch-hint 0 PYTORCH_NO_CUDA_MEMORY_CACHING=1 CUDALLOC_CONF=summary:false -- "$bin/prog_capture" unsafe
 expect capture-torch-hint "cudalloc: a CUDA graph capture began, and PYTORCH_NO_CUDA_MEMORY_CACHING=1 makes PyTorch allocate"
 # Errors are what they say (prog_faults.c), with simgpu's injected errors.
