@@ -91,8 +91,8 @@ void ca_emit(ca_allocator *a, ca_event_kind kind, uintptr_t addr, size_t size, s
     a->observer(a->observer_ctx, &ev);
 }
 
-void ca_pool_sync(ca_allocator *a, ca_pool *p) {
-    if (a->be->stream_sync) a->be->stream_sync(a->be->self, p->stream);
+bool ca_pool_sync(ca_allocator *a, ca_pool *p) {
+    return !a->be->stream_sync || a->be->stream_sync(a->be->self, p->stream) == CA_OK;
 }
 
 /* A pool's current figure; read without its lock (a snapshot). Active

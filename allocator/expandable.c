@@ -538,7 +538,8 @@ void ca_exp_release(ca_allocator *a, ca_segment *seg) {
         size_t first, end;
         whole_granules(a, b, &first, &end);
         if (end - first == b->unmapped) continue;
-        if (!synced) { ca_pool_sync(a, seg->heap->pool); synced = true; }
+        if (!synced && !ca_pool_sync(a, seg->heap->pool)) break; /* its work may still run */
+        synced = true;
         b->unmapped += unmap_granules(a, seg, first, end);
     }
     trim_tail(a, seg);

@@ -161,7 +161,9 @@ void ca_block_free_all(ca_pool *p);
 /* allocator.c: shared steps */
 ca_block *ca_split(ca_allocator *a, ca_block *b, size_t size);
 void ca_emit(ca_allocator *a, ca_event_kind kind, uintptr_t addr, size_t size, size_t req, ca_stream s);
-void ca_pool_sync(ca_allocator *a, ca_pool *p);
+/* The pool's stream finished with its memory: false when that could not be
+ * waited for (nothing may be unmapped then). */
+bool ca_pool_sync(ca_allocator *a, ca_pool *p);
 static inline int ca_heap_kind(const ca_heap *h) { return h->small ? CA_POOL_SMALL : CA_POOL_LARGE; }
 /* A pool reached a new peak of a statistic: update the device-wide peak. */
 void ca_pool_new_peak(ca_allocator *a, size_t field);

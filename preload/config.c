@@ -35,6 +35,8 @@ static const struct option {
     {"python_frames", BOOL, offsetof(ca_config, python_frames),
      "Python functions and lines in call sites when Python allocates (default true)"},
     {"oom_message", BOOL, offsetof(ca_config, oom_message), "print the OOM explanation on stderr (default true)"},
+    {"context_fences", BOOL, offsetof(ca_config, context_fences),
+     "one cuCtxRecordEvent per plain-free fence where the driver has it; false: an event per stream (default true)"},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 
@@ -121,7 +123,7 @@ static int set_option(ca_config *c, const char *src, const char *key, const char
 }
 
 int ca_config_parse(const char *conf, ca_config *out, char *err, size_t errlen) {
-    ca_config c = {.expandable = true, .release_after = CA_RELEASE_AFTER, .summary = true, .tracking = true, .python_frames = true, .trace_iterations = true, .oom_message = true, .nvtx_range = "step"};
+    ca_config c = {.expandable = true, .release_after = CA_RELEASE_AFTER, .summary = true, .tracking = true, .python_frames = true, .trace_iterations = true, .oom_message = true, .context_fences = true, .nvtx_range = "step"};
     unsigned given = 0, from_env = 0;
     const char *report = getenv("CUDALLOC_REPORT");
     if (report && *report && set_option(&c, "CUDALLOC_REPORT", "report", report, &from_env, err, errlen) != 0)

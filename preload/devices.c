@@ -81,10 +81,11 @@ static ca_device *get(int ordinal, CUcontext ctx) {
     ca_lock_acquire(&devices_lock);
     if (!(d = devices[ordinal]) && (d = create(ordinal, ctx))) {
         ca_cupti_start();
-        ca_report_signal_start();
         made[nmade] = d;
         atomic_store_explicit(&nmade, nmade + 1, memory_order_release);
         __atomic_store_n(&devices[ordinal], d, __ATOMIC_RELEASE);
+        /* after the device is there to report: a SIGUSR1 that came before is answered now */
+        ca_report_signal_start();
     }
     ca_lock_release(&devices_lock);
     return d;
@@ -218,6 +219,7 @@ static void after_fork_in_child(void) {
     ca_stacks_thread_caches_fork_child();
     ca_report_after_fork();
     ca_streams_after_fork();
+    ca_capture_after_fork();
     ca_named_frames_fork_child();
     ca_py_fork_child();
     ca_lock_init(&devices_lock);

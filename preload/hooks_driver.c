@@ -10,7 +10,7 @@
 static CUresult no_driver(void) { return CUDA_ERROR_NOT_INITIALIZED; }
 
 CA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
-    return ca_drv() ? ca_do_malloc(dptr, bytesize, NULL) : no_driver();
+    return ca_drv() ? ca_do_malloc(dptr, bytesize, NULL, false) : no_driver();
 }
 
 /* Pitched memory is ours like any other (C programs use it for 2D data).
@@ -34,18 +34,22 @@ CA_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
         CUresult r = ca_do_free(dptr, NULL, true);
         if (r != CUDA_ERROR_NOT_FOUND) return r;
     }
-    return drv->cuMemFree_v2(dptr);
+    CUresult r = drv->cuMemFree_v2(dptr);
+    if (r == CUDA_SUCCESS && dptr) ca_capture_freed(dptr, NULL);
+    return r;
 }
 
 CA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-    return ca_drv() ? ca_do_malloc(dptr, bytesize, hStream) : no_driver();
+    return ca_drv() ? ca_do_malloc(dptr, bytesize, hStream, true) : no_driver();
 }
 
 static CUresult free_async(CUdeviceptr dptr, CUstream s, CUresult (*real)(CUdeviceptr, CUstream)) {
     if (!ca_drv()) return no_driver();
     CUresult r = ca_do_free(dptr, s, false);
     if (r != CUDA_ERROR_NOT_FOUND) return r;
-    return real ? real(dptr, s) : CUDA_ERROR_NOT_FOUND;
+    r = real ? real(dptr, s) : CUDA_ERROR_NOT_FOUND;
+    if (r == CUDA_SUCCESS) ca_capture_freed(dptr, s); /* a graph allocation */
+    return r;
 }
 
 CA_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
@@ -56,7 +60,7 @@ CA_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
 static CUstream per_thread(CUstream s) { return s ? s : CU_STREAM_PER_THREAD; }
 
 CA_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-    return ca_drv() ? ca_do_malloc(dptr, bytesize, per_thread(hStream)) : no_driver();
+    return ca_drv() ? ca_do_malloc(dptr, bytesize, per_thread(hStream), true) : no_driver();
 }
 
 CA_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
@@ -140,6 +144,14 @@ static const struct swap {
     {"cuStreamDestroy", offsetof(ca_driver, cuStreamDestroy_v1), (void *)cuStreamDestroy_v2},
     SWAP(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset_v2),
     SWAP(cuCtxDestroy_v2, cuCtxDestroy_v2),
+    SWAP(cuStreamBeginCapture_v2, cuStreamBeginCapture_v2),
+    SWAP(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture_v2_ptsz),
+    {"cuStreamBeginCapture", offsetof(ca_driver, cuStreamBeginCapture_v1), (void *)ca_begin_capture_v1},
+    {"cuStreamBeginCapture_ptsz", offsetof(ca_driver, cuStreamBeginCapture_v1_ptsz), (void *)ca_begin_capture_v1_ptsz},
+    SWAP(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph),
+    SWAP(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph_ptsz),
+    SWAP(cuStreamEndCapture, cuStreamEndCapture),
+    SWAP(cuStreamEndCapture_ptsz, cuStreamEndCapture_ptsz),
     SWAP(cuGetProcAddress_v2, cuGetProcAddress_v2),
     SWAP(cuGetProcAddress, cuGetProcAddress),
 };

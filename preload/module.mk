@@ -2,7 +2,7 @@
 ifeq ($(HAVE_CUDA_HEADERS),1)
 PRELOAD_SRCS := preload/log.c preload/real.c preload/config.c preload/devices.c preload/alloc.c preload/cuda_backend.c \
                 preload/hooks_runtime.c preload/hooks_driver.c preload/hooks_dl.c preload/api.c preload/report.c preload/nvtx.c preload/steps.c preload/cupti.c \
-                preload/streams.c
+                preload/streams.c preload/capture.c
 PRELOAD_OBJS := $(PRELOAD_SRCS:%.c=$(OBJ)/%.o)
 $(PRELOAD_OBJS): ALL_CFLAGS += -I$(CUDA_INC) -D_GNU_SOURCE
 LIBCUDALLOC := $(LIB)/libcudalloc.so
@@ -107,4 +107,22 @@ $(PRELOAD_TEST_BIN)/prog_remap: tests/preload/prog_remap.c $(SIM)/libcudart.so $
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -ldl
 test-preload: $(PRELOAD_TEST_BIN)/prog_remap
 ALL_TARGETS += $(PRELOAD_TEST_BIN)/prog_remap
+# Stream capture under the preload against the simulated device alone (tests/preload/prog_capture.c).
+$(PRELOAD_TEST_BIN)/prog_capture: tests/preload/prog_capture.c $(SIM)/libcudart.so $(SIM)/libcuda.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lcuda -ldl -lpthread
+test-preload: $(PRELOAD_TEST_BIN)/prog_capture
+ALL_TARGETS += $(PRELOAD_TEST_BIN)/prog_capture
+# Injected errors (tests/preload/prog_faults.c).
+$(PRELOAD_TEST_BIN)/prog_faults: tests/preload/prog_faults.c $(SIM)/libcudart.so $(SIM)/libcuda.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lcuda -ldl -lpthread
+test-preload: $(PRELOAD_TEST_BIN)/prog_faults
+ALL_TARGETS += $(PRELOAD_TEST_BIN)/prog_faults
+# Plain frees with many non-blocking streams (BENCHMARKS.md, issue 22).
+$(PRELOAD_TEST_BIN)/bench_fences: tests/preload/bench_fences.c $(SIM)/libcudart.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -ldl
+test-preload: $(PRELOAD_TEST_BIN)/bench_fences
+ALL_TARGETS += $(PRELOAD_TEST_BIN)/bench_fences
 endif

@@ -76,6 +76,20 @@ typedef struct ca_driver {
     CUresult (*cuStreamDestroy_v1)(CUstream); /* "cuStreamDestroy", where the driver has it */
     CUresult (*cuDevicePrimaryCtxReset_v2)(CUdevice);
     CUresult (*cuCtxDestroy_v2)(CUcontext);
+    /* stream capture (capture.c) */
+    CUresult (*cuStreamBeginCapture_v2)(CUstream, CUstreamCaptureMode);
+    CUresult (*cuStreamBeginCapture_v2_ptsz)(CUstream, CUstreamCaptureMode);
+    CUresult (*cuStreamBeginCapture_v1)(CUstream);      /* "cuStreamBeginCapture" (CUDA 10.0) */
+    CUresult (*cuStreamBeginCapture_v1_ptsz)(CUstream); /* "cuStreamBeginCapture_ptsz" */
+    CUresult (*cuStreamBeginCaptureToGraph)(CUstream, CUgraph, const CUgraphNode *, const CUgraphEdgeData *, size_t,
+                                            CUstreamCaptureMode);
+    CUresult (*cuStreamBeginCaptureToGraph_ptsz)(CUstream, CUgraph, const CUgraphNode *, const CUgraphEdgeData *,
+                                                 size_t, CUstreamCaptureMode);
+    CUresult (*cuStreamEndCapture)(CUstream, CUgraph *);
+    CUresult (*cuStreamEndCapture_ptsz)(CUstream, CUgraph *);
+    CUresult (*cuStreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
+    /* one event for all the context's work, CUDA 12.5+, found through cuGetProcAddress */
+    CUresult (*cuCtxRecordEvent)(CUcontext, CUevent);
 } ca_driver;
 
 /* The driver, loaded on first use; NULL when libcuda.so.1 cannot be loaded. */
@@ -96,6 +110,7 @@ typedef struct ca_config {
     bool trace_iterations; /* `iteration` rows in PREFIX.csv (our extension of RMM's format) */
     char nvtx_range[128]; /* the NVTX range that is one iteration */
     bool oom_message;     /* the OOM message on stderr */
+    bool context_fences;  /* fences are one cuCtxRecordEvent where the driver has it */
 } ca_config;
 extern ca_config ca_conf;
 /* Parse CUDALLOC_CONF (and CUDALLOC_REPORT); on a bad value write one line to
@@ -137,16 +152,20 @@ void ca_devices_foreach(void (*fn)(ca_device *d, void *ctx), void *ctx);
 void ca_device_reset_begin(int ordinal);
 
 /* ---- alloc.c: what every entry point shares ---- */
-/* stream: CUstream as given, 0 for the legacy default stream. */
-CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream);
+/* stream: CUstream as given, 0 for the legacy default stream; async: in the
+ * stream's order (cudaMallocAsync), else a plain cudaMalloc. */
+CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream, bool async);
+/* The same on a given device (PyTorch's pluggable allocator). */
+CUresult ca_do_malloc_on(ca_device *d, CUdeviceptr *dptr, size_t size, CUstream stream, bool async);
 /* Pitched memory (cuMemAllocPitch, cudaMallocPitch, cudaMalloc3D): `rows`
  * rows of `width` bytes rounded up to CA_PITCH, rows = height x depth; sizes
  * nonzero. A pitch or a size past 2^64 - 1 is more than any device: out of
  * memory, with one line saying so (the allocator never sees such a size). */
 #define CA_PITCH 512 /* what GPUs give (cudaMallocPitch's rows are 512-byte multiples) */
 CUresult ca_do_malloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, size_t depth);
-/* CUDA_ERROR_NOT_FOUND when ptr is not ours (the caller passes it through). */
-CUresult ca_do_free(CUdeviceptr ptr, CUstream stream, bool sync);
+/* CUDA_ERROR_NOT_FOUND when ptr is not ours (the caller passes it through,
+ * then tells ca_capture_freed when the real free succeeded). */
+CUresult ca_do_free(CUdeviceptr ptr, CUstream stream, bool plain);
 CUresult ca_do_mem_info(size_t *free_bytes, size_t *total_bytes);
 
 /* ---- steps.c: iteration boundaries, in order of trust (ca_iter_source:
@@ -164,6 +183,12 @@ bool ca_cupti_external(int device, uint64_t *allocations, uint64_t *pools);
 ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx);
 /* Destroys the events the backend keeps for reuse (none may be in a fence). */
 void ca_backend_cuda_drop_events(ca_backend *be);
+/* A call that a capture forbids exactly when it forbids cudaMalloc and cudaFree
+ * (an event query): its answer, a capture error when this thread is refused
+ * (and then the capture is invalidated, as the real call would have done). */
+CUresult ca_backend_cuda_capture_probe(ca_backend *be);
+/* s waits for the last ordered fence's legacy event (streams.c). */
+void ca_backend_cuda_order_after_fences(ca_backend *be, CUstream s);
 
 /* ---- streams.c: the streams fences cover; per-thread stream keys ---- */
 /* Hooks call these around the real create (after it) and destroy (before it). */
@@ -174,10 +199,9 @@ void ca_streams_forget_ctx(CUcontext ctx);
 void ca_streams_lock(void);
 void ca_streams_unlock(void);
 /* Under the lock: the non-blocking streams of ctx (up to cap into out; the
- * count is returned whole), forgetting a stale one, and saying that a fence
- * of a context without them was its legacy event alone. */
+ * count is returned whole), and saying that a fence of a context without
+ * them was its legacy event alone. */
 size_t ca_streams_nonblocking(CUcontext ctx, CUstream *out, size_t cap);
-void ca_streams_forget_locked(CUstream s);
 void ca_streams_fenced_ordered(void);
 /* After recording a fence's legacy event: true when that event alone orders
  * every later use of the blocks (no non-blocking stream in the process). */
@@ -188,6 +212,32 @@ bool ca_streams_none_nonblocking(void);
  * synchronized at thread exit, as a later thread may get the same key. */
 void ca_ptds_pool_used(const ca_device *d);
 void ca_streams_after_fork(void);
+/* The last capture ended: what waited for the legacy stream to be usable. */
+void ca_streams_captures_over(void);
+
+/* ---- capture.c: stream capture (CUDA graphs) ---- */
+/* A capture is under way somewhere in the process (a relaxed read). */
+bool ca_capture_any(void);
+/* Around device work of ours (fences, event records and waits, synchronizes):
+ * enter is false while a capture is under way, and then nothing is issued. */
+bool ca_capture_guard_enter(void);
+void ca_capture_guard_leave(void);
+/* Is s capturing (or the legacy stream unusable because a blocking stream
+ * captures)? Asked only while a capture is under way; false otherwise. */
+bool ca_stream_capturing(CUstream s);
+/* An allocation on a capturing stream: the driver's graph allocation, told to
+ * the device's tracker; its free is told with ca_capture_freed. */
+CUresult ca_capture_malloc(ca_device *d, CUdeviceptr *dptr, size_t size, CUstream stream);
+void ca_capture_freed(CUdeviceptr ptr, CUstream stream);
+void ca_capture_stream_destroyed(CUstream s);
+void ca_capture_after_fork(void);
+/* The hooks, for cuGetProcAddress's swaps (hooks_driver.c). */
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream, CUstreamCaptureMode);
+CUresult ca_begin_capture_v1(CUstream) __asm__("cuStreamBeginCapture");
+CUresult ca_begin_capture_v1_ptsz(CUstream) __asm__("cuStreamBeginCapture_ptsz");
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream, CUgraph, const CUgraphNode *, const CUgraphEdgeData *, size_t,
+                                          CUstreamCaptureMode);
+CUresult cuStreamEndCapture_ptsz(CUstream, CUgraph *);
 
 /* ---- report.c ---- */
 void ca_report_oom(ca_device *d, const ca_oom_info *oom);

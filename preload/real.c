@@ -256,6 +256,21 @@ static void load_driver(void) {
     drv.cuStreamDestroy_v1 = (__typeof__(drv.cuStreamDestroy_v1))ca_real_dlsym(h, "cuStreamDestroy");
     LOAD(h, cuDevicePrimaryCtxReset_v2);
     LOAD(h, cuCtxDestroy_v2);
+    LOAD(h, cuStreamBeginCapture_v2);
+    LOAD(h, cuStreamBeginCapture_v2_ptsz);
+    drv.cuStreamBeginCapture_v1 = (__typeof__(drv.cuStreamBeginCapture_v1))ca_real_dlsym(h, "cuStreamBeginCapture");
+    drv.cuStreamBeginCapture_v1_ptsz =
+        (__typeof__(drv.cuStreamBeginCapture_v1_ptsz))ca_real_dlsym(h, "cuStreamBeginCapture_ptsz");
+    LOAD(h, cuStreamBeginCaptureToGraph);
+    LOAD(h, cuStreamBeginCaptureToGraph_ptsz);
+    LOAD(h, cuStreamEndCapture);
+    LOAD(h, cuStreamEndCapture_ptsz);
+    LOAD(h, cuStreamIsCapturing);
+    /* Asked through cuGetProcAddress, as CUDA recommends for entry points of a
+     * given version: a driver older than 12.5 has none. */
+    if (drv.cuGetProcAddress_v2 &&
+        drv.cuGetProcAddress_v2("cuCtxRecordEvent", (void **)&drv.cuCtxRecordEvent, 12050, 0, NULL) != CUDA_SUCCESS)
+        drv.cuCtxRecordEvent = NULL;
     drv.loaded = drv.cuCtxGetCurrent && drv.cuCtxGetDevice && drv.cuMemAlloc_v2 && drv.cuMemFree_v2 &&
                  drv.cuMemGetInfo_v2 && drv.cuMemAddressReserve && drv.cuMemCreate && drv.cuMemMap &&
                  drv.cuMemSetAccess && drv.cuMemUnmap && drv.cuMemRelease && drv.cuMemAddressFree &&

@@ -249,7 +249,7 @@ static int reports(void) {
     CHECK(cudaMalloc(&p, MIB) == cudaSuccess, "cudaMalloc");
     raise(SIGUSR1);
     int waited = 0;
-    while (access(txt, F_OK) != 0 && waited++ < 500) usleep(10000);
+    while (access(txt, F_OK) != 0 && waited++ < 3000) usleep(10000); /* up to 30 s on a loaded machine */
     CHECK(access(txt, F_OK) == 0, "SIGUSR1 wrote %s", txt);
     unlink(txt);
     CHECK(CUDALLOC_CALL(cudalloc_report) == 0 && access(txt, F_OK) == 0, "cudalloc_report() wrote it again");
@@ -269,7 +269,7 @@ static int signal_first(void) {
     void *p;
     CHECK(cudaMalloc(&p, MIB) == cudaSuccess, "cudaMalloc after SIGUSR1");
     int waited = 0;
-    while (access(txt, F_OK) != 0 && waited++ < 500) usleep(10000);
+    while (access(txt, F_OK) != 0 && waited++ < 3000) usleep(10000); /* up to 30 s on a loaded machine */
     CHECK(access(txt, F_OK) == 0, "the early SIGUSR1 wrote %s", txt);
     cudaFree(p);
     CHECK_DONE("signal-first");

@@ -70,6 +70,7 @@ run dl-baseline 0 LD_PRELOAD= -- "$bin/prog_dl"
 
 # Plain frees keep cudaFree's promise without its device-wide wait (prog_free.c).
 run free-side-stream 0 -- "$bin/prog_free" side-stream
+[ $on_gpu = 0 ] && run free-side-stream-per-stream 0 CUDALLOC_SIM_DRIVER_VERSION=12040 -- "$bin/prog_free" side-stream
 run free-ordered 0 -- "$bin/prog_free" ordered
 run free-sync 0 CUDALLOC_CONF=sync_free:true CUDALLOC_SIM_DEVICES=2 -- "$bin/prog_free" sync-free
 run free-memory-short 0 CUDALLOC_SIM_MEMORY=64MiB -- "$bin/prog_free" memory-short
@@ -79,6 +80,36 @@ run free-ptds 0 -- "$bin/prog_free" ptds
 run free-cross-device 0 CUDALLOC_SIM_DEVICES=2 -- "$bin/prog_free" cross-device
 run free-reset 0 -- "$bin/prog_free" reset
 run free-exit-pending 0 -- timeout 20 "$bin/prog_free" exit-pending
+# Stream capture (prog_capture.c): each program prints what every call answered;
+# under the preload it must print what it prints without it (on the simulated
+# device alone, or the real driver alone on a GPU).
+for mode in unsafe relaxed other-thread graph-alloc fences-blocking fences-query streams; do
+    base=$(env LD_LIBRARY_PATH="$libpath" CUDALLOC_SIM_LATE_EVENTS=1 "$bin/prog_capture" $mode 2>&1)
+    run "capture-$mode" 0 CUDALLOC_SIM_LATE_EVENTS=1 CUDALLOC_CONF=summary:false -- "$bin/prog_capture" $mode
+    if [ "$out" = "$base" ]; then pass=$((pass + 1)); else
+        fail=$((fail + 1)); echo "FAIL capture-$mode: answers differ from the device alone (< alone, > preload)"
+        diff <(echo "$base") <(echo "$out") | sed 's/^/    /'; fi
+done
+# The graph's allocations are the driver's, and the reports still count them (2 graph + 4 eager).
+cdir=$(mktemp -d)
+run capture-reports 0 CUDALLOC_REPORT="$cdir/r" CUDALLOC_CONF=summary:false -- "$bin/prog_capture" graph-alloc
+if [ "$(grep -c ',allocate,.*,1048576,' "$cdir/r.csv")" = 6 ] && [ "$(grep -c ',free,.*,1048576,' "$cdir/r.csv")" = 6 ]; then
+    pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL capture-reports: graph allocations not in the trace"; fi
+rm -rf "$cdir"
+run capture-torch-hint 0 PYTORCH_NO_CUDA_MEMORY_CACHING=1 CUDALLOC_CONF=summary:false -- "$bin/prog_capture" unsafe
+expect capture-torch-hint "cudalloc: a CUDA graph capture began, and PYTORCH_NO_CUDA_MEMORY_CACHING=1 makes PyTorch allocate"
+# Errors are what they say (prog_faults.c), with simgpu's injected errors.
+if [ $on_gpu = 0 ]; then
+    run faults-query 0 CUDALLOC_SIM_FAIL=cuEventQuery:CUDA_ERROR_INVALID_HANDLE:0:6 -- "$bin/prog_faults" query-error
+    run faults-record 0 CUDALLOC_SIM_DRIVER_VERSION=12040 \
+        CUDALLOC_SIM_FAIL=cuEventRecord:CUDA_ERROR_INVALID_HANDLE:1:1,cuCtxSynchronize:CUDA_ERROR_UNKNOWN:0:1 -- \
+        "$bin/prog_faults" record-error
+    run faults-sync 0 CUDALLOC_SIM_FAIL=cuStreamSynchronize:CUDA_ERROR_UNKNOWN:0:1,cuCtxSynchronize:CUDA_ERROR_UNKNOWN:0:1 \
+        -- "$bin/prog_faults" sync-error
+    run faults-push 0 CUDALLOC_SIM_DEVICES=2 CUDALLOC_SIM_FAIL=cuCtxPushCurrent:CUDA_ERROR_INVALID_CONTEXT:0:1 -- \
+        "$bin/prog_faults" push-error
+    run faults-sticky 0 CUDALLOC_SIM_FAIL=cuEventQuery:CUDA_ERROR_ILLEGAL_ADDRESS -- timeout 20 "$bin/prog_faults" sticky
+fi
 # Reserved memory that follows need (prog_remap.c): moves, busy granules, give-back.
 run remap-moves 0 -- "$bin/prog_remap" moves
 run remap-busy 0 -- "$bin/prog_remap" busy
