@@ -158,17 +158,19 @@ static void release_all(ca_allocator *a) {
     }
 }
 
-void ca_device_wait(ca_allocator *a, ca_pool *p) {
+bool ca_device_wait(ca_allocator *a, ca_pool *p) {
     const ca_backend *be = a->be;
-    ca_fence f = 0;
     if (be->fence_record_done) {
-        if (be->fence_record_done(be->self, &f) == CA_OK && f) {
-            be->fence_wait(be->self, f);
-            be->fence_destroy(be->self, f);
-        }
-    } else if (be->stream_sync && p->state == CA_POOL_LIVE) {
-        be->stream_sync(be->self, p->stream);
+        ca_fence f = 0;
+        if (be->fence_record_done(be->self, &f) != CA_OK) return false;
+        if (!f) return true; /* the device was synchronized */
+        bool done = be->fence_wait(be->self, f) == 1;
+        be->fence_destroy(be->self, f);
+        return done;
     }
+    /* a retired pool's stream is gone: without fences only live ones are synced */
+    if (be->stream_sync && p->state == CA_POOL_LIVE) return be->stream_sync(be->self, p->stream) == CA_OK;
+    return true;
 }
 
 /* The device as the program may see it under a cap: no larger than the cap,

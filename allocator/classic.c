@@ -81,7 +81,8 @@ void ca_classic_release(ca_allocator *a, ca_heap *h) {
             link = &seg->next;
             continue;
         }
-        if (!synced) { ca_device_wait(a, h->pool); synced = true; }
+        if (!synced && !ca_device_wait(a, h->pool)) return; /* its work may still run */
+        synced = true;
         *link = seg->next;
         ca_free_index_remove(seg->free, b);
         ca_block_put(h->pool, b);

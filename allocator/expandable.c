@@ -483,8 +483,8 @@ static int grow(ca_allocator *a, ca_heap *h, size_t size, ca_block **out) {
  * each partly using a granule. An exact fit leaves no hole and is taken as
  * it is. Requests under 4 KiB, the most numerous, skip the look (each costs
  * cache misses on the hot path) and lose nothing measurable. Measured on every
- * trace of tests/data and six more recorded alike (train_gpt.py, SEED 1 to
- * 4; BENCHMARKS.md, issue 11): windows of 3 to 6 met the goal on all 14,
+ * trace of tests/data/torch, the two real ones of ../shared/traces and six
+ * more recorded alike (train_gpt.py, SEED 1 to 4; BENCHMARKS.md, issue 11): windows of 3 to 6 met the goal on all 14,
  * 2 missed it on 3, plain best fit on 5. */
 #ifndef CA_FIT_WINDOW /* -DCA_FIT_WINDOW=N to measure another; 0: plain best fit */
 #define CA_FIT_WINDOW 3
@@ -557,11 +557,11 @@ static size_t release_idle(ca_allocator *a, ca_pool *p) {
 
 void ca_exp_release(ca_allocator *a, ca_pool *p) {
     check_mark(a, p);
-    if (release_idle(a, p)) {
+    if (release_idle(a, p) && ca_device_wait(a, p)) {
         /* Device work may still touch some: wait for what is queued now
          * (every stream's, destroyed ones' too: streams.c folds their work
-         * into the legacy stream), then they are idle. */
-        ca_device_wait(a, p);
+         * into the legacy stream), then they are idle; a wait that failed
+         * leaves them mapped. */
         ca_exp_drop_mark(a, p);
         p->idle_epoch = ++p->epoch;
         release_idle(a, p);

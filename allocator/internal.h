@@ -223,8 +223,9 @@ void ca_block_free_all(ca_pool *p);
 ca_block *ca_split(ca_allocator *a, ca_block *b, size_t size);
 void ca_emit(ca_allocator *a, ca_event_kind kind, uintptr_t addr, size_t size, size_t req, ca_stream s);
 /* Wait until the work queued so far on every stream of the device is done
- * (a fence of backend.h's fence_record_done; without one, p's stream). */
-void ca_device_wait(ca_allocator *a, ca_pool *p);
+ * (a fence of backend.h's fence_record_done; without one, p's stream):
+ * false when that could not be waited for (nothing may be unmapped then). */
+bool ca_device_wait(ca_allocator *a, ca_pool *p);
 static inline int ca_heap_kind(const ca_heap *h) { return h->small ? CA_POOL_SMALL : CA_POOL_LARGE; }
 
 /* pools.c: the pool table, a stream's pool, retired pools' ends */

@@ -5,6 +5,9 @@
 #define CUDALLOC_IMPLEMENTATION
 #include "include/cudalloc.h"
 #include "preload/preload.h"
+#include "util/version.h"
+
+CA_EXPORT const char *cudalloc_version(void) { return ca_version(); }
 
 CA_EXPORT int cudalloc_get_stats(int device, cudalloc_stats *out) {
     ca_device *d = ca_device_by_ordinal(device);
@@ -54,15 +57,15 @@ CA_EXPORT void *cudalloc_torch_malloc(size_t size, int device, void *stream) {
         d = ca_current_device(&err); /* PyTorch makes the device current first */
         if (!d || d->ordinal != device) return NULL;
     }
-    void *p = NULL;
-    ca_oom_info oom;
-    ca_stream key = ca_stream_key((CUstream)stream);
-    if (ca_is_ptds_key(key)) ca_ptds_pool_used(d);
-    if (size && ca_malloc(d->alloc, size, key, &p, &oom) == CA_ERR_OOM)
-        ca_report_oom(d, &oom);
-    return p;
+    CUdeviceptr p = 0;
+    if (size && ca_do_malloc_on(d, &p, size, (CUstream)stream, true) != CUDA_SUCCESS) p = 0;
+    return (void *)p;
 }
 
+/* A pointer that is not cudalloc's is a graph allocation (made by the driver
+ * on a capturing stream): the driver frees it. */
 CA_EXPORT void cudalloc_torch_free(void *ptr, size_t size, int device, void *stream) {
-    if (ptr) ca_do_free((CUdeviceptr)ptr, (CUstream)stream, false);
+    if (ptr && ca_do_free((CUdeviceptr)ptr, (CUstream)stream, false) == CUDA_ERROR_NOT_FOUND && ca_drv()->cuMemFreeAsync &&
+        ca_drv()->cuMemFreeAsync((CUdeviceptr)ptr, (CUstream)stream) == CUDA_SUCCESS)
+        ca_capture_freed((CUdeviceptr)ptr, (CUstream)stream);
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <uthash.h>
 
+#include "preload/log.h"
 #include "preload/preload.h"
 
 #define BUFFER_BYTES (1 << 20)

@@ -7,10 +7,11 @@
 #include <stdlib.h>
 
 #include "allocator/lock.h"
+#include "preload/log.h"
 #include "preload/preload.h"
-#include "reports/named_frames.h"
-#include "reports/stacks.h"
-#include "reports/pyframes.h"
+#include "reports/capture/named_frames.h"
+#include "reports/capture/stacks.h"
+#include "reports/capture/pyframes.h"
 
 #define MAX_DEVICES 64
 
@@ -81,10 +82,11 @@ static ca_device *get(int ordinal, CUcontext ctx) {
     ca_lock_acquire(&devices_lock);
     if (!(d = devices[ordinal]) && (d = create(ordinal, ctx))) {
         ca_cupti_start();
-        ca_report_signal_start();
         made[nmade] = d;
         atomic_store_explicit(&nmade, nmade + 1, memory_order_release);
         __atomic_store_n(&devices[ordinal], d, __ATOMIC_RELEASE);
+        /* after the device is there to report: a SIGUSR1 that came before is answered now */
+        ca_report_signal_start();
     }
     ca_lock_release(&devices_lock);
     return d;
@@ -233,6 +235,7 @@ static void after_fork_in_child(void) {
     ca_stacks_thread_caches_fork_child();
     ca_report_after_fork();
     ca_streams_after_fork();
+    ca_capture_after_fork();
     ca_named_frames_fork_child();
     ca_py_fork_child();
     ca_lock_init(&devices_lock);
@@ -240,7 +243,7 @@ static void after_fork_in_child(void) {
 }
 
 static void fail_config(const char *msg) {
-    fprintf(stderr, "cudalloc: %s\n", msg);
+    ca_warn("%s", msg);
     exit(2);
 }
 
@@ -248,6 +251,7 @@ __attribute__((constructor)) static void preload_init(void) {
     char err[512];
     if (ca_config_parse(getenv("CUDALLOC_CONF"), &ca_conf, err, sizeof err) != 0) fail_config(err);
     pthread_atfork(NULL, NULL, after_fork_in_child);
+    ca_report_signal_init();
     atexit(ca_report_exit);
     if (ca_conf.tracking) ca_stacks_init_unwinder();
 }

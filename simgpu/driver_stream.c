@@ -64,6 +64,7 @@ void ca_sim_streams_drop_ctx(struct CUctx_st *ctx)
     struct CUstream_st *st, *tmp;
     HASH_ITER(hh, ca_sim.streams, st, tmp) {
         if (st->ctx == ctx) {
+            ca_sim_capture_stream_gone(&st->cs);
             HASH_DEL(ca_sim.streams, st);
             free(st);
         }
@@ -88,6 +89,9 @@ CA_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int f
     if (r == CUDA_SUCCESS) {
         st->ctx = ctx;
         st->flags = flags;
+        st->cs.ctx = ctx;
+        st->cs.handle = st;
+        st->cs.blocking = !(flags & CU_STREAM_NON_BLOCKING);
         HASH_ADD_PTR(ca_sim.streams, self, st);
         *phStream = st->self;
     }
@@ -108,6 +112,7 @@ CA_EXPORT CUresult cuStreamDestroy_v2(CUstream s)
     if (r == CUDA_SUCCESS && !st)
         r = CUDA_ERROR_INVALID_HANDLE;
     if (r == CUDA_SUCCESS) {
+        ca_sim_capture_stream_gone(&st->cs); /* its capture is invalidated, or ends with it */
         HASH_DEL(ca_sim.streams, st);
         free(st);
     }
@@ -117,9 +122,12 @@ CA_EXPORT CUresult cuStreamDestroy_v2(CUstream s)
 
 CA_EXPORT CUresult cuStreamSynchronize(CUstream s)
 {
+    CA_SIM_FAIL("cuStreamSynchronize");
     struct ca_sim_stream_ref ref;
     ca_sim_lock();
     CUresult r = ca_sim_stream_resolve(s, &ref);
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_sync_stream(&ref);
     if (r == CUDA_SUCCESS) {
         ca_sim_events_complete_stream(&ref);
         ca_sim.n.stream_syncs++;
@@ -132,9 +140,12 @@ CA_EXPORT CUresult cuStreamSynchronize(CUstream s)
  * each query counts for all its late events. */
 CA_EXPORT CUresult cuStreamQuery(CUstream s)
 {
+    CA_SIM_FAIL("cuStreamQuery");
     struct ca_sim_stream_ref ref;
     ca_sim_lock();
     CUresult r = ca_sim_stream_resolve(s, &ref);
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_sync_stream(&ref);
     if (r == CUDA_SUCCESS && ca_sim_events_pending_query(&ref)) {
         ca_sim.n.not_ready++;
         r = CUDA_ERROR_NOT_READY;
@@ -143,12 +154,26 @@ CA_EXPORT CUresult cuStreamQuery(CUstream s)
     return r;
 }
 
+void ca_sim_stream_wait_now(const struct ca_sim_stream_ref *ref, struct CUevent_st *ev)
+{
+    if (ref->obj)
+        ref->obj->last_wait = ev;
+    else if (ref->handle == CU_STREAM_PER_THREAD)
+        ref->ctx->ptds_wait = ev;
+    else
+        ref->ctx->legacy_wait = ev;
+    ca_sim_hold_wait(ref, ev->held_by);
+}
+
 /* Nothing to wait for when work is done at once; the wait is recorded so that
  * tests can see which event each stream was made to wait on. Waiting on an
- * event behind a held stream puts the waiting stream behind it too. */
+ * event behind a held stream puts the waiting stream behind it too. In a
+ * capture, a wait joins streams and captures (capture.c). */
 CA_EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
 {
+    CA_SIM_FAIL("cuStreamWaitEvent");
     struct ca_sim_stream_ref ref;
+    int done = 0;
     ca_sim_lock();
     CUresult r = ca_sim_stream_resolve(s, &ref);
     struct CUevent_st *ev = r == CUDA_SUCCESS ? ca_sim_find_event(e) : NULL;
@@ -156,16 +181,12 @@ CA_EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
         r = CUDA_ERROR_INVALID_HANDLE;
     if (r == CUDA_SUCCESS && (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL))
         r = CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS) {
-        if (ref.obj)
-            ref.obj->last_wait = e;
-        else if (ref.handle == CU_STREAM_PER_THREAD)
-            ref.ctx->ptds_wait = e;
-        else
-            ref.ctx->legacy_wait = e;
-        ca_sim_hold_wait(&ref, ev->held_by);
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_wait(&ref, ev, flags, &done);
+    if (r == CUDA_SUCCESS && !done)
+        ca_sim_stream_wait_now(&ref, ev);
+    if (r == CUDA_SUCCESS)
         ca_sim.n.stream_waits++;
-    }
     ca_sim_unlock();
     return r;
 }

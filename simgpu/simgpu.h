@@ -40,6 +40,15 @@ typedef struct simgpu_counters {
     uint64_t ctx_syncs;         /* cuCtxSynchronize (what cudaDeviceSynchronize calls) */
     uint64_t proc_lookups;      /* cuGetProcAddress(_v2) calls */
 
+    /* Stream capture and graphs. */
+    uint64_t captures;          /* capture sequences begun */
+    uint64_t captures_invalidated;
+    uint64_t capture_refusals;  /* calls answered with a capture error (unsafe, implicit, ...) */
+    uint64_t graph_allocs;      /* allocation nodes captured (cuMemAllocAsync in a capture) */
+    uint64_t graph_launches;    /* cuGraphLaunch calls that ran a graph */
+    uint64_t ctx_records;       /* cuCtxRecordEvent */
+    uint64_t injected;          /* errors answered because CUDALLOC_SIM_FAIL asked */
+
     /* The last event each stream was made to wait on, for streams that waited.
      * The legacy default stream shows as NULL, the per-thread one as
      * CU_STREAM_PER_THREAD ((void *)2); the first SIMGPU_MAX_WAITS streams only. */

@@ -22,12 +22,12 @@ SYSTEM_TESTS += test-replay
 
 .PHONY: bench-replay
 bench-replay: $(BIN)/cudalloc-replay
-	@for m in expandable classic; do $(BIN)/cudalloc-replay --runs 21 --mode $$m --min-capacity $(TRACES)/*.csv; done
-	@$(BIN)/cudalloc-replay --runs 21 --compare --threads 2 $(TRACES)/*.csv
+	@for m in expandable classic; do $(BIN)/cudalloc-replay --runs 21 --mode $$m --min-capacity $(BENCH_TRACES); done
+	@$(BIN)/cudalloc-replay --runs 21 --compare --threads 2 $(BENCH_TRACES)
 BENCHES += bench-replay
 
 # cudalloc: the launcher
-$(BIN)/cudalloc: $(OBJ)/tools/launcher.o $(UTIL_OBJS)
+$(BIN)/cudalloc: $(OBJ)/tools/launcher.o $(OBJ)/tools/elf_needed.o $(UTIL_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ -ldl
 ALL_TARGETS += $(BIN)/cudalloc

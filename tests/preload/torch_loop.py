@@ -1,6 +1,7 @@
 """A small PyTorch training loop for scripts/gpu-check.sh: under the preload
 (PYTORCH_NO_CUDA_MEMORY_CACHING=1 LD_PRELOAD=libcudalloc.so), or with cudalloc
-as PyTorch's pluggable allocator. Prints the final loss and the step time."""
+as PyTorch's pluggable allocator (by hand: pluggable LIB; through the cudalloc
+module: module, with python/ on PYTHONPATH). Prints the final loss and the step time."""
 import sys
 import time
 
@@ -10,6 +11,9 @@ mode = sys.argv[1]
 if mode == "pluggable":
     alloc = torch.cuda.memory.CUDAPluggableAllocator(sys.argv[2], "cudalloc_torch_malloc", "cudalloc_torch_free")
     torch.cuda.memory.change_current_allocator(alloc)
+elif mode == "module":
+    import cudalloc
+    cudalloc.use_as_torch_allocator()
 
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).cuda()
@@ -27,3 +31,7 @@ for step in range(60):
     times.append(time.perf_counter() - t0)
 times.sort()
 print(f"torch {mode}: final loss {loss.item():.4f}, median step {1e3 * times[len(times) // 2]:.2f} ms")
+if mode == "module":
+    s = cudalloc.stats()
+    print(f"cudalloc stats: available {cudalloc.available()}, peak allocated {s['allocated_bytes.all.peak']} B, "
+          f"{s['num_device_alloc']} device allocations")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Whole-program tests of cudalloc-report: synthetic loops (leaking or clean,
-# with iteration rows or detected), the shared real traces, bad input
+# with iteration rows or detected), the recorded PyTorch traces, bad input
 # (FILE:LINE: message, exit 2), and the HTML in headless Chromium.
 #   report_system.sh BIN_DIR TRACES_DIR [PROBE]
 # PROBE: a program leaking through a shared object that holds the tracker.
@@ -54,7 +54,7 @@ assert 'allocated_bytes.all.peak' in r['stats']
 PY
 grep -q 'at this rate alone the device runs out at iteration' "$tmp/oom.txt" && ok || no "oom.txt: no projection"
 
-# The shared real traces (one iteration each: no loop to find) and a
+# Every trace of TRACES_DIR has a verdict, and a
 # classic-mode replay.
 for f in "$traces"/*.csv; do
     [ -f "$f" ] || continue
