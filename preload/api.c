@@ -5,12 +5,17 @@
 #define CUDALLOC_IMPLEMENTATION
 #include "include/cudalloc.h"
 #include "preload/preload.h"
+#include "util/version.h"
+
+CA_EXPORT const char *cudalloc_version(void) { return ca_version(); }
 
 CA_EXPORT int cudalloc_get_stats(int device, cudalloc_stats *out) {
     ca_device *d = ca_device_by_ordinal(device);
     if (!d || !out) return -1;
     ca_stats s;
+    ca_device_lock(d);
     ca_get_stats(d->alloc, &s);
+    ca_device_unlock(d);
     const int all = CA_POOL_ALL;
     *out = (cudalloc_stats){
         s.allocated_bytes[all].current, s.allocated_bytes[all].peak, s.reserved_bytes[all].current,
@@ -23,8 +28,17 @@ CA_EXPORT int cudalloc_get_stats(int device, cudalloc_stats *out) {
     return 0;
 }
 
-static void release(ca_device *d, void *ctx) { ca_release(d->alloc); }
-static void reset_peaks(ca_device *d, void *ctx) { ca_reset_peaks(d->alloc); }
+static void release(ca_device *d, void *ctx) {
+    ca_device_lock(d);
+    ca_release(d->alloc);
+    ca_device_unlock(d);
+}
+
+static void reset_peaks(ca_device *d, void *ctx) {
+    ca_device_lock(d);
+    ca_reset_peaks(d->alloc);
+    ca_device_unlock(d);
+}
 
 CA_EXPORT int cudalloc_empty_cache(void) {
     ca_devices_foreach(release, NULL);

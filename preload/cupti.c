@@ -27,6 +27,7 @@
 #include <string.h>
 #include <uthash.h>
 
+#include "preload/log.h"
 #include "preload/preload.h"
 
 #define BUFFER_BYTES (1 << 20)
@@ -186,7 +187,7 @@ static void step_aside(void) {
             "counted)");
 }
 
-static void *next(const char *name) { return ca_next_symbol((const void *)step_aside, name); }
+static void *next(const char *name) { return ca_next_symbol((const void *)step_aside, name, NULL); }
 
 CA_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback,
                                      void *userdata) {

@@ -7,10 +7,11 @@
 #include <stdlib.h>
 
 #include "allocator/lock.h"
+#include "preload/log.h"
 #include "preload/preload.h"
-#include "reports/named_frames.h"
-#include "reports/stacks.h"
-#include "reports/pyframes.h"
+#include "reports/capture/named_frames.h"
+#include "reports/capture/stacks.h"
+#include "reports/capture/pyframes.h"
 
 #define MAX_DEVICES 64
 
@@ -75,6 +76,7 @@ static ca_device *create(int ordinal, CUcontext ctx) {
     }
     d->ordinal = ordinal;
     d->ctx = ctx;
+    pthread_mutex_init(&d->reset_lock, NULL);
     if (ca_conf.tracking && !(d->tracker = make_tracker(d))) ca_warn("no memory to track allocations on device %d", ordinal);
     return d;
 }
@@ -86,11 +88,12 @@ static ca_device *get(int ordinal, CUcontext ctx) {
     bool made_one = false;
     ca_lock_acquire(&devices_lock);
     if (!(d = devices[ordinal]) && (d = create(ordinal, ctx))) {
-        ca_report_signal_start();
         made[nmade] = d;
         atomic_store_explicit(&nmade, nmade + 1, memory_order_release);
         __atomic_store_n(&devices[ordinal], d, __ATOMIC_RELEASE);
         made_one = true;
+        /* after the device is there to report: a SIGUSR1 that came before is answered now */
+        ca_report_signal_start();
     }
     ca_lock_release(&devices_lock);
     if (made_one) ca_cupti_start(); /* outside the lock: CUPTI's start may call our hooks back */
@@ -152,6 +155,9 @@ void ca_device_quiesce(ca_device *d) {
     ca_streams_forget_ctx(d->ctx);
 }
 
+void ca_device_lock(ca_device *d) { pthread_mutex_lock(&d->reset_lock); }
+void ca_device_unlock(ca_device *d) { pthread_mutex_unlock(&d->reset_lock); }
+
 void ca_devices_foreach(void (*fn)(ca_device *d, void *ctx), void *ctx) {
     int n = atomic_load_explicit(&nmade, memory_order_acquire);
     for (int i = 0; i < n; i++) fn(made[i], ctx);
@@ -195,7 +201,8 @@ static void empty_device(ca_device *d) {
     /* each live block freed in its own stream's order */
     live_blocks l = {0};
     ca_visit(d->alloc, NULL, collect_live, &l);
-    for (size_t i = 0; i < l.n; i++) ca_free(d->alloc, (void *)l.addr[i], l.stream[i]);
+    for (size_t i = 0; i < l.n; i++) /* a destroyed stream's blocks as plain frees: the device is idle */
+        if (ca_free(d->alloc, (void *)l.addr[i], l.stream[i]) == CA_ERR_STREAM) ca_free_device(d->alloc, (void *)l.addr[i], 1);
     free(l.addr);
     free(l.stream);
     ca_release(d->alloc);
@@ -215,11 +222,15 @@ static void replace_allocator(ca_device *d, CUcontext ctx) {
     ca_allocator_destroy(old); /* and the address ranges */
 }
 
+/* Under the device's lock: the SIGUSR1 reporter may be reading the allocator
+ * this destroys. */
 void ca_device_reset_begin(int ordinal) {
     ca_device *d = get(ordinal, NULL);
     if (!d || !ca_drv()) return;
+    ca_device_lock(d);
     empty_device(d);
     replace_allocator(d, d->ctx);
+    ca_device_unlock(d);
 }
 
 /* The allocator's context goes (cuCtxDestroy, the primary context's last
@@ -232,7 +243,9 @@ void ca_device_ctx_gone(CUcontext ctx) {
         ca_streams_forget_ctx(ctx);
         return;
     }
+    ca_device_lock(d);
     empty_device(d);
+    ca_device_unlock(d);
     __atomic_store_n(&d->unbound, true, __ATOMIC_RELEASE);
     __atomic_fetch_add(&generation, 1, __ATOMIC_RELEASE); /* threads' cached contexts are stale */
 }
@@ -241,7 +254,9 @@ void ca_device_ctx_gone(CUcontext ctx) {
 static void rebind(ca_device *d, CUcontext ctx) {
     ca_lock_acquire(&devices_lock);
     if (__atomic_load_n(&d->unbound, __ATOMIC_ACQUIRE)) {
+        ca_device_lock(d);
         replace_allocator(d, ctx);
+        ca_device_unlock(d);
         __atomic_store_n(&d->unbound, false, __ATOMIC_RELEASE);
     }
     ca_lock_release(&devices_lock);
@@ -269,6 +284,7 @@ static void after_fork_in_child(void) {
     ca_ipc_after_fork();
     ca_torch_after_fork();
     ca_contexts_after_fork();
+    ca_capture_after_fork();
     ca_named_frames_fork_child();
     ca_py_fork_child();
     ca_lock_init(&devices_lock);
@@ -276,7 +292,7 @@ static void after_fork_in_child(void) {
 }
 
 static void fail_config(const char *msg) {
-    fprintf(stderr, "cudalloc: %s\n", msg);
+    ca_warn("%s", msg);
     exit(2);
 }
 
@@ -284,6 +300,7 @@ __attribute__((constructor)) static void preload_init(void) {
     char err[512];
     if (ca_config_parse(getenv("CUDALLOC_CONF"), &ca_conf, err, sizeof err) != 0) fail_config(err);
     pthread_atfork(NULL, NULL, after_fork_in_child);
+    ca_report_signal_init();
     atexit(ca_report_exit);
     if (ca_conf.tracking) ca_stacks_init_unwinder();
 }

@@ -22,6 +22,7 @@
 #include <uthash.h>
 
 #include "preload/ipc.h"
+#include "preload/log.h"
 
 #define MAGIC "cudalloc"
 

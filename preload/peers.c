@@ -17,6 +17,7 @@
 #define uthash_nonfatal_oom(e) (hash_oom = 1)
 #include <uthash.h>
 
+#include "preload/log.h"
 #include "preload/preload.h"
 
 #define MAX_DEVICES 64

@@ -20,7 +20,7 @@
 #include <uthash.h>
 
 #include "preload/preload.h"
-#include "reports/fmt.h"
+#include "reports/write/fmt.h"
 
 /* Streams a block was recorded on, besides its own. */
 typedef struct recorded {
@@ -60,6 +60,10 @@ static void raise_oom(ca_device *d, size_t size, const ca_oom_info *o) {
 CA_EXPORT void *cudalloc_torch_malloc(size_t size, int device, void *stream) {
     ca_device *d = device_for(device);
     if (!d || !size) return NULL;
+    if (ca_capture_any() && ca_stream_capturing((CUstream)stream)) { /* the graph's: the driver's allocation */
+        CUdeviceptr g = 0;
+        return ca_capture_malloc(d, &g, size, (CUstream)stream) == CUDA_SUCCESS ? (void *)g : NULL;
+    }
     void *p = NULL;
     ca_oom_info oom;
     ca_stream key = ca_stream_key((CUstream)stream);
@@ -80,7 +84,10 @@ CA_EXPORT void cudalloc_torch_free(void *ptr, size_t size, int device, void *str
     if (r) HASH_DEL(records, r);
     pthread_mutex_unlock(&records_lock);
     if (!r || (!r->several && r->stream == (CUstream)stream)) {
-        ca_do_free((CUdeviceptr)ptr, (CUstream)stream, false);
+        /* not cudalloc's: a graph allocation (made on a capturing stream), the driver's to free */
+        if (ca_do_free((CUdeviceptr)ptr, (CUstream)stream, false) == CUDA_ERROR_NOT_FOUND && ca_drv()->cuMemFreeAsync &&
+            ca_drv()->cuMemFreeAsync((CUdeviceptr)ptr, (CUstream)stream) == CUDA_SUCCESS)
+            ca_capture_freed((CUdeviceptr)ptr, (CUstream)stream);
         free(r);
         return;
     }

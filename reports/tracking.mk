@@ -1,15 +1,6 @@
-# reports/ tracking, leak diagnosis, fragmentation/OOM reports and the
-# writers' content; cudalloc-report. Included from reports/module.mk.
-# (Kept apart from the writers' rules there; objects join libcareports.a.)
-
-TRACKING_SRCS := reports/clock.c reports/stacks.c reports/period.c reports/leaks.c reports/oom.c \
-                 reports/tracker.c reports/fragmentation.c reports/symbolize.c reports/named_frames.c reports/pyframes.c reports/report.c \
-                 reports/report_txt.c reports/report_json.c reports/report_csv.c \
-                 reports/report_pickle.c reports/report_html.c reports/snapshot_read.c
-TRACKING_OBJS := $(TRACKING_SRCS:%.c=$(OBJ)/%.o)
-
-# The archive's rule (module.mk) links $^: these join it.
-$(LIB)/libcareports.a: $(TRACKING_OBJS)
+# reports/: the tests of tracking, diagnosis and report content (those that
+# need the allocator: tests/reports/tracking), cudalloc-report, and their
+# benchmarks. Included from reports/module.mk, which builds libcareports.a.
 
 # What a program linking libcareports.a (with $(LIBCA)) needs besides: the
 # preload's link line takes this too.
@@ -36,7 +27,7 @@ ALL_TARGETS += $(BIN)/cudalloc-report
 
 # The tracker inside a shared object (as in libcudalloc.so), called by a program.
 PROBE_DIR := $(BUILD)/tests/reports/tracking/so
-$(PROBE_DIR)/libprobe.so: $(OBJ)/tests/reports/tracking/so/probe_lib.o $(LIB)/libcareports.a $(LIBCA)
+$(PROBE_DIR)/libprobe.so: $(OBJ)/tests/reports/tracking/so/probe_lib.o $(LIB)/libcareports.a $(LIBCA) $(UTIL_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -shared -o $@ $^ $(REPORTS_LDLIBS)
 $(PROBE_DIR)/probe: $(OBJ)/tests/reports/tracking/so/probe_main.o $(PROBE_DIR)/libprobe.so
@@ -55,7 +46,7 @@ test-snapshot: $(BIN)/cudalloc-report $(BIN)/cudalloc $(BIN)/demo_trainer $(LIB)
 SYSTEM_TESTS += test-snapshot
 
 # Tracking cost per alloc+free pair, deep call chains, count backend.
-$(BUILD)/bench/bench_tracking: $(OBJ)/tests/reports/tracking/bench_tracking.o $(LIB)/libcareports.a $(LIBCA)
+$(BUILD)/bench/bench_tracking: $(OBJ)/tests/reports/tracking/bench_tracking.o $(LIB)/libcareports.a $(LIBCA) $(UTIL_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(REPORTS_LDLIBS)
 .PHONY: bench-tracking
@@ -65,7 +56,7 @@ BENCHES += bench-tracking
 
 # Reading a PyTorch snapshot of a million trace entries, phase by phase, and Python's
 # pickle.load of the same file for scale.
-$(BUILD)/bench/bench_snapshot: $(OBJ)/tests/reports/tracking/bench_snapshot.o $(LIB)/libcareports.a $(LIBCA)
+$(BUILD)/bench/bench_snapshot: $(OBJ)/tests/reports/tracking/bench_snapshot.o $(LIB)/libcareports.a $(LIBCA) $(UTIL_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(REPORTS_LDLIBS)
 $(BUILD)/bench/snapshot_1M.pickle: tests/data/snapshots/make_snapshots.py
@@ -88,7 +79,7 @@ $(OBJ)/tests/reports/tracking/%.o: ALL_CFLAGS += -DCA_BIN_DIR='"$(BIN)"'
 # Python frames (tests/python): a shared object Python loads with ctypes, for
 # the frame walker's tests against each Python at hand and its benchmark.
 PYPROBE := $(BUILD)/tests/python/libpyprobe.so
-$(PYPROBE): $(OBJ)/tests/python/pyprobe.o $(LIB)/libcareports.a $(LIBCA)
+$(PYPROBE): $(OBJ)/tests/python/pyprobe.o $(LIB)/libcareports.a $(LIBCA) $(UTIL_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -shared -o $@ $^ $(REPORTS_LDLIBS)
 

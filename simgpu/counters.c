@@ -25,13 +25,14 @@ CA_EXPORT int simgpu_counters(simgpu_counters_t *out)
     out->wait_count = 0;
     for (int d = 0; d < ca_sim.ndev; d++) {
         out->device_bytes_in_use[d] = ca_sim.dev[d].used;
+        out->device_bytes_peak[d] = ca_sim.dev[d].peak;
         out->bytes_in_use += ca_sim.dev[d].used;
         add_wait(out, NULL, ca_sim.dev[d].primary.legacy_wait);
         add_wait(out, CU_STREAM_PER_THREAD, ca_sim.dev[d].primary.ptds_wait);
     }
     struct CUstream_st *st, *tmp;
     HASH_ITER(hh, ca_sim.streams, st, tmp) {
-        add_wait(out, st, st->last_wait);
+        add_wait(out, st->self, st->last_wait);
     }
     ca_sim_unlock();
     return 0;

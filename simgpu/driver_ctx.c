@@ -77,6 +77,9 @@ static void destroy_resources(struct CUctx_st *ctx)
             ca_sim_regions_remove(&ca_sim.mem, reg);
         }
     }
+    ca_sim_captures_drop_ctx(ctx);
+    ca_sim_graphs_drop_ctx(ctx);
+    ca_sim_gmem_drop_device(ctx->device);
     ca_sim_streams_drop_ctx(ctx);
     ca_sim_events_drop_ctx(ctx);
     ca_sim_holds_drop_ctx(ctx);
@@ -118,6 +121,7 @@ CA_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 
 CA_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 {
+    CA_SIM_FAIL("cuCtxPushCurrent");
     CUresult r = ca_sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
@@ -133,6 +137,7 @@ CA_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 
 CA_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
 {
+    CA_SIM_FAIL("cuCtxPopCurrent");
     CUresult r = ca_sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
@@ -173,9 +178,12 @@ CA_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
 /* Work is done when it is issued; synchronizing completes late events. */
 CA_EXPORT CUresult cuCtxSynchronize_v2(CUcontext given)
 {
+    CA_SIM_FAIL("cuCtxSynchronize");
     struct CUctx_st *ctx;
     ca_sim_lock();
     CUresult r = given_or_current(given, &ctx);
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_sync_ctx(ctx);
     if (r == CUDA_SUCCESS) {
         ca_sim_events_complete_ctx(ctx);
         ca_sim.n.ctx_syncs++;

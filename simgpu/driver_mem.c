@@ -66,10 +66,13 @@ static void linear_free(struct ca_sim_region *reg)
 
 CA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
+    CA_SIM_FAIL("cuMemAlloc");
     struct CUctx_st *ctx;
     uintptr_t p;
     ca_sim_lock();
     CUresult r = ca_sim_current(&ctx);
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_unsafe(); /* the example of cuThreadExchangeStreamCaptureMode */
     if (r == CUDA_SUCCESS && (!dptr || bytesize == 0))
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS)
@@ -96,6 +99,8 @@ CA_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
     size_t pitch = 0, bytes = 0;
     ca_sim_lock();
     CUresult r = ca_sim_current(&ctx);
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_unsafe();
     if (r == CUDA_SUCCESS && (!dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
                               (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16)))
         r = CUDA_ERROR_INVALID_VALUE;
@@ -126,13 +131,18 @@ static struct released release_of(const struct ca_sim_region *reg)
     return (struct released){reg->device, reg->kind == CA_SIM_POOL, reg->size};
 }
 
+/* cuMemFree synchronizes: a potentially unsafe call during capture. A
+ * graph allocation may be freed here too (graph_mem.c). */
 CA_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
+    CA_SIM_FAIL("cuMemFree");
     struct CUctx_st *ctx;
     struct released rel = {-1, 0, 0};
     ca_sim_lock();
     CUresult r = ca_sim_current(&ctx);
-    if (r == CUDA_SUCCESS && dptr) {
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_unsafe();
+    if (r == CUDA_SUCCESS && dptr && !ca_sim_gmem_free_at(dptr, &r)) {
         struct ca_sim_region *reg = device_alloc_at(dptr);
         if (reg) {
             rel = release_of(reg);
@@ -149,17 +159,23 @@ CA_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 }
 
 /* Stream-ordered allocation: the work is already done, so it is immediate.
- * Pool memory belongs to no context (CU_POINTER_ATTRIBUTE_CONTEXT is NULL). */
+ * Pool memory belongs to no context (CU_POINTER_ATTRIBUTE_CONTEXT is NULL).
+ * In a capture, an allocation node instead: an address fixed for the graph's
+ * life, backed while a launch has it allocated (graph_mem.c). */
 CA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream)
 {
+    CA_SIM_FAIL("cuMemAllocAsync");
     struct ca_sim_stream_ref ref;
+    struct ca_sim_cstate *cs = NULL;
     uintptr_t p;
     ca_sim_lock();
     CUresult r = ca_sim_stream_resolve(stream, &ref);
     if (r == CUDA_SUCCESS && (!dptr || bytesize == 0))
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS)
-        r = linear_alloc(CA_SIM_POOL, ref.ctx, bytesize, &p);
+        r = ca_sim_capture_issue(&ref, &cs);
+    if (r == CUDA_SUCCESS)
+        r = cs ? ca_sim_gmem_reserve(cs, bytesize, &p) : linear_alloc(CA_SIM_POOL, ref.ctx, bytesize, &p);
     if (r == CUDA_SUCCESS) {
         *dptr = p;
         ca_sim.n.mem_alloc_async++;
@@ -171,22 +187,30 @@ CA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream 
     return r;
 }
 
+/* In a capture, a free node, for a graph allocation only. */
 CA_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)
 {
+    CA_SIM_FAIL("cuMemFreeAsync");
     struct ca_sim_stream_ref ref;
     struct released rel = {-1, 0, 0};
+    struct ca_sim_cstate *cs = NULL;
     ca_sim_lock();
     CUresult r = ca_sim_stream_resolve(stream, &ref);
-    if (r == CUDA_SUCCESS) {
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_issue(&ref, &cs);
+    if (r == CUDA_SUCCESS && cs) {
+        r = ca_sim_gmem_capture_free(cs, dptr);
+    } else if (r == CUDA_SUCCESS && !ca_sim_gmem_free_at(dptr, &r)) {
         struct ca_sim_region *reg = device_alloc_at(dptr);
         if (reg) {
             rel = release_of(reg);
             linear_free(reg);
-            ca_sim.n.mem_free_async++;
         } else {
             r = CUDA_ERROR_INVALID_VALUE;
         }
     }
+    if (r == CUDA_SUCCESS)
+        ca_sim.n.mem_free_async++;
     ca_sim_unlock();
     if (rel.device >= 0)
         ca_sim_activity(SIMGPU_ACT_RELEASE, rel.device, rel.pool, dptr, rel.size);
@@ -205,6 +229,7 @@ CA_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream)
 
 CA_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 {
+    CA_SIM_FAIL("cuMemGetInfo");
     struct CUctx_st *ctx;
     ca_sim_lock();
     CUresult r = ca_sim_current(&ctx);
@@ -226,6 +251,8 @@ CA_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags
     uintptr_t p;
     ca_sim_lock();
     CUresult r = ca_sim_current(&ctx);
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_unsafe();
     if (r == CUDA_SUCCESS &&
         (!pp || bytesize == 0 ||
          (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
@@ -249,6 +276,8 @@ CA_EXPORT CUresult cuMemFreeHost(void *p)
     struct CUctx_st *ctx;
     ca_sim_lock();
     CUresult r = ca_sim_current(&ctx);
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_unsafe();
     if (r == CUDA_SUCCESS) {
         struct ca_sim_region *reg = ca_sim_regions_find(&ca_sim.mem, (uintptr_t)p);
         if (reg && reg->base == (uintptr_t)p && reg->kind == CA_SIM_HOST)

@@ -113,6 +113,7 @@ CA_EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUme
 CA_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
                                        CUdeviceptr addr, unsigned long long flags)
 {
+    CA_SIM_FAIL("cuMemAddressReserve");
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     const int anon = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
     ca_sim_lock();
@@ -160,6 +161,7 @@ CA_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t ali
 /* Mappings still inside the range go with it, as with the real driver. */
 CA_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
+    CA_SIM_FAIL("cuMemAddressFree");
     ca_sim_lock();
     CUresult r = enter();
     struct ca_sim_region *resv = ca_sim_regions_find(&ca_sim.resv, ptr);
@@ -179,6 +181,7 @@ CA_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 CA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                                const CUmemAllocationProp *prop, unsigned long long flags)
 {
+    CA_SIM_FAIL("cuMemCreate");
     ca_sim_lock();
     CUresult r = enter();
     if (r == CUDA_SUCCESS && (!handle || flags || size == 0 || size % G))
@@ -215,6 +218,7 @@ CA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
 /* Released while mapped, the memory lives until its last mapping goes. */
 CA_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
+    CA_SIM_FAIL("cuMemRelease");
     ca_sim_lock();
     CUresult r = enter();
     struct ca_sim_phys *ph = ca_sim_find_phys(handle);
@@ -233,6 +237,7 @@ CA_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 CA_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                             CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
+    CA_SIM_FAIL("cuMemMap");
     ca_sim_lock();
     CUresult r = enter();
     struct ca_sim_phys *ph = ca_sim_find_phys(handle);
@@ -267,6 +272,7 @@ CA_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 /* Whole mappings only: a sub-range of one cannot be unmapped. */
 CA_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
+    CA_SIM_FAIL("cuMemUnmap");
     size_t first, count;
     ca_sim_lock();
     CUresult r = enter();
@@ -287,6 +293,7 @@ CA_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
  * union over the devices; who may touch what is checked by ca_sim_touch. */
 CA_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
+    CA_SIM_FAIL("cuMemSetAccess");
     size_t first, n;
     ca_sim_lock();
     CUresult r = enter();

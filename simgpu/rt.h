@@ -35,6 +35,12 @@ struct ca_rt_streamfns {
     PFN_cuStreamQuery_v2000 StreamQuery;
     PFN_cuStreamWaitEvent_v3020 StreamWaitEvent;
     PFN_cuEventRecord_v2000 EventRecord;
+    PFN_cuEventRecordWithFlags_v11010 EventRecordWithFlags;
+    PFN_cuStreamBeginCapture_v10010 StreamBeginCapture;
+    PFN_cuStreamEndCapture_v10000 StreamEndCapture;
+    PFN_cuStreamIsCapturing_v10000 StreamIsCapturing;
+    PFN_cuStreamGetCaptureInfo_v12030 StreamGetCaptureInfo;
+    PFN_cuGraphLaunch_v10000 GraphLaunch;
 };
 
 struct ca_rt_driver {
@@ -72,6 +78,12 @@ struct ca_rt_driver {
     PFN_cuEventSynchronize_v2000 EventSynchronize;
     PFN_cuEventDestroy_v4000 EventDestroy;
     PFN_cuEventElapsedTime_v12080 EventElapsedTime;
+    PFN_cuThreadExchangeStreamCaptureMode_v10010 ThreadExchangeStreamCaptureMode;
+    PFN_cuGraphInstantiateWithFlags_v11040 GraphInstantiateWithFlags;
+    PFN_cuGraphExecDestroy_v10000 GraphExecDestroy;
+    PFN_cuGraphDestroy_v10000 GraphDestroy;
+    PFN_cuGraphGetNodes_v10000 GraphGetNodes;
+    PFN_cuGraphNodeGetType_v10000 GraphNodeGetType;
     struct ca_rt_streamfns legacy;     /* fetched with flags 0 (CU_GET_PROC_ADDRESS_DEFAULT) */
     struct ca_rt_streamfns ptsz;       /* ... with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM */
 };

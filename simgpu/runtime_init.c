@@ -72,6 +72,12 @@ static const struct wanted wanted[] = {
     W(EventSynchronize, "cuEventSynchronize", 2000),
     W(EventDestroy, "cuEventDestroy", 4000),
     W(EventElapsedTime, "cuEventElapsedTime", 12080),
+    W(ThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", 10010),
+    W(GraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", 11040),
+    W(GraphExecDestroy, "cuGraphExecDestroy", 10000),
+    W(GraphDestroy, "cuGraphDestroy", 10000),
+    W(GraphGetNodes, "cuGraphGetNodes", 10000),
+    W(GraphNodeGetType, "cuGraphNodeGetType", 10000),
     S(Memcpy, "cuMemcpy", 4000, 7000),
     S(MemcpyAsync, "cuMemcpyAsync", 4000, 7000),
     S(MemcpyHtoD, "cuMemcpyHtoD", 3020, 7000),
@@ -88,6 +94,12 @@ static const struct wanted wanted[] = {
     S(StreamQuery, "cuStreamQuery", 2000, 7000),
     S(StreamWaitEvent, "cuStreamWaitEvent", 3020, 7000),
     S(EventRecord, "cuEventRecord", 2000, 7000),
+    S(EventRecordWithFlags, "cuEventRecordWithFlags", 11010, 11010),
+    S(StreamBeginCapture, "cuStreamBeginCapture", 10010, 10010),
+    S(StreamEndCapture, "cuStreamEndCapture", 10000, 10000),
+    S(StreamIsCapturing, "cuStreamIsCapturing", 10000, 10000),
+    S(StreamGetCaptureInfo, "cuStreamGetCaptureInfo", 12030, 12030),
+    S(GraphLaunch, "cuGraphLaunch", 10000, 10000),
 };
 
 /* A symbol the driver does not give stays NULL: calls needing it answer

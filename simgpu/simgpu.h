@@ -41,11 +41,23 @@ typedef struct simgpu_counters {
     uint64_t ctx_syncs;         /* cuCtxSynchronize (what cudaDeviceSynchronize calls) */
     uint64_t proc_lookups;      /* cuGetProcAddress(_v2) calls */
 
+    /* Stream capture and graphs. */
+    uint64_t captures;          /* capture sequences begun */
+    uint64_t captures_invalidated;
+    uint64_t capture_refusals;  /* calls answered with a capture error (unsafe, implicit, ...) */
+    uint64_t graph_allocs;      /* allocation nodes captured (cuMemAllocAsync in a capture) */
+    uint64_t graph_launches;    /* cuGraphLaunch calls that ran a graph */
+    uint64_t ctx_records;       /* cuCtxRecordEvent */
+    uint64_t injected;          /* errors answered because CUDALLOC_SIM_FAIL asked */
+
     /* The last event each stream was made to wait on, for streams that waited.
      * The legacy default stream shows as NULL, the per-thread one as
      * CU_STREAM_PER_THREAD ((void *)2); the first SIMGPU_MAX_WAITS streams only. */
     int wait_count;
     struct { void *stream; void *event; } last_wait[SIMGPU_MAX_WAITS];
+
+    /* The most each device had in use at once since the process started. */
+    uint64_t device_bytes_peak[SIMGPU_MAX_DEVICES];
 } simgpu_counters_t;
 
 /* Fills *out; 0 on success, -1 when out is NULL. Works before cuInit (zeros). */

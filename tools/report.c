@@ -19,27 +19,38 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reports/fileout.h"
+#include "reports/diagnose/oom.h"
+#include "reports/write/fileout.h"
 #include "tools/report_tool.h"
 #include "tools/trace.h"
 #include "util/size.h"
+#include "util/version.h"
 
+/* The help is the man page's SYNOPSIS and OPTIONS too (man/, built from it). */
 static void usage(FILE *f) {
     fprintf(f,
             "usage: cudalloc-report TRACE.csv|SNAPSHOT.pickle [--txt OUT] [--json OUT] [--html OUT] [--pickle OUT]\n"
             "                       [--capacity SIZE] [--mode expandable|classic] [--warmup N] [--device N]\n"
             "       cudalloc-report RANK0.json [RANK1.json ...]\n"
-            "  A CSV trace (RMM's format) or a PyTorch snapshot (torch.cuda.memory._dump_snapshot)\n"
-            "  is diagnosed: leaks, fragmentation, OOMs. With no output named, the text report goes\n"
-            "  to stdout. OUT '-' is stdout.\n"
-            "  --capacity  the device's size (e.g. 80GiB): allocations beyond it fail as on the\n"
-            "              device, leaks get a projected out-of-memory iteration, and a snapshot's\n"
-            "              replay says whether the run fits in it\n"
-            "  --mode      the allocator replayed: expandable segments (default) or classic\n"
-            "  --warmup    iterations whose growth is never called a leak (default 1)\n"
-            "  --device    a snapshot's device to report (default: each one with data)\n"
-            "  JSON reports written by cudalloc (one per rank, report:PREFIX_%%r) give one table:\n"
-            "  each rank's peaks, leak rate and verdict, and the rank that runs out first.\n"
+            "       cudalloc-report --version | --help\n"
+            "A CSV trace (RMM's format) or a PyTorch snapshot (torch.cuda.memory._dump_snapshot)\n"
+            "is diagnosed: leaks, fragmentation, OOMs. JSON reports written by cudalloc (one per\n"
+            "rank, report:PREFIX_%%r) give one table: each rank's peaks, leak rate and verdict,\n"
+            "and the rank that runs out first.\n"
+            "  --txt OUT    write the text report to OUT; with no output named, the text report\n"
+            "               goes to stdout; OUT '-' (for every output) is stdout\n"
+            "  --json OUT   write the JSON report to OUT\n"
+            "  --html OUT   write the HTML page to OUT\n"
+            "  --pickle OUT  write a snapshot for PyTorch's memory_viz to OUT\n"
+            "  --capacity SIZE  the device's size (e.g. 80GiB): allocations beyond it fail as on\n"
+            "               the device, leaks get a projected out-of-memory iteration, and a\n"
+            "               snapshot's replay says whether the run fits in it\n"
+            "  --mode expandable|classic  the allocator replayed: expandable segments (default)\n"
+            "               or classic\n"
+            "  --warmup N   iterations whose growth is never called a leak (default 1)\n"
+            "  --device N   a snapshot's device to report (default: each one with data)\n"
+            "  --version    print the version and exit\n"
+            "  --help       print this help and exit\n"
             "Iteration boundaries come from the trace's `iteration` rows or the snapshot's step\n"
             "annotations; without them the repeating pattern of the loop is detected.\n"
             "Bad input: FILE:LINE: message (CSV) or FILE: message, exit 2.\n");
@@ -185,7 +196,7 @@ int report_trace(const char *path, const report_args *args) {
         case CA_TRACE_ALLOC:
             if (ca_malloc(a, op->size, op->stream, &ptrs[op->id], &oom) != CA_OK) {
                 ptrs[op->id] = NULL;
-                ca_tracker_oom(t, &oom);
+                ca_oom_diagnose(t, &oom);
             }
             break;
         case CA_TRACE_FREE:
@@ -198,7 +209,7 @@ int report_trace(const char *path, const report_args *args) {
             ca_tracker_record(t, &ev, ca_tracker_size_site(t, op->size), 0, 0);
             oom_info(a, op->size, &oom);
             oom.stream = op->stream;
-            ca_tracker_oom(t, &oom);
+            ca_oom_diagnose(t, &oom);
             break;
         }
         case CA_TRACE_ITERATION: ca_tracker_step(t, CA_ITER_EXPLICIT); break;
@@ -227,7 +238,8 @@ int main(int argc, char **argv) {
         {"html", required_argument, 0, 'w'},     {"pickle", required_argument, 0, 'p'},
         {"capacity", required_argument, 0, 'c'}, {"mode", required_argument, 0, 'm'},
         {"warmup", required_argument, 0, 'u'},   {"device", required_argument, 0, 'd'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+        {"help", no_argument, 0, 'h'},           {"version", no_argument, 0, 'V'},
+        {0, 0, 0, 0}};
     int c;
     long v;
     char *end;
@@ -257,6 +269,7 @@ int main(int argc, char **argv) {
             args.device = (int)v;
             break;
         case 'h': usage(stdout); return 0;
+        case 'V': ca_print_version("cudalloc-report"); return 0;
         default: usage(stderr); return 2;
         }
     }

@@ -1,5 +1,5 @@
 /* cudalloc-report on a PyTorch memory snapshot: for each device, its run
- * (reports/snapshot_read.h) fed to the tracker as it was recorded (the
+ * (reports/read/snapshot_read.h) fed to the tracker as it was recorded (the
  * recorded allocator's segments, the recorded frames as call sites), then
  * its allocations and frees replayed through cudalloc's allocator to say
  * what cudalloc would reserve and the smallest device the run fits on. */
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reports/snapshot_read.h"
+#include "reports/read/snapshot_read.h"
 #include "tools/replay.h"
 #include "tools/report_tool.h"
 

@@ -6,8 +6,8 @@
 #include <stddef.h>
 
 #include "allocator/allocator.h"
-#include "reports/report.h"
-#include "reports/tracker.h"
+#include "reports/write/report.h"
+#include "reports/track/tracker.h"
 
 typedef struct report_args {
     const char *out[4];  /* --txt, --json, --html, --pickle; NULL: not asked */

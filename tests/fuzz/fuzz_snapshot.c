@@ -12,9 +12,9 @@
 #include <string.h>
 
 #include "tests/fuzz/fuzz.h"
-#include "reports/pickle_read.h"
-#include "reports/report_internal.h"
-#include "reports/snapshot_read.h"
+#include "reports/read/pickle_read.h"
+#include "reports/write/report_internal.h"
+#include "reports/read/snapshot_read.h"
 
 /* Every value reachable within a bounded walk (shared and cyclic values
  * included) is readable. */

@@ -1,6 +1,7 @@
 """A small PyTorch training loop for scripts/gpu-check.sh: under the preload
 (PYTORCH_NO_CUDA_MEMORY_CACHING=1 LD_PRELOAD=libcudalloc.so), or with cudalloc
-as PyTorch's pluggable allocator. Prints the final loss and the step time."""
+as PyTorch's pluggable allocator (by hand: pluggable LIB; through the cudalloc
+module: module, with python/ on PYTHONPATH). Prints the final loss and the step time."""
 import sys
 import time
 
@@ -17,6 +18,9 @@ if mode == "pluggable":  # with every hook cudalloc has (README: PyTorch)
     alloc.allocator().set_reset_fn(fn("cudalloc_torch_empty_cache"))
     alloc.allocator().set_base_alloc_fn(fn("cudalloc_torch_base_alloc"))
     torch.cuda.memory.change_current_allocator(alloc)
+elif mode == "module":
+    import cudalloc
+    cudalloc.use_as_torch_allocator()
 
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).cuda()
@@ -42,3 +46,7 @@ if mode == "pluggable":  # out of memory raises PyTorch's exception, and the run
         print("torch pluggable oom: torch.OutOfMemoryError")
     torch.cuda.empty_cache()
     print(f"torch pluggable after oom: {torch.ones(4, device='cuda').sum().item():.0f}")
+if mode == "module":
+    s = cudalloc.stats()
+    print(f"cudalloc stats: available {cudalloc.available()}, peak allocated {s['allocated_bytes.all.peak']} B, "
+          f"{s['num_device_alloc']} device allocations")

@@ -1,4 +1,4 @@
-/* The offsets of reports/pylayouts.h against CPython's own headers: walker.sh
+/* The offsets of reports/capture/pylayouts.h against CPython's own headers: walker.sh
  * builds this with each installed Python's include directory (internal
  * headers included) and runs it. */
 #define Py_BUILD_CORE 1
@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "reports/pylayouts.h"
+#include "reports/capture/pylayouts.h"
 
 static int good, bad;
 

@@ -10,11 +10,11 @@
 #include <time.h>
 
 #include "allocator/allocator.h"
-#include "reports/named_frames.h"
-#include "reports/pyframes.h"
-#include "reports/stacks.h"
-#include "reports/symbolize.h"
-#include "reports/tracker.h"
+#include "reports/capture/named_frames.h"
+#include "reports/capture/pyframes.h"
+#include "reports/capture/stacks.h"
+#include "reports/capture/symbolize.h"
+#include "reports/track/tracker.h"
 #include "util/export.h"
 
 static ca_stacks *S;

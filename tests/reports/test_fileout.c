@@ -10,7 +10,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 
-#include "reports/fileout.h"
+#include "reports/write/fileout.h"
 
 static char err[CA_OUT_ERRLEN];
 

@@ -8,7 +8,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "reports/json.h"
+#include "reports/write/json.h"
 
 static void check_json(const char *text, const char *expected_py)
 {

@@ -6,8 +6,8 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "reports/json.h"
-#include "reports/json_read.h"
+#include "reports/write/json.h"
+#include "reports/read/json_read.h"
 
 static ca_doc *parse(const char *s, char *err, size_t errlen) {
     size_t n = strlen(s);

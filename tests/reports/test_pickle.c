@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "reports/pickle.h"
+#include "reports/write/pickle.h"
 
 /* Checker shared by the tests: loads argv[1], compares it with EXPECTED
  * (defined by each test's script), and checks the opcode stream. */

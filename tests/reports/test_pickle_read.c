@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "reports/pickle_read.h"
+#include "reports/read/pickle_read.h"
 
 /* ---- a canonical text of a value, the same as canon() in Python below ---- */
 

@@ -6,8 +6,8 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "reports/fmt.h"
-#include "reports/svg.h"
+#include "reports/write/fmt.h"
+#include "reports/write/svg.h"
 
 /* Python side: every <svg> element parses with xml.etree, and the page
  * holds no reference to anything outside itself. */

@@ -10,9 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "reports/pickle_read.h"
-#include "reports/report.h"
-#include "reports/snapshot_read.h"
+#include "reports/read/pickle_read.h"
+#include "reports/write/report.h"
+#include "reports/read/snapshot_read.h"
 
 static double now(void) {
     struct timespec ts;

@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "allocator/allocator.h"
-#include "reports/tracker.h"
+#include "reports/track/tracker.h"
 
 #define LIVE 64
 static void *ring[LIVE];

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "allocator/allocator.h"
-#include "reports/leaks.h"
-#include "reports/tracker.h"
+#include "reports/diagnose/leaks.h"
+#include "reports/track/tracker.h"
 
 #define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)

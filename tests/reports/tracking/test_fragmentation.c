@@ -4,7 +4,7 @@
 #include <check.h>
 
 #include "allocator/allocator.h"
-#include "reports/fragmentation.h"
+#include "reports/diagnose/fragmentation.h"
 #include "tests/reports/tracking/sim.h"
 
 static ca_allocator *make(size_t capacity, int expandable, ca_tracker **t) {

@@ -6,9 +6,9 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "reports/named_frames.h"
-#include "reports/stacks.h"
-#include "reports/symbolize.h"
+#include "reports/capture/named_frames.h"
+#include "reports/capture/stacks.h"
+#include "reports/capture/symbolize.h"
 
 #define THREADS 4
 #define FRAMES 500

@@ -5,9 +5,9 @@
 #include <check.h>
 
 #include "allocator/allocator.h"
-#include "reports/oom.h"
-#include "reports/report.h"
-#include "reports/report_internal.h"
+#include "reports/diagnose/oom.h"
+#include "reports/write/report.h"
+#include "reports/write/report_internal.h"
 #include "tests/reports/tracking/sim.h"
 
 static ca_allocator *make(size_t capacity, int expandable, ca_tracker **t) {
@@ -91,7 +91,7 @@ START_TEST(beyond_the_device) {
     ca_oom_info info;
     ck_assert_int_eq(ca_malloc(a, SIZE_MAX - 1000, 0, &q, &info), CA_ERR_OOM);
     ck_assert_ptr_null(q);
-    ca_tracker_oom(t, &info);
+    ca_oom_diagnose(t, &info);
     ca_oom_record r;
     ck_assert_int_eq(last_verdict(t, &r), CA_OOM_BEYOND);
     ck_assert_uint_eq(r.requested, SIZE_MAX - 1000);
@@ -141,7 +141,7 @@ START_TEST(not_there) {
     ck_assert_int_eq(ca_malloc(a, 60 * MIB, 0, &p, NULL), CA_OK);
     ca_oom_info info;
     ck_assert_int_eq(ca_malloc(a, 32 * MIB, 0, &q, &info), CA_ERR_OOM);
-    ca_tracker_oom(t, &info);
+    ca_oom_diagnose(t, &info);
     ca_oom_record r;
     ck_assert_int_eq(last_verdict(t, &r), CA_OOM_NOT_THERE);
     ck_assert_uint_eq(r.info.allocated, 60 * MIB);
@@ -166,7 +166,7 @@ static int fragment_and_ask(int expandable, ca_oom_record *r) {
     ca_oom_info info;
     int rc = ca_malloc(a, 12 * MIB, 0, &q, &info);
     if (rc == CA_ERR_OOM) {
-        ca_tracker_oom(t, &info);
+        ca_oom_diagnose(t, &info);
         last_verdict(t, r);
     } else {
         ca_free(a, q, 0);
@@ -207,7 +207,7 @@ START_TEST(held_by_a_leak_and_projection) {
     for (int it = 0; it < 40 && failed_at < 0; it++) {
         if (leaky_iteration(a, t, &info) != CA_OK) {
             failed_at = it;
-            ca_tracker_oom(t, &info);
+            ca_oom_diagnose(t, &info);
         }
         if (it == 5) { /* a report after iteration 5: where will it fail? */
             ca_report_ctx c;

@@ -5,7 +5,7 @@
 #include <check.h>
 #include <stdlib.h>
 
-#include "reports/period.h"
+#include "reports/track/period.h"
 
 typedef struct seq {
     uint32_t *s;

@@ -7,8 +7,8 @@
 #include <check.h>
 #include <string.h>
 
-#include "reports/pyframes.h"
-#include "reports/stacks.h"
+#include "reports/capture/pyframes.h"
+#include "reports/capture/stacks.h"
 
 enum { N = CA_PY_NATIVE, E = CA_PY_EVAL, I = CA_PY_INTERNAL };
 

@@ -9,7 +9,8 @@
 #include <fcntl.h>
 
 #include "allocator/allocator.h"
-#include "reports/report.h"
+#include "reports/diagnose/oom.h"
+#include "reports/write/report.h"
 #include "tests/reports/tracking/sim.h"
 #include "tools/trace.h"
 
@@ -48,7 +49,7 @@ static void run(ca_allocator **pa, ca_tracker **pt, int marks) {
     void *big;
     ca_oom_info info;
     ck_assert_int_eq(ca_malloc(a, 80 * MIB, 0, &big, &info), CA_ERR_OOM);
-    ca_tracker_oom(t, &info);
+    ca_oom_diagnose(t, &info);
     *pa = a;
     *pt = t;
 }

@@ -9,7 +9,8 @@
 #include <check.h>
 
 #include "allocator/allocator.h"
-#include "reports/report.h"
+#include "reports/diagnose/oom.h"
+#include "reports/write/report.h"
 #include "tests/reports/tracking/sim.h"
 
 #define NOINLINE __attribute__((noinline))
@@ -56,7 +57,7 @@ static NOINLINE void run(ca_allocator **pa, ca_tracker **pt, int oom) {
         void *big;
         ca_oom_info info;
         ck_assert_int_eq(ca_malloc(a, 240 * MIB, 0, &big, &info), CA_ERR_OOM);
-        ca_tracker_oom(t, &info);
+        ca_oom_diagnose(t, &info);
     }
     *pa = a;
     *pt = t;

@@ -8,7 +8,7 @@
 #include <check.h>
 
 #include "allocator/allocator.h"
-#include "reports/report.h"
+#include "reports/write/report.h"
 #include "tests/reports/tracking/sim.h"
 
 #define NOINLINE __attribute__((noinline))

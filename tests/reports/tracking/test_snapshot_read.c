@@ -8,10 +8,10 @@
 #include "tests/reports/helpers.h" /* first: it defines _GNU_SOURCE */
 #include <check.h>
 
-#include "reports/json_read.h"
-#include "reports/named_frames.h"
-#include "reports/report.h"
-#include "reports/snapshot_read.h"
+#include "reports/read/json_read.h"
+#include "reports/capture/named_frames.h"
+#include "reports/write/report.h"
+#include "reports/read/snapshot_read.h"
 
 #define MIB (1u << 20)
 static const char *GEN = "tests/data/snapshots/make_snapshots.py";

@@ -7,8 +7,8 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "reports/stacks.h"
-#include "reports/symbolize.h"
+#include "reports/capture/stacks.h"
+#include "reports/capture/symbolize.h"
 
 static ca_stacks *S;
 

@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 
 #include "allocator/allocator.h"
+#include "reports/diagnose/oom.h"
 #include "tests/reports/tracking/sim.h"
 
 static ca_live_view *find_live(ca_track_snap *s, uintptr_t addr) {
@@ -308,7 +309,7 @@ START_TEST(oom_record) {
     ck_assert_int_eq(ca_malloc(a, 12 * MIB, 0, &p, NULL), CA_OK);
     ca_oom_info info;
     ck_assert_int_eq(ca_malloc(a, 8 * MIB, 0, &q, &info), CA_ERR_OOM);
-    ca_tracker_oom(t, &info);
+    ca_oom_diagnose(t, &info);
     ca_track_snap s;
     ca_tracker_snapshot(t, &s);
     ck_assert_uint_eq(s.n_ooms, 1);

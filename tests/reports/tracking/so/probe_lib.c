@@ -1,8 +1,8 @@
 /* A shared object holding the allocator and the tracker, as libcudalloc.so
  * does: its own frames must not show in the call sites it reports. */
 #include "allocator/allocator.h"
-#include "reports/report.h"
-#include "reports/tracker.h"
+#include "reports/write/report.h"
+#include "reports/track/tracker.h"
 #include "util/export.h"
 
 static ca_allocator *A;

@@ -1,0 +1,467 @@
+/* The tracker: live allocations, call-site histories, the event ring and
+ * OOM records; iterations are in iterations.c, the mapped ranges in
+ * ranges.c. See tracker.h. */
+#define _GNU_SOURCE
+#include "reports/track/tracker_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define TLS __thread __attribute__((tls_model("initial-exec")))
+
+void ca_tracker_options_default(ca_tracker_options *o) {
+    memset(o, 0, sizeof *o);
+    o->max_frames = 32;
+    o->capture_stacks = 1;
+    o->trace_events = (size_t)1 << 20;
+    o->warmup = 1;
+    o->detect = 1;
+    o->detect_events = (size_t)1 << 18;
+}
+
+/* Grows *arr (elements of `size` bytes) to hold `need`; 0 on success. */
+int ca_track_grow(void **arr, size_t *cap, size_t need, size_t size) {
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 16;
+    while (c < need) c *= 2;
+    void *p = realloc(*arr, c * size);
+    if (!p) return -1;
+    *arr = p;
+    *cap = c;
+    return 0;
+}
+
+static uint64_t next_serial(void) {
+    static _Atomic uint64_t serials;
+    return atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed) + 1;
+}
+
+ca_tracker *ca_tracker_new(const ca_tracker_options *o) {
+    ca_tracker *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    if (o) t->opt = *o;
+    else ca_tracker_options_default(&t->opt);
+    if (t->opt.stacks) {
+        t->stacks = t->opt.stacks;
+    } else {
+        t->stacks = ca_stacks_new(t->opt.max_frames ? t->opt.max_frames : 32);
+        t->own_stacks = 1;
+        if (!t->stacks) {
+            free(t);
+            return NULL;
+        }
+    }
+    t->serial = next_serial();
+    ca_lock_init(&t->lock);
+    ca_clock_ref_now(&t->start);
+    t->ring_cap = t->opt.trace_events;
+    if (t->opt.detect && t->ring_cap) {
+        t->detect_state = DETECT_TRYING;
+        t->next_try = DETECT_FIRST_TRY;
+    }
+    if (!(t->ooms = calloc(CA_MAX_OOM_RECORDS, sizeof *t->ooms))) {
+        ca_tracker_destroy(t);
+        return NULL;
+    }
+    return t;
+}
+
+void ca_tracker_destroy(ca_tracker *t) {
+    if (!t) return;
+    HASH_CLEAR(hh, t->live);
+    while (t->slabs) {
+        slab *s = t->slabs;
+        t->slabs = s->next;
+        free(s);
+    }
+    if (t->own_stacks) ca_stacks_free(t->stacks);
+    free(t->sites);
+    free(t->dirty);
+    free(t->dirty_list);
+    free(t->ring);
+    free(t->threads);
+    free(t->streams);
+    free(t->bounds);
+    free(t->ranges);
+    free(t->ooms);
+    free(t);
+}
+
+void ca_tracker_attach(ca_tracker *t, ca_allocator *a) { ca_set_observer(a, ca_tracker_observe, t); }
+void ca_tracker_detach(ca_tracker *t, ca_allocator *a) {
+    (void)t;
+    ca_set_observer(a, NULL, NULL);
+}
+
+ca_stacks *ca_tracker_stacks(ca_tracker *t) { return t->stacks; }
+void ca_tracker_fork_child(ca_tracker *t) {
+    ca_lock_init(&t->lock);
+    if (t->own_stacks) ca_stacks_fork_child(t->stacks);
+}
+
+int ca_tracker_warn_once(ca_tracker *t) { return !atomic_exchange_explicit(&t->warned, 1, memory_order_relaxed); }
+ca_site_mode ca_tracker_site_mode(const ca_tracker *t) {
+    return t->opt.capture_stacks ? CA_SITES_STACK : CA_SITES_SIZE;
+}
+
+uint32_t ca_tracker_site(ca_tracker *t, const uintptr_t *ips, unsigned n) {
+    return ca_stacks_intern(t->stacks, ips, n);
+}
+
+uint32_t ca_tracker_size_site(ca_tracker *t, uint64_t requested) {
+    uintptr_t ip = (uintptr_t)requested;
+    return ca_stacks_intern(t->stacks, &ip, 1);
+}
+
+/* ---- small tables (lock held) ---- */
+
+static TLS uint64_t tl_serial;
+static TLS uint16_t tl_thread;
+
+static uint16_t index_of(uint64_t **tab, size_t *n, size_t *cap, uint64_t v) {
+    for (size_t i = 0; i < *n; i++)
+        if ((*tab)[i] == v) return (uint16_t)i;
+    if (*n >= UINT16_MAX || ca_track_grow((void **)tab, cap, *n + 1, sizeof **tab)) return UINT16_MAX;
+    (*tab)[*n] = v;
+    return (uint16_t)(*n)++;
+}
+
+static uint16_t thread_index(ca_tracker *t, uint64_t os_tid) {
+    if (os_tid) return index_of(&t->threads, &t->n_threads, &t->cap_threads, os_tid);
+    if (tl_serial == t->serial) return tl_thread;
+    uint16_t i = index_of(&t->threads, &t->n_threads, &t->cap_threads, (uint64_t)syscall(SYS_gettid));
+    tl_serial = t->serial;
+    tl_thread = i;
+    return i;
+}
+
+static uint16_t stream_index(ca_tracker *t, uint64_t s) {
+    if (t->n_streams && s == t->last_stream) return t->last_stream_idx;
+    uint16_t i = index_of(&t->streams, &t->n_streams, &t->cap_streams, s);
+    t->last_stream = s;
+    t->last_stream_idx = i;
+    return i;
+}
+
+static ca_site_stat *site_stat(ca_tracker *t, uint32_t site) {
+    if (site >= t->cap_sites) {
+        uint32_t cap = t->cap_sites ? t->cap_sites : 256;
+        while (cap <= site) cap *= 2;
+        ca_site_stat *s = realloc(t->sites, cap * sizeof *s);
+        if (!s) return NULL;
+        t->sites = s;
+        uint8_t *d = realloc(t->dirty, cap);
+        if (!d) return NULL;
+        t->dirty = d;
+        memset(t->sites + t->cap_sites, 0, (cap - t->cap_sites) * sizeof *s);
+        memset(t->dirty + t->cap_sites, 0, cap - t->cap_sites);
+        for (uint32_t i = t->cap_sites; i < cap; i++) t->sites[i].site = i;
+        t->cap_sites = cap;
+    }
+    if (site > t->max_site) t->max_site = site;
+    if (!t->dirty[site] && !GROW(t->dirty_list, t->cap_dirty, t->n_dirty + 1)) {
+        t->dirty[site] = 1;
+        t->dirty_list[t->n_dirty++] = site;
+    }
+    return &t->sites[site];
+}
+
+static live *live_new(ca_tracker *t) {
+    live *e = t->spare;
+    if (e) {
+        t->spare = e->hh.next;
+        return e;
+    }
+    slab *s = malloc(sizeof *s);
+    if (!s) return NULL;
+    s->next = t->slabs;
+    t->slabs = s;
+    t->n_slabs++;
+    for (size_t i = 1; i < SLAB; i++) {
+        s->e[i].hh.next = t->spare;
+        t->spare = &s->e[i];
+    }
+    return &s->e[0];
+}
+
+static void live_put(ca_tracker *t, live *e) {
+    e->hh.next = t->spare;
+    t->spare = e;
+}
+
+/* ---- the ring ---- */
+
+static void log_event(ca_tracker *t, ca_evk kind, uint64_t addr, uint64_t bytes, uint64_t block,
+                      uint64_t ticks, uint32_t site, uint16_t thread, uint16_t stream) {
+    uint64_t seq = t->seq++;
+    if (!t->ring_cap) return;
+    if (!t->ring && !(t->ring = malloc(t->ring_cap * sizeof *t->ring))) {
+        t->ring_cap = 0;
+        return;
+    }
+    const uint64_t max48 = (UINT64_C(1) << 48) - 1;
+    uint64_t b = bytes > max48 ? max48 : bytes;
+    uint64_t rounded = (b + CA_ROUND - 1) & ~(uint64_t)(CA_ROUND - 1);
+    uint64_t round = block > rounded ? (block - rounded) / CA_ROUND : 0;
+    if (round > 0xfff) round = 0xfff;
+    ca_ev *e = &t->ring[seq % t->ring_cap];
+    e->addr = addr;
+    e->packed = b | round << 48 | (uint64_t)kind << 60;
+    e->ticks = ticks;
+    e->site = site;
+    e->thread = thread;
+    e->stream = stream;
+}
+
+/* ---- recording ---- */
+
+void ca_tracker_record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint64_t thread,
+                       uint64_t ticks) {
+    int stamp = !ticks && !t->opt.time_is_index;
+    if (stamp) ticks = ca_ticks();
+    ca_lock_acquire(&t->lock);
+    if (!ticks) ticks = t->seq + 1;
+    uint16_t th = thread_index(t, thread), sm = stream_index(t, ev->stream);
+    switch (ev->kind) {
+    case CA_EV_ALLOC: {
+        /* Detected iterations: a boundary due before this allocation. */
+        int match = t->detect_state == DETECT_FOUND && t->source == CA_ITER_DETECTED
+                        ? ca_period_matcher_push(&t->matcher, site)
+                        : 0;
+        if ((t->pending || match == CA_PERIOD_STARTED) && t->source == CA_ITER_DETECTED) {
+            t->marks[CA_ITER_DETECTED]++;
+            ca_track_boundary(t, ticks);
+        }
+        t->pending = 0;
+        live *l;
+        HASH_FIND(hh, t->live, &ev->addr, sizeof(uintptr_t), l);
+        if (l) { /* missed a free: forget the old one */
+            HASH_DELETE(hh, t->live, l);
+            t->n_live--;
+            ca_site_stat *st = site_stat(t, l->site);
+            if (st && st->live_count) st->live_count--, st->live_bytes -= l->size;
+            t->allocated -= l->size;
+            t->requested -= l->requested;
+            live_put(t, l);
+        }
+        ca_site_stat *st = site_stat(t, site);
+        if (!st) st = site_stat(t, site = CA_SITE_NONE);
+        if (st) st->live_count++, st->live_bytes += ev->size, st->allocs++;
+        if ((l = live_new(t))) {
+            *l = (live){.addr = ev->addr, .size = ev->size, .requested = ev->requested, .birth_ticks = ticks,
+                        .site = site, .birth_iter = t->iteration, .thread = th, .stream = sm};
+            int hash_oom = 0;
+            HASH_ADD(hh, t->live, addr, sizeof(uintptr_t), l);
+            if (hash_oom) live_put(t, l);
+            else t->n_live++;
+        }
+        t->n_allocs++;
+        t->allocated += ev->size;
+        t->requested += ev->requested;
+        if (t->allocated > t->peak_allocated) t->peak_allocated = t->allocated;
+        if (t->allocated > t->iter_peak_allocated) t->iter_peak_allocated = t->allocated;
+        log_event(t, CA_EVK_ALLOC, ev->addr, ev->requested, ev->size, ticks, site, th, sm);
+        if (match == CA_PERIOD_ENDS_AFTER)
+            t->pending = 1; /* the next allocation starts an iteration */
+        else if (t->detect_state == DETECT_TRYING && t->seq >= t->next_try)
+            ca_track_try_detect(t);
+        break;
+    }
+    case CA_EV_FREE: {
+        live *l;
+        HASH_FIND(hh, t->live, &ev->addr, sizeof(uintptr_t), l);
+        if (!l) {
+            t->n_unknown_frees++; /* made before the tracker was attached */
+            break;
+        }
+        HASH_DELETE(hh, t->live, l);
+        t->n_live--;
+        ca_site_stat *st = site_stat(t, l->site);
+        if (st && st->live_count) st->live_count--, st->live_bytes -= l->size;
+        t->n_frees++;
+        t->allocated -= l->size;
+        t->requested -= l->requested;
+        log_event(t, CA_EVK_FREE, l->addr, l->requested, l->size, ticks, l->site, th, l->stream);
+        live_put(t, l);
+        break;
+    }
+    case CA_EV_SEGMENT_MAP:
+        ca_track_ranges_map(t, ev->addr, ev->size, sm);
+        t->reserved += ev->size;
+        if (t->reserved > t->peak_reserved) t->peak_reserved = t->reserved;
+        if (t->reserved > t->iter_peak_reserved) t->iter_peak_reserved = t->reserved;
+        log_event(t, CA_EVK_MAP, ev->addr, ev->size, ev->size, ticks, site, th, sm);
+        break;
+    case CA_EV_SEGMENT_UNMAP:
+        ca_track_ranges_unmap(t, ev->addr, ev->size);
+        t->reserved -= ev->size < t->reserved ? ev->size : t->reserved;
+        log_event(t, CA_EVK_UNMAP, ev->addr, ev->size, ev->size, ticks, site, th, sm);
+        break;
+    case CA_EV_OOM: {
+        uint64_t idx = t->n_ooms;
+        if (t->n_ooms < CA_MAX_OOM_RECORDS) {
+            ca_oom_record *r = &t->ooms[t->n_ooms++];
+            memset(r, 0, sizeof *r);
+            r->seq = t->seq;
+            r->ticks = ticks;
+            r->site = site;
+            r->iteration = t->iteration;
+            r->thread = th;
+            r->stream = sm;
+            r->requested = ev->requested ? ev->requested : ev->size;
+        }
+        t->n_ooms_total++;
+        /* the size asked goes whole in addr, the record's index in the bytes */
+        log_event(t, CA_EVK_OOM, ev->requested ? ev->requested : ev->size, idx, 0, ticks, site, th, sm);
+        break;
+    }
+    }
+    ca_lock_release(&t->lock);
+}
+
+void ca_tracker_observe(void *tracker, const ca_trace_event *ev) {
+    ca_tracker *t = tracker;
+    uint32_t site = CA_SITE_NONE;
+    if (ev->kind == CA_EV_ALLOC || ev->kind == CA_EV_OOM)
+        site = t->opt.capture_stacks ? ca_stacks_capture(t->stacks)
+                                     : ca_tracker_size_site(t, ev->requested ? ev->requested : ev->size);
+    else if ((ev->kind == CA_EV_SEGMENT_MAP || ev->kind == CA_EV_SEGMENT_UNMAP) && t->opt.capture_stacks)
+        site = ca_stacks_capture(t->stacks); /* the call that made the allocator map (an allocation) or unmap */
+    ca_tracker_record(t, ev, site, 0, 0);
+}
+
+/* ---- OOM records ---- */
+
+void ca_tracker_oom(ca_tracker *t, const ca_oom_info *info, ca_oom_judge_fn *judge) {
+    ca_lock_acquire(&t->lock);
+    /* Judging needs iterations: look for the loop now if it is still unknown. */
+    if (t->detect_state == DETECT_TRYING && t->seq) ca_track_try_detect(t);
+    uint16_t th = thread_index(t, 0);
+    ca_oom_record *r = NULL;
+    for (size_t i = t->n_ooms; i-- > 0;)
+        if (!t->ooms[i].have_info && t->ooms[i].thread == th) {
+            r = &t->ooms[i];
+            break;
+        }
+    if (!r && t->n_ooms < CA_MAX_OOM_RECORDS) { /* the observer did not see it */
+        r = &t->ooms[t->n_ooms++];
+        memset(r, 0, sizeof *r);
+        r->seq = t->seq;
+        r->ticks = t->opt.time_is_index ? t->seq + 1 : ca_ticks();
+        r->iteration = t->iteration;
+        r->thread = th;
+        r->stream = stream_index(t, info->stream);
+        r->requested = info->requested;
+        t->n_ooms_total++;
+    }
+    if (r) {
+        r->have_info = 1;
+        r->info = *info;
+        size_t n_sites = t->cap_sites < (size_t)t->max_site + 1 ? t->cap_sites : (size_t)t->max_site + 1;
+        if (judge) judge(r, t->sites, n_sites, t->iteration);
+    }
+    ca_lock_release(&t->lock);
+}
+
+/* ---- reading ---- */
+
+size_t ca_tracker_memory(ca_tracker *t, size_t *live_allocations) {
+    ca_lock_acquire(&t->lock);
+    size_t bytes = sizeof *t + t->n_slabs * sizeof(slab) + t->cap_sites * (sizeof *t->sites + 1) +
+                   t->cap_dirty * sizeof *t->dirty_list + t->cap_bounds * sizeof *t->bounds +
+                   t->cap_ranges * sizeof *t->ranges + CA_MAX_OOM_RECORDS * sizeof *t->ooms +
+                   (t->cap_threads + t->cap_streams) * sizeof(uint64_t);
+    if (t->live) bytes += t->live->hh.tbl->num_buckets * sizeof(UT_hash_bucket) + sizeof(UT_hash_table);
+    if (t->ring) bytes += (t->seq < t->ring_cap ? t->seq : t->ring_cap) * sizeof *t->ring;
+    if (live_allocations) *live_allocations = t->n_live;
+    ca_lock_release(&t->lock);
+    return bytes + (t->own_stacks ? ca_stacks_memory(t->stacks) : 0);
+}
+
+static int by_addr(const void *a, const void *b) {
+    const ca_live_view *x = a, *y = b;
+    return (x->addr > y->addr) - (x->addr < y->addr);
+}
+
+#define DUP(dst, src, n)                                                                           \
+    do {                                                                                           \
+        if ((n) && !((dst) = malloc((n) * sizeof *(dst)))) goto fail;                              \
+        if (n) memcpy((dst), (src), (n) * sizeof *(dst));                                          \
+    } while (0)
+
+int ca_tracker_snapshot(ca_tracker *t, ca_track_snap *s) {
+    memset(s, 0, sizeof *s);
+    ca_clock_ref now;
+    ca_clock_ref_now(&now);
+    ca_lock_acquire(&t->lock);
+    if (t->detect_state == DETECT_TRYING && t->seq) ca_track_try_detect(t);
+    s->site_mode = ca_tracker_site_mode(t);
+    s->device = t->opt.device;
+    s->time_is_index = t->opt.time_is_index;
+    ca_clock_conv_init(&s->clock, &t->start, &now);
+    s->stacks = t->stacks;
+    s->iteration = t->iteration;
+    s->source = t->source;
+    memcpy(s->marks, t->marks, sizeof s->marks);
+    s->detect_state = t->detect_state;
+    s->detect_period = t->detect_state == DETECT_FOUND ? t->period.period : 0;
+    s->allocated = t->allocated;
+    s->requested = t->requested;
+    s->reserved = t->reserved;
+    s->peak_allocated = t->peak_allocated;
+    s->peak_reserved = t->peak_reserved;
+    s->n_allocs = t->n_allocs;
+    s->n_frees = t->n_frees;
+    s->n_unknown_frees = t->n_unknown_frees;
+    s->warmup = t->opt.warmup;
+    s->seq = t->seq;
+    s->n_ooms_total = t->n_ooms_total;
+
+    if (t->n_live && !(s->live = malloc(t->n_live * sizeof *s->live))) goto fail;
+    for (live *l = t->live; l; l = l->hh.next)
+        s->live[s->n_live++] = (ca_live_view){l->addr, l->size, l->requested, l->birth_ticks,
+                                              l->site, l->birth_iter, l->thread, l->stream};
+    size_t ns = 0;
+    for (uint32_t i = 0; i <= t->max_site && i < t->cap_sites; i++) ns += t->sites[i].allocs > 0;
+    if (ns && !(s->sites = malloc(ns * sizeof *s->sites))) goto fail;
+    for (uint32_t i = 0; i <= t->max_site && i < t->cap_sites; i++) {
+        if (!t->sites[i].allocs) continue;
+        s->sites[s->n_sites++] = t->sites[i];
+    }
+    size_t kept = t->ring ? (t->seq < t->ring_cap ? t->seq : t->ring_cap) : 0;
+    if (kept && !(s->events = malloc(kept * sizeof *s->events))) goto fail;
+    s->first_seq = t->seq - kept;
+    for (size_t i = 0; i < kept; i++) s->events[i] = t->ring[(s->first_seq + i) % t->ring_cap];
+    s->n_events = kept;
+    DUP(s->bounds, t->bounds, t->n_bounds);
+    s->n_bounds = t->n_bounds;
+    DUP(s->ranges, t->ranges, t->n_ranges);
+    s->n_ranges = t->n_ranges;
+    DUP(s->ooms, t->ooms, t->n_ooms);
+    s->n_ooms = t->n_ooms;
+    DUP(s->threads, t->threads, t->n_threads);
+    s->n_threads = t->n_threads;
+    DUP(s->streams, t->streams, t->n_streams);
+    s->n_streams = t->n_streams;
+    ca_lock_release(&t->lock);
+    if (s->n_live) qsort(s->live, s->n_live, sizeof *s->live, by_addr);
+    return 0;
+fail:
+    ca_lock_release(&t->lock);
+    ca_track_snap_free(s);
+    return -1;
+}
+
+void ca_track_snap_free(ca_track_snap *s) {
+    free(s->live);
+    free(s->sites);
+    free(s->events);
+    free(s->bounds);
+    free(s->ranges);
+    free(s->ooms);
+    free(s->threads);
+    free(s->streams);
+    memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,113 @@
+/* What the tracker's files share (track/ only: no other room includes it):
+ * the tracker's state, and the steps one file takes for another. Everything
+ * in struct ca_tracker below the lock is touched only with it held. */
+#ifndef CA_TRACKER_INTERNAL_H
+#define CA_TRACKER_INTERNAL_H
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "allocator/lock.h"
+#include "reports/track/period.h"
+#include "reports/track/tracker.h"
+
+/* Out of memory inside uthash: drop the entry, never exit the program. */
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(e) (hash_oom = 1)
+/* Addresses are 512-byte aligned: a multiplicative hash of addr >> 9. */
+#define HASH_FUNCTION(keyptr, keylen, hashv)                                                       \
+    do {                                                                                           \
+        uint64_t k_ = (uint64_t)(*(const uintptr_t *)(keyptr)) >> 9;                               \
+        (hashv) = (unsigned)((k_ * 0x9E3779B97F4A7C15ull) >> 32);                                  \
+    } while (0)
+#define HASH_KEYCMP(a, b, n) (*(const uintptr_t *)(a) != *(const uintptr_t *)(b))
+#include <uthash.h>
+
+/* One live allocation: 48 bytes of data and uthash's handle. */
+typedef struct live {
+    uintptr_t addr;
+    uint64_t size, requested, birth_ticks;
+    uint32_t site, birth_iter;
+    uint16_t thread, stream;
+    UT_hash_handle hh;
+} live;
+
+#define SLAB 1024
+typedef struct slab {
+    struct slab *next;
+    live e[SLAB];
+} slab;
+
+enum { DETECT_OFF, DETECT_TRYING, DETECT_FOUND, DETECT_GAVE_UP };
+/* Detection waits for a window of this many events (then doubles it): a
+ * smaller one may hold only part of the first iteration. Reports try once
+ * more on whatever there is. */
+#define DETECT_FIRST_TRY 8192
+
+struct ca_tracker {
+    ca_tracker_options opt;
+    ca_stacks *stacks;
+    int own_stacks;
+    uint64_t serial;
+    ca_clock_ref start;
+    ca_lock lock;
+
+    live *live, *spare;
+    slab *slabs;
+    size_t n_slabs, n_live;
+    uint64_t allocated, requested, reserved, peak_allocated, peak_reserved;
+    uint64_t iter_peak_allocated, iter_peak_reserved;
+    uint64_t n_allocs, n_frees, n_unknown_frees;
+
+    ca_site_stat *sites; /* by site id */
+    uint8_t *dirty;
+    uint32_t cap_sites, max_site;
+    uint32_t *dirty_list;
+    size_t n_dirty, cap_dirty;
+
+    ca_ev *ring;
+    size_t ring_cap;
+    uint64_t seq;
+
+    uint64_t *threads, *streams;
+    size_t n_threads, n_streams, cap_threads, cap_streams;
+    uint64_t last_stream;
+    uint16_t last_stream_idx;
+
+    uint32_t iteration;
+    ca_iter_source source;
+    uint64_t marks[4];
+    ca_boundary *bounds;
+    size_t n_bounds, cap_bounds;
+
+    int detect_state, pending;
+    uint64_t next_try;
+    uint64_t detect_from; /* the first event detection looks at (ca_tracker_set_baseline) */
+    ca_period period;
+    ca_period_matcher matcher;
+
+    ca_range *ranges;
+    size_t n_ranges, cap_ranges;
+
+    ca_oom_record *ooms;
+    size_t n_ooms;
+    uint64_t n_ooms_total;
+    _Atomic int warned;
+};
+
+/* Grows *arr (elements of `size` bytes) to hold `need`; 0 on success. */
+int ca_track_grow(void **arr, size_t *cap, size_t need, size_t size);
+#define GROW(arr, cap, need) ca_track_grow((void **)&(arr), &(cap), (need), sizeof *(arr))
+
+/* ranges.c: the mapped-range table, joined where neighbours of one stream
+ * touch, split where the middle of a range is unmapped. */
+void ca_track_ranges_map(ca_tracker *t, uintptr_t addr, uint64_t size, uint16_t stream);
+void ca_track_ranges_unmap(ca_tracker *t, uintptr_t addr, uint64_t size);
+
+/* iterations.c: the iteration in progress ends now (before event number
+ * t->seq); and one try at finding the loop in the ring (detect_state
+ * DETECT_TRYING), which marks the boundaries found. */
+void ca_track_boundary(ca_tracker *t, uint64_t ticks);
+void ca_track_try_detect(ca_tracker *t);
+
+#endif

@@ -1,0 +1,487 @@
+/* Everything a report says, computed once (snapshot, statistics,
+ * fragmentation, leaks, symbols, verdict); writing the files; the exit
+ * summary. The formats themselves are in report_*.c. */
+#define _GNU_SOURCE
+#include "reports/write/report.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "reports/write/fileout.h"
+#include "reports/write/fmt.h"
+#include "reports/capture/named_frames.h"
+#include "reports/diagnose/oom.h"
+#include "reports/capture/pyframes.h"
+#include "reports/write/report_internal.h"
+
+/* No loop and fewer allocations than this: one line, nothing to judge. */
+#define CA_SMALL_PROGRAM_ALLOCS 1000
+/* A caching allocator on top asks for few segments: past this many
+ * allocations the pattern is not looked for. */
+#define CA_CACHING_MAX_ALLOCS 4096
+
+void ca_report_options_default(ca_report_options *o) {
+    memset(o, 0, sizeof *o);
+    o->formats = CA_REPORT_ALL;
+    o->csv_iterations = 1;
+    o->symbolize = 1;
+    o->symbolize_timeout_ms = 10000;
+    o->expandable = -1;
+    o->rank = -1;
+}
+
+const char *ca_report_bytes(double bytes, char *buf, size_t n) {
+    ca_fmt_bytes(buf, n, bytes < 0 ? 0 : bytes);
+    return buf;
+}
+
+const ca_oom_record *ca_report_ran_out(const ca_report_ctx *c) {
+    const ca_track_snap *s = &c->snap;
+    for (size_t i = s->n_ooms; i-- > 0;) {
+        const ca_oom_record *r = &s->ooms[i];
+        if (r->iteration + 1 < s->iteration) return NULL;
+        /* asking for more than the whole device says nothing about running out */
+        if (!(r->have_info && r->verdict == CA_OOM_BEYOND)) return r;
+    }
+    return NULL;
+}
+
+double ca_report_time(const ca_report_ctx *c, uint64_t ticks) {
+    if (c->snap.time_is_index) return (double)ticks;
+    return (double)ca_clock_since_start_ns(&c->snap.clock, ticks) / 1e9;
+}
+
+size_t ca_report_frames(const ca_report_ctx *c, uint32_t site, const ca_frame **out, size_t max) {
+    if (c->snap.site_mode == CA_SITES_SIZE || !c->sym) return 0;
+    const uintptr_t *ips;
+    unsigned n = ca_stacks_get(c->snap.stacks, site, &ips);
+    size_t k = 0;
+    int leading = 1;
+    for (unsigned i = 0; i < n && k < max; i++) {
+        const ca_frame *f = ca_symtab_get(c->sym, ips[i]);
+        if (!f) continue;
+        if (leading && ca_frame_is_own(f)) continue;
+        leading = 0;
+        out[k++] = f;
+    }
+    return k;
+}
+
+/* Python code that comes with Python or is installed into it (PyTorch's
+ * own Python layers, the standard library), as opposed to the program's. */
+static int library_file(const char *file) {
+    return strstr(file, "/site-packages/") || strstr(file, "/dist-packages/") || strstr(file, "/lib/python3.") ||
+           strstr(file, "/lib64/python3.") || !strncmp(file, "<frozen ", 8);
+}
+
+/* The frame a site is named after. With Python frames: the innermost one of
+ * the program's own code (what lies below it is the CUDA runtime, ctypes,
+ * PyTorch's C++ and Python layers), else the innermost Python frame. Without:
+ * the innermost frame. */
+/* Which of a site's frames fr[0..n) names it: the innermost Python frame of
+ * the program's own code (not a library's), else the innermost Python frame,
+ * else the innermost frame. -1 when there is none. */
+static long label_index(const ca_frame *const *fr, size_t n) {
+    long first_python = -1;
+    for (size_t i = 0; i < n; i++) {
+        if (!ca_ip_is_named(fr[i]->ip) || strcmp(fr[i]->module, CA_PY_MODULE)) continue;
+        if (!library_file(fr[i]->file)) return (long)i;
+        if (first_python < 0) first_python = (long)i;
+    }
+    return first_python >= 0 ? first_python : n ? 0 : -1;
+}
+
+static const ca_frame *label_frame(const ca_report_ctx *c, uint32_t site) {
+    const ca_frame *fr[CA_STACK_MAX_FRAMES];
+    long i = label_index(fr, ca_report_frames(c, site, fr, CA_STACK_MAX_FRAMES));
+    return i >= 0 ? fr[i] : NULL;
+}
+
+void ca_report_site_label(const ca_report_ctx *c, uint32_t site, char *buf, size_t n) {
+    if (c->snap.site_mode == CA_SITES_SIZE) {
+        const uintptr_t *ips;
+        char b[32];
+        if (ca_stacks_get(c->snap.stacks, site, &ips) == 1)
+            snprintf(buf, n, "allocations of %s (%llu B)", ca_report_bytes((double)ips[0], b, sizeof b),
+                     (unsigned long long)ips[0]);
+        else
+            snprintf(buf, n, "unknown call site");
+        return;
+    }
+    const ca_frame *f = label_frame(c, site);
+    if (!f)
+        snprintf(buf, n, "unknown call site");
+    else if (f->line)
+        snprintf(buf, n, "%s (%s:%u)", f->function, f->file, f->line);
+    else
+        snprintf(buf, n, "%s (%s)", f->function, f->module);
+}
+
+void ca_report_finding_root(const ca_report_ctx *c, size_t i, char *buf, size_t n) {
+    *buf = 0;
+    if (i >= c->n_findings || !c->findings[i].has_root) return;
+    uintptr_t ip = c->findings[i].root_ip;
+    const ca_frame *f = c->sym ? ca_symtab_get(c->sym, ip) : NULL;
+    if (!f) snprintf(buf, n, "0x%llx", (unsigned long long)ip);
+    else if (f->line) snprintf(buf, n, "%s (%s:%u)", f->function, f->file, f->line);
+    else snprintf(buf, n, "%s (%s)", f->function, f->module);
+}
+
+void ca_report_finding_title(const ca_report_ctx *c, size_t i, char *buf, size_t n) {
+    *buf = 0;
+    if (i >= c->n_findings) return;
+    const ca_finding *f = &c->findings[i];
+    char label[1024], root[512];
+    int by_size = c->snap.site_mode == CA_SITES_SIZE;
+    ca_report_site_label(c, c->leaks[f->first].site, label, sizeof label);
+    ca_report_finding_root(c, i, root, sizeof root);
+    if (!by_size && f->kind != CA_FINDING_TOGETHER) {
+        /* The allocating function is often a helper: name its caller too. */
+        const ca_frame *fr[CA_STACK_MAX_FRAMES];
+        size_t nf = ca_report_frames(c, c->leaks[f->first].site, fr, CA_STACK_MAX_FRAMES);
+        long at = label_index(fr, nf);
+        if (at >= 0 && (size_t)at + 1 < nf) {
+            const ca_frame *caller = fr[at + 1];
+            size_t len = strlen(label);
+            if (caller->line)
+                snprintf(label + len, sizeof label - len, " called from %s (%s:%u)", caller->function, caller->file,
+                         caller->line);
+            else
+                snprintf(label + len, sizeof label - len, " called from %s (%s)", caller->function, caller->module);
+        }
+    }
+    switch (f->kind) {
+    case CA_FINDING_BUFFER:
+        snprintf(buf, n, "a buffer (%s%s) is made again larger every iteration", by_size ? "" : "from ", label);
+        break;
+    case CA_FINDING_SITE:
+        snprintf(buf, n, "%s%s are kept", by_size ? "" : "allocations from ", label);
+        break;
+    case CA_FINDING_TOGETHER:
+        if (*root && f->retained_graph)
+            snprintf(buf, n, "a forward pass run under %s is kept alive (%zu call sites)", root, f->n_sites);
+        else if (*root)
+            snprintf(buf, n, "%zu call sites under %s keep allocations", f->n_sites, root);
+        else
+            snprintf(buf, n, "%zu %s grow together%s", f->n_sites, by_size ? "allocation sizes" : "call sites",
+                     f->retained_graph ? " (a retained graph?)" : "");
+        break;
+    }
+}
+
+/* Adds the frames of a site to the symbol table. */
+static void want_site(ca_report_ctx *c, uint32_t site) {
+    const uintptr_t *ips;
+    unsigned n = ca_stacks_get(c->snap.stacks, site, &ips);
+    for (unsigned i = 0; i < n; i++) ca_symtab_add(c->sym, ips[i]);
+}
+
+static void decide_verdict(ca_report_ctx *c) {
+    const ca_track_snap *s = &c->snap;
+    char b1[32], b2[32], b3[32];
+    if (s->n_ooms) {
+        const ca_oom_record *r = &s->ooms[s->n_ooms - 1];
+        c->verdict = CA_VERDICT_OOM;
+        snprintf(c->verdict_line, sizeof c->verdict_line,
+                 "OUT OF MEMORY (%llu failed allocation%s), the last at iteration %u asking %s: %s.",
+                 (unsigned long long)s->n_ooms_total, s->n_ooms_total == 1 ? "" : "s", r->iteration,
+                 ca_report_bytes((double)r->requested, b1, sizeof b1),
+                 r->have_info ? ca_oom_verdict_text(r->verdict) : "no allocator figures were given");
+    } else if (c->n_leak_findings) {
+        c->verdict = CA_VERDICT_LEAK;
+        const ca_finding *f = &c->findings[0];
+        char title[1024], more[128] = "", when[96] = "";
+        ca_report_finding_title(c, 0, title, sizeof title);
+        if (c->n_leak_findings > 1)
+            snprintf(more, sizeof more, " (%zu more finding%s: +%s every iteration in all)", c->n_leak_findings - 1,
+                     c->n_leak_findings == 2 ? "" : "s", ca_report_bytes(c->leak_rate, b3, sizeof b3));
+        if (c->leak_oom_iteration >= 0)
+            snprintf(when, sizeof when, "; at this rate the device runs out at iteration %lld",
+                     (long long)c->leak_oom_iteration);
+        uint64_t held = s->n_bounds ? s->bounds[s->n_bounds - 1].allocated : s->allocated;
+        snprintf(c->verdict_line, sizeof c->verdict_line, "LEAK: %s: +%s every iteration%s; held at the last boundary %s%s.",
+                 title, ca_report_bytes(f->bytes_per_iteration, b1, sizeof b1), more,
+                 ca_report_bytes((double)held, b2, sizeof b2), when);
+    } else if (c->small_program) {
+        c->verdict = CA_VERDICT_NO_ITERATIONS;
+        snprintf(c->verdict_line, sizeof c->verdict_line,
+                 "NO ITERATIONS: a short program: %llu allocation%s (%llu freed, %zu live), peak allocated %s, "
+                 "peak reserved %s; no loop, so no leak to judge.",
+                 (unsigned long long)s->n_allocs, s->n_allocs == 1 ? "" : "s", (unsigned long long)s->n_frees,
+                 s->n_live, ca_report_bytes((double)s->peak_allocated, b1, sizeof b1),
+                 ca_report_bytes((double)s->peak_reserved, b2, sizeof b2));
+    } else if (!s->iteration) {
+        c->verdict = CA_VERDICT_NO_ITERATIONS;
+        snprintf(c->verdict_line, sizeof c->verdict_line,
+                 "NO ITERATIONS: no boundary was marked (cudalloc_step(), NVTX) or detected in %llu "
+                 "allocations, so leaks cannot be told from a healthy loop's memory.",
+                 (unsigned long long)s->n_allocs);
+    } else if (s->iteration < s->warmup + CA_LEAK_MIN_GROWTHS) {
+        c->verdict = CA_VERDICT_FEW_ITERATIONS;
+        snprintf(c->verdict_line, sizeof c->verdict_line,
+                 "TOO FEW ITERATIONS: %u (%s); a leak shows after warm-up (%u) plus %d iterations. "
+                 "No leak so far.",
+                 s->iteration, ca_iter_source_name(s->source), s->warmup, CA_LEAK_MIN_GROWTHS);
+    } else {
+        c->verdict = CA_VERDICT_HEALTHY;
+        snprintf(c->verdict_line, sizeof c->verdict_line,
+                 "HEALTHY: no leak over %u iterations (%s); peak allocated %s, peak reserved %s, "
+                 "fragmentation %.0f%% of %s cached.",
+                 s->iteration, ca_iter_source_name(s->source),
+                 ca_report_bytes((double)s->peak_allocated, b1, sizeof b1),
+                 ca_report_bytes((double)s->peak_reserved, b2, sizeof b2), c->frag.fragmentation * 100,
+                 ca_report_bytes((double)c->frag.cached_free, b3, sizeof b3));
+    }
+    if (c->verdict != CA_VERDICT_LEAK && c->n_findings > c->n_leak_findings) {
+        /* Slow growth: said, never the verdict. */
+        double rate = 0;
+        for (size_t i = c->n_leak_findings; i < c->n_findings; i++) rate += c->findings[i].bytes_per_iteration;
+        size_t len = strlen(c->verdict_line);
+        snprintf(c->verdict_line + len, sizeof c->verdict_line - len,
+                 " Note: slow growth of +%s per iteration, negligible (under %.1f%% of the working set per "
+                 "iteration; see the report).",
+                 ca_report_bytes(rate, b1, sizeof b1), 100.0 / CA_NOTE_WORKING_SETS);
+    }
+}
+
+/* PyTorch's caching allocator under the preload: it asks for segments (2
+ * MiB for small tensors, 20 MiB for medium ones, larger requests rounded up
+ * to 2 MiB from 10 MiB on) and keeps them. */
+#define SEG_UNIT ((uint64_t)2 << 20)
+static int segment_sized(uint64_t b) {
+    return b && b % SEG_UNIT == 0 && (b == SEG_UNIT || b == 10 * SEG_UNIT || b >= 5 * SEG_UNIT);
+}
+
+static void detect_caching(ca_report_ctx *c) {
+    const ca_track_snap *s = &c->snap;
+    c->caching_warning[0] = 0;
+    /* Few allocations, almost none freed, nearly all live ones segment-sized,
+     * at least one of the two fixed segment sizes. */
+    if (s->n_allocs > CA_CACHING_MAX_ALLOCS || s->n_live < 2 || s->n_frees * 10 > s->n_allocs) return;
+    size_t seg = 0, fixed = 0;
+    for (size_t i = 0; i < s->n_live; i++) {
+        uint64_t r = s->live[i].requested;
+        seg += segment_sized(r);
+        fixed += r == SEG_UNIT || r == 10 * SEG_UNIT;
+    }
+    if (!fixed || seg * 10 < s->n_live * 9) return;
+    snprintf(c->caching_warning, sizeof c->caching_warning,
+             "these allocations look like a caching allocator's segments (%llu allocations, %zu of the %zu live "
+             "ones 2 MiB, 20 MiB or larger multiples of 2 MiB, %llu freed): cudalloc sees the cache, not the "
+             "tensors in it. For PyTorch set PYTORCH_NO_CUDA_MEMORY_CACHING=1 (cudalloc run does for Python "
+             "programs) or use cudalloc as its pluggable allocator.",
+             (unsigned long long)s->n_allocs, seg, s->n_live, (unsigned long long)s->n_frees);
+}
+
+int ca_report_ctx_init(ca_report_ctx *c, ca_tracker *t, ca_allocator *a, const ca_report_options *o,
+                       int full) {
+    memset(c, 0, sizeof *c);
+    if (o) c->opt = *o;
+    else ca_report_options_default(&c->opt);
+    /* The allocator's views first: they take its locks, which must never be
+     * taken while the tracker's is held. */
+    if (a) {
+        ca_get_stats(a, &c->stats);
+        c->have_stats = 1;
+    }
+    if (ca_tracker_snapshot(t, &c->snap) != 0) return -1;
+    if (ca_frag_compute(&c->snap, a, &c->frag) != 0) goto fail;
+    if (!a && c->opt.device_total) { /* offline: the device size given, the reserved memory recorded */
+        c->frag.have_device = 1;
+        c->frag.device_total = c->opt.device_total;
+        c->frag.device_free = c->opt.device_total > c->frag.reserved ? c->opt.device_total - c->frag.reserved : 0;
+    }
+    if (c->opt.device_unknown) c->frag.have_device = 0;
+    if (c->frag.have_device) {
+        c->have_headroom = 1;
+        c->headroom = ca_leak_headroom(&c->snap, c->frag.device_free + c->frag.cached_free);
+    }
+    c->n_growing = ca_leaks_find(&c->snap, c->have_headroom, c->headroom, &c->leaks);
+    c->n_findings = ca_findings_find(&c->snap, c->leaks, c->n_growing, c->have_headroom, c->headroom,
+                                     &c->findings, &c->n_leaks);
+    if (c->n_growing && !c->n_findings) c->n_leaks = c->n_growing; /* out of memory grouping: sites as they are */
+    while (c->n_leak_findings < c->n_findings && !c->findings[c->n_leak_findings].note) c->n_leak_findings++;
+    c->working_set = ca_leak_working_set(&c->snap);
+    for (size_t i = 0; i < c->n_leak_findings; i++) c->leak_rate += c->findings[i].bytes_per_iteration;
+    c->small_program = !c->snap.iteration && !c->snap.n_ooms && c->snap.n_allocs < CA_SMALL_PROGRAM_ALLOCS;
+    detect_caching(c);
+    c->leak_oom_iteration = c->have_headroom && c->snap.iteration
+                                ? ca_leak_projection(c->snap.iteration - 1, c->headroom, c->leak_rate)
+                                : -1;
+    /* Written just after running out: what happened, not a projection. */
+    if (ca_report_ran_out(c)) {
+        c->leak_oom_iteration = -1;
+        for (size_t i = 0; i < c->n_growing; i++) c->leaks[i].projected_oom_iteration = -1;
+        for (size_t i = 0; i < c->n_findings; i++) c->findings[i].projected_oom_iteration = -1;
+    }
+    if (c->snap.site_mode == CA_SITES_STACK) {
+        if (!(c->sym = ca_symtab_new())) goto fail;
+        /* Every site with allocations for the snapshot; the failing calls of
+         * OOMs (sites with no allocation of their own) always. */
+        if (full) {
+            for (size_t i = 0; i < c->snap.n_sites; i++) want_site(c, c->snap.sites[i].site);
+            /* and the calls that mapped or unmapped memory (segment events) */
+            for (size_t i = 0; i < c->snap.n_events; i++) {
+                const ca_ev *e = &c->snap.events[i];
+                ca_evk k = ca_ev_kind(e);
+                if ((k == CA_EVK_MAP || k == CA_EVK_UNMAP) && e->site != CA_SITE_NONE) want_site(c, e->site);
+            }
+        }
+        for (size_t i = 0; i < c->n_growing; i++) want_site(c, c->leaks[i].site);
+        for (size_t i = 0; i < c->snap.n_ooms; i++) {
+            want_site(c, c->snap.ooms[i].site);
+            for (uint32_t k = 0; k < c->snap.ooms[i].n_top; k++) want_site(c, c->snap.ooms[i].top_site[k]);
+        }
+        ca_symtab_resolve(c->sym, c->opt.symbolize, c->opt.symbolize_timeout_ms);
+    }
+    decide_verdict(c);
+    return 0;
+fail:
+    ca_report_ctx_free(c);
+    return -1;
+}
+
+void ca_report_ctx_free(ca_report_ctx *c) {
+    ca_track_snap_free(&c->snap);
+    ca_frag_free(&c->frag);
+    free(c->leaks);
+    free(c->findings);
+    ca_symtab_free(c->sym);
+    memset(c, 0, sizeof *c);
+}
+
+typedef int (*writer_fn)(const ca_report_ctx *, FILE *);
+static const struct {
+    unsigned bit;
+    const char *ext;
+    writer_fn fn;
+} writers[] = {
+    {CA_REPORT_TXT, ".txt", ca_report_txt},       {CA_REPORT_JSON, ".json", ca_report_json},
+    {CA_REPORT_PICKLE, ".pickle", ca_report_pickle}, {CA_REPORT_HTML, ".html", ca_report_html},
+    {CA_REPORT_CSV, ".csv", ca_report_csv},
+};
+#define N_WRITERS (sizeof writers / sizeof writers[0])
+
+/* One file through ca_out: temporary name, then rename. */
+static int write_one(const ca_report_ctx *c, writer_fn fn, const char *path, char *err, size_t errlen) {
+    if (!strcmp(path, "-")) {
+        int rc = fn(c, stdout);
+        if (fflush(stdout) != 0 || rc != 0) {
+            snprintf(err, errlen, "cannot write the report to stdout");
+            return -1;
+        }
+        return 0;
+    }
+    ca_out *o = ca_out_open(path, err, errlen);
+    if (!o) return -1;
+    if (fn(c, ca_out_file(o)) != 0) {
+        snprintf(err, errlen, "%s: writing failed", path);
+        ca_out_abort(o);
+        return -1;
+    }
+    return ca_out_commit(o, err, errlen);
+}
+
+int ca_report_write(ca_tracker *t, ca_allocator *a, const char *prefix, const ca_report_options *o) {
+    ca_report_options opt;
+    if (o) opt = *o;
+    else ca_report_options_default(&opt);
+    char err[CA_OUT_ERRLEN] = "";
+    int failed = 0;
+    char *base = ca_path_expand(prefix ? prefix : "", err, sizeof err);
+    ca_report_ctx c;
+    if (!base) {
+        failed = 1;
+    } else if (ca_report_ctx_init(&c, t, a, &opt, (opt.formats & (CA_REPORT_PICKLE | CA_REPORT_HTML)) != 0) != 0) {
+        snprintf(err, sizeof err, "out of memory preparing the report");
+        failed = 1;
+    } else {
+        size_t len = strlen(base);
+        char *path = malloc(len + 16);
+        for (size_t i = 0; path && i < N_WRITERS; i++) {
+            if (!(opt.formats & writers[i].bit)) continue;
+            memcpy(path, base, len);
+            strcpy(path + len, writers[i].ext);
+            char e[CA_OUT_ERRLEN];
+            if (write_one(&c, writers[i].fn, path, e, sizeof e) != 0 && !failed++) memcpy(err, e, sizeof err);
+        }
+        if (!path) failed = 1, snprintf(err, sizeof err, "out of memory");
+        free(path);
+        ca_report_ctx_free(&c);
+    }
+    if (failed && ca_tracker_warn_once(t))
+        fprintf(stderr, "cudalloc: warning: report %s not written (%s); going on\n", base ? base : prefix, err);
+    free(base);
+    return failed ? -1 : 0;
+}
+
+int ca_report_write_file(ca_tracker *t, ca_allocator *a, unsigned format, const char *path,
+                         const ca_report_options *o, char *err, size_t errlen) {
+    for (size_t i = 0; i < N_WRITERS; i++) {
+        if (writers[i].bit != format) continue;
+        ca_report_ctx c;
+        if (ca_report_ctx_init(&c, t, a, o, format & (CA_REPORT_PICKLE | CA_REPORT_HTML)) != 0) {
+            snprintf(err, errlen, "out of memory preparing the report");
+            return -1;
+        }
+        int rc = write_one(&c, writers[i].fn, path, err, errlen);
+        ca_report_ctx_free(&c);
+        return rc;
+    }
+    snprintf(err, errlen, "unknown report format %u", format);
+    return -1;
+}
+
+void ca_report_summary(ca_tracker *t, ca_allocator *a, FILE *f) {
+    ca_report_options o;
+    ca_report_options_default(&o);
+    o.symbolize_timeout_ms = 2000;
+    ca_report_ctx c;
+    if (ca_report_ctx_init(&c, t, a, &o, 0) != 0) {
+        fprintf(f, "cudalloc: (no summary: out of memory)\n");
+        return;
+    }
+    const ca_track_snap *s = &c.snap;
+    char b1[32], b2[32], b3[32], label[1024];
+    fprintf(f, "cudalloc: %s\n", c.verdict_line);
+    if (c.small_program) {
+        if (*c.caching_warning) fprintf(f, "cudalloc: warning: %s\n", c.caching_warning);
+        ca_report_ctx_free(&c);
+        return;
+    }
+    fprintf(f, "cudalloc: %u iterations (%s); peak allocated %s, peak reserved %s; %llu allocations\n",
+            s->iteration, ca_iter_source_name(s->source), ca_report_bytes((double)s->peak_allocated, b1, sizeof b1),
+            ca_report_bytes((double)s->peak_reserved, b2, sizeof b2), (unsigned long long)s->n_allocs);
+    for (size_t i = 0; i < c.n_leak_findings && i < 3; i++) {
+        const ca_finding *fd = &c.findings[i];
+        ca_report_finding_title(&c, i, label, sizeof label);
+        fprintf(f, "cudalloc:   leak %zu: +%s/iteration since iteration %u: %s\n", i + 1,
+                ca_report_bytes(fd->bytes_per_iteration, b1, sizeof b1), fd->growth_since, label);
+        if (fd->n_sites > 1) {
+            const ca_leak *l = &c.leaks[fd->first];
+            ca_report_site_label(&c, l->site, label, sizeof label);
+            fprintf(f, "cudalloc:     the largest of its %zu sites: +%s/iteration: %s\n", fd->n_sites,
+                    ca_report_bytes(l->bytes_per_iteration, b1, sizeof b1), label);
+        }
+    }
+    if (c.n_leak_findings > 3) fprintf(f, "cudalloc:   ... and %zu more leaks\n", c.n_leak_findings - 3);
+    if (c.n_findings > c.n_leak_findings) {
+        const ca_finding *fd = &c.findings[c.n_leak_findings];
+        ca_report_finding_title(&c, c.n_leak_findings, label, sizeof label);
+        fprintf(f, "cudalloc:   note: slow growth, not a leak: +%s/iteration (%.4f%% of the working set): %s%s\n",
+                ca_report_bytes(fd->bytes_per_iteration, b1, sizeof b1), fd->working_set_share * 100, label,
+                c.n_findings - c.n_leak_findings > 1 ? "; and more in the report" : "");
+    }
+    for (size_t i = 0; i < s->n_ooms && i < 3; i++) {
+        const ca_oom_record *r = &s->ooms[s->n_ooms - 1 - i];
+        fprintf(f, "cudalloc:   OOM at iteration %u asking %s: %s\n", r->iteration,
+                ca_report_bytes((double)r->requested, b1, sizeof b1),
+                r->have_info ? ca_oom_verdict_name(r->verdict) : "unjudged");
+    }
+    fprintf(f, "cudalloc: reserved %s, allocated %s, cached free %s (largest piece %s, fragmentation %.0f%%)\n",
+            ca_report_bytes((double)c.frag.reserved, b1, sizeof b1), ca_report_bytes((double)c.frag.allocated, b2, sizeof b2),
+            ca_report_bytes((double)c.frag.cached_free, b3, sizeof b3),
+            ca_report_bytes((double)c.frag.largest_free, label, sizeof label), c.frag.fragmentation * 100);
+    if (*c.caching_warning) fprintf(f, "cudalloc: warning: %s\n", c.caching_warning);
+    ca_report_ctx_free(&c);
+}

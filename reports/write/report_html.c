@@ -1,0 +1,262 @@
+/* PREFIX.html: one self-contained page (inline SVG from reports/write/svg.h, one
+ * small inline script, no network): the verdict; the leaks as findings, each
+ * shown once with its advice and its call sites folded beneath; memory event
+ * by event (out-of-memory failures marked; hover shows the time, allocated,
+ * reserved and the call stack of the nearest drawn event) and per iteration;
+ * the segment map, fragmentation and the OOM verdicts. The drawings are in
+ * report_html_plots.c. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reports/diagnose/oom.h"
+#include "reports/write/report_internal.h"
+#include "reports/write/svg.h"
+
+#define MAX_FRAMES_SHOWN 12
+
+static void td_bytes(FILE *f, double v) {
+    char b[32];
+    fprintf(f, "<td class=\"num\">%s</td>", ca_report_bytes(v, b, sizeof b));
+}
+
+static void row_bytes(FILE *f, const char *name, double v) {
+    fputs("<tr><th>", f);
+    ca_html_escape(f, name);
+    fputs("</th>", f);
+    td_bytes(f, v);
+    fputs("</tr>\n", f);
+}
+
+void ca_report_frame_text(const ca_frame *fr, char *buf, size_t n) {
+    if (fr->line) snprintf(buf, n, "%s at %s:%u", fr->function, fr->file, fr->line);
+    else snprintf(buf, n, "%s in %s", fr->function, fr->module);
+}
+
+static void frames_pre(const ca_report_ctx *c, FILE *f, uint32_t site) {
+    char label[512];
+    if (c->snap.site_mode == CA_SITES_SIZE) {
+        ca_report_site_label(c, site, label, sizeof label);
+        ca_html_escape(f, label);
+        return;
+    }
+    const ca_frame *fr[MAX_FRAMES_SHOWN];
+    size_t n = ca_report_frames(c, site, fr, MAX_FRAMES_SHOWN);
+    ca_report_site_label(c, site, label, sizeof label);
+    fputs("<details><summary>", f);
+    ca_html_escape(f, label);
+    fputs("</summary><pre>", f);
+    for (size_t i = 0; i < n; i++) {
+        char line[1024];
+        int k = snprintf(line, sizeof line, "#%zu ", i);
+        ca_report_frame_text(fr[i], line + k, sizeof line - (size_t)k - 1);
+        strcat(line, "\n");
+        ca_html_escape(f, line);
+    }
+    fputs("</pre></details>", f);
+}
+
+/* ---- findings ----
+ *
+ * A finding is one reason memory piles up (reports/diagnose/leaks.h): the call sites
+ * one retained graph (or one kept list) grows through, shown once with one
+ * advice text, its sites folded beneath. */
+
+/* When the device runs out: after an OOM, when it did; else the projection
+ * of this finding alone and, with several, of all leaks together (the
+ * verdict line's figure). */
+static void finding_when(const ca_report_ctx *c, FILE *f, const ca_finding *g) {
+    const ca_oom_record *oom = ca_report_ran_out(c);
+    if (oom) {
+        fprintf(f, "<strong>The device ran out of memory at iteration %u.</strong>", oom->iteration);
+        return;
+    }
+    if (g->note && g->iterations_to_fill >= 0) {
+        fprintf(f, "It would fill the device in %.0f iterations.", g->iterations_to_fill);
+        return;
+    }
+    if (g->projected_oom_iteration < 0) {
+        fputs("When the device runs out: unknown (no device figures).", f);
+        return;
+    }
+    fprintf(f, "At this rate the device runs out at iteration %" PRId64, g->projected_oom_iteration);
+    if (c->n_leak_findings > 1 && c->leak_oom_iteration >= 0)
+        fprintf(f, " (this finding alone; all leaks together: iteration %" PRId64 ")", c->leak_oom_iteration);
+    fputs(".", f);
+}
+
+static void member_table(const ca_report_ctx *c, FILE *f, const ca_finding *g) {
+    int alone = !ca_report_ran_out(c) && c->have_headroom && !g->note;
+    fputs("<table>\n<tr><th>#</th><th>per iteration</th><th>allocations per iteration</th><th>growing since "
+          "iteration</th><th>live now</th>",
+          f);
+    if (alone) fputs("<th>device runs out at iteration if only this site leaked</th>", f);
+    fputs("<th>call site</th></tr>\n", f);
+    for (size_t m = 0; m < g->n_sites; m++) {
+        const ca_leak *l = &c->leaks[g->first + m];
+        fprintf(f, "<tr><td>%zu</td>", m + 1);
+        td_bytes(f, l->bytes_per_iteration);
+        fprintf(f, "<td class=\"num\">%.2f</td><td class=\"num\">%u</td>", l->count_per_iteration, l->growth_since);
+        td_bytes(f, (double)l->live_bytes);
+        if (alone) {
+            if (l->projected_oom_iteration >= 0) fprintf(f, "<td class=\"num\">%" PRId64 "</td>", l->projected_oom_iteration);
+            else fputs("<td>unknown</td>", f);
+        }
+        fputs("<td>", f);
+        frames_pre(c, f, l->site);
+        fputs("</td></tr>\n", f);
+    }
+    fputs("</table>\n", f);
+}
+
+static void finding_box(const ca_report_ctx *c, FILE *f, size_t i) {
+    const ca_finding *g = &c->findings[i];
+    char b1[32], b2[32], b3[32], title[1024];
+    ca_report_finding_title(c, i, title, sizeof title);
+    fprintf(f, "<div class=\"finding%s\">\n<h3>", g->note ? " note" : "");
+    if (g->note) fprintf(f, "Note %zu, slow growth: ", i - c->n_leak_findings + 1);
+    else fprintf(f, "Finding %zu: ", i + 1);
+    ca_html_escape(f, title);
+    fprintf(f, ": +%s every iteration</h3>\n<p>", ca_report_bytes(g->bytes_per_iteration, b1, sizeof b1));
+    fprintf(f, "%.1f allocations per iteration, growing since iteration %u; live now %s in %" PRIu64
+               " allocations (%s above the level before the growth); %.*f%% of the working set per iteration. ",
+            g->count_per_iteration, g->growth_since, ca_report_bytes((double)g->live_bytes, b2, sizeof b2),
+            g->live_count, ca_report_bytes((double)g->leaked_bytes, b3, sizeof b3),
+            ca_report_share_digits(g->working_set_share), g->working_set_share * 100);
+    finding_when(c, f, g);
+    fputs("</p>\n<p class=\"advice\"><strong>What to do:</strong> ", f);
+    ca_html_escape(f, g->advice);
+    fputs("</p>\n", f);
+    if (g->n_sites > 1) {
+        fprintf(f, "<details><summary>The %zu call sites, most bytes per iteration first</summary>\n", g->n_sites);
+        member_table(c, f, g);
+        fputs("</details>\n", f);
+    } else {
+        fputs("<div>Allocated at: ", f);
+        frames_pre(c, f, c->leaks[g->first].site);
+        fputs("</div>\n", f);
+    }
+    fputs("</div>\n", f);
+}
+
+static void leak_section(const ca_report_ctx *c, FILE *f) {
+    const ca_track_snap *s = &c->snap;
+    fputs("<h2>Leaks</h2>\n", f);
+    if (!c->n_leak_findings)
+        fputs(s->iteration ? "<p>No call site piles up allocations across iterations.</p>\n"
+                           : "<p>No iteration boundaries: leaks cannot be judged.</p>\n",
+              f);
+    for (size_t i = 0; i < c->n_findings; i++) finding_box(c, f, i);
+}
+
+int ca_report_html(const ca_report_ctx *c, FILE *f) {
+    const ca_track_snap *s = &c->snap;
+    char b1[32];
+    const char *title = c->opt.title ? c->opt.title : "cudalloc report";
+    ca_html_begin(f, title);
+    fputs("<h1>", f);
+    ca_html_escape(f, title);
+    fprintf(f, "</h1>\n<p class=\"verdict %s\"><strong>Verdict:</strong> ",
+            c->verdict == CA_VERDICT_OOM || c->verdict == CA_VERDICT_LEAK ? "bad"
+            : c->verdict == CA_VERDICT_HEALTHY                            ? "good"
+                                                                          : "");
+    ca_html_escape(f, c->verdict_line);
+    fputs("</p>\n", f);
+    if (c->opt.source_name) {
+        fputs("<p>Trace: ", f);
+        ca_html_escape(f, c->opt.source_name);
+        fputs("</p>\n", f);
+    }
+
+    fputs("<h2>Summary</h2>\n<table>\n", f);
+    fprintf(f, "<tr><th>iterations</th><td class=\"num\">%u</td></tr>\n<tr><th>iteration source</th><td>%s</td></tr>\n",
+            s->iteration, ca_iter_source_name(s->source));
+    row_bytes(f, "allocated now", (double)s->allocated);
+    row_bytes(f, "reserved now", (double)s->reserved);
+    row_bytes(f, "peak allocated", (double)s->peak_allocated);
+    row_bytes(f, "peak reserved", (double)s->peak_reserved);
+    fprintf(f, "<tr><th>allocations / frees</th><td class=\"num\">%" PRIu64 " / %" PRIu64 "</td></tr>\n", s->n_allocs,
+            s->n_frees);
+    if (c->frag.have_device) {
+        row_bytes(f, "device free", (double)c->frag.device_free);
+        row_bytes(f, "device total", (double)c->frag.device_total);
+    }
+    fputs("</table>\n", f);
+
+    leak_section(c, f);
+
+    fputs("<h2>Memory</h2>\n", f);
+    ca_report_html_time(c, f);
+    ca_report_html_iterations(c, f);
+
+    const ca_frag *fr = &c->frag;
+    fputs("<h2>Fragmentation</h2>\n", f);
+    ca_report_html_segments(c, f);
+    fputs("<table>\n", f);
+    row_bytes(f, "reserved", (double)fr->reserved);
+    row_bytes(f, "allocated", (double)fr->allocated);
+    row_bytes(f, "cached free", (double)fr->cached_free);
+    row_bytes(f, "largest free block", (double)fr->largest_free);
+    row_bytes(f, "largest allocation possible now", (double)fr->largest_allocation_now);
+    if (c->opt.external_known) {
+        row_bytes(f, "outside cudalloc: allocations (CUPTI)", (double)c->opt.external_alloc_bytes);
+        row_bytes(f, "outside cudalloc: memory pools (CUPTI)", (double)c->opt.external_pool_bytes);
+    }
+    fprintf(f, "<tr><th>fragmentation</th><td class=\"num\">%.1f%%</td></tr>\n</table>\n", fr->fragmentation * 100);
+    if (!c->opt.external_known && c->opt.external_note) {
+        fputs("<p>Memory allocated past cudalloc: not measured (", f);
+        ca_html_escape(f, c->opt.external_note);
+        fputs(").</p>\n", f);
+    }
+    fputs("<table>\n<tr><th>free blocks of at least</th><th>count</th><th>bytes</th></tr>\n", f);
+    for (int b = 0; b < CA_FRAG_BINS; b++) {
+        fprintf(f, "<tr><td>%s</td><td class=\"num\">%" PRIu64 "</td>",
+                ca_report_bytes((double)ca_frag_bin_min(b), b1, sizeof b1), fr->hist_count[b]);
+        td_bytes(f, (double)fr->hist_bytes[b]);
+        fputs("</tr>\n", f);
+    }
+    fputs("</table>\n", f);
+
+    fputs("<h2>Out of memory</h2>\n", f);
+    if (!s->n_ooms) fputs("<p>No allocation failed.</p>\n", f);
+    for (size_t i = 0; i < s->n_ooms; i++) {
+        const ca_oom_record *r = &s->ooms[i];
+        fprintf(f, "<h3>OOM %zu at iteration %u: %s requested</h3>\n", i + 1, r->iteration,
+                ca_report_bytes((double)r->requested, b1, sizeof b1));
+        if (r->have_info) {
+            fputs("<p><strong>", f);
+            ca_html_escape(f, ca_oom_verdict_name(r->verdict));
+            fputs("</strong>: ", f);
+            ca_html_escape(f, ca_oom_verdict_text(r->verdict));
+            fputs(".</p>\n<table>\n", f);
+            row_bytes(f, "device free", (double)r->info.device_free);
+            row_bytes(f, "device total", (double)r->info.device_total);
+            row_bytes(f, "allocated", (double)r->info.allocated);
+            row_bytes(f, "reserved", (double)r->info.reserved);
+            row_bytes(f, "cached", (double)r->info.free_cached);
+            row_bytes(f, "largest free block", (double)r->info.largest_free);
+            row_bytes(f, "held by leaks", (double)r->leaked_bytes);
+            fputs("</table>\n<ul>\n", f);
+            for (const char *const *a = ca_oom_advice(r->verdict); *a; a++) {
+                fputs("<li>", f);
+                ca_html_escape(f, *a);
+                fputs("</li>\n", f);
+            }
+            fputs("</ul>\n", f);
+        }
+        fputs("<div>Failed call: ", f);
+        frames_pre(c, f, r->site);
+        fputs("</div>\n", f);
+        if (r->n_top) fputs("<table>\n<tr><th>live at the failure</th><th>allocations</th><th>call site</th></tr>\n", f);
+        for (uint32_t k = 0; k < r->n_top; k++) {
+            fputs("<tr>", f);
+            td_bytes(f, (double)r->top_bytes[k]);
+            fprintf(f, "<td class=\"num\">%" PRIu64 "</td><td>", r->top_count[k]);
+            frames_pre(c, f, r->top_site[k]);
+            fputs("</td></tr>\n", f);
+        }
+        if (r->n_top) fputs("</table>\n", f);
+    }
+    ca_html_end(f);
+    return ferror(f) ? -1 : 0;
+}

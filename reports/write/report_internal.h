@@ -1,0 +1,103 @@
+/* What the report writers share: everything a report says, computed once. */
+#ifndef CA_REPORT_INTERNAL_H
+#define CA_REPORT_INTERNAL_H
+#include <stdio.h>
+
+#include "allocator/stats.h"
+#include "reports/diagnose/fragmentation.h"
+#include "reports/diagnose/leaks.h"
+#include "reports/write/report.h"
+#include "reports/capture/symbolize.h"
+
+typedef enum {
+    CA_VERDICT_HEALTHY,
+    CA_VERDICT_LEAK,
+    CA_VERDICT_OOM,
+    CA_VERDICT_NO_ITERATIONS,
+    CA_VERDICT_FEW_ITERATIONS,
+} ca_verdict;
+
+typedef struct ca_report_ctx {
+    ca_report_options opt;
+    ca_track_snap snap;
+    int have_stats;
+    ca_stats stats;
+    ca_frag frag;
+    /* Growing sites, grouped into findings (reports/diagnose/leaks.h): leaks[0 ..
+     * n_leaks) are the sites of the leak findings, leaks[n_leaks ..
+     * n_growing) those of the notes (slow growth, not a leak). Each finding
+     * names its sites as the range leaks[first .. first + n_sites). */
+    ca_leak *leaks;
+    size_t n_leaks, n_growing;
+    /* One per cause, to show once each: findings[0 .. n_leak_findings) are
+     * leaks (most bytes per iteration first), the rest up to n_findings are
+     * notes. findings[i].advice is what to do; ca_report_finding_title()
+     * says what it is, ca_report_finding_root() where. */
+    ca_finding *findings;
+    size_t n_findings, n_leak_findings;
+    uint64_t working_set;        /* what the note rule compares growth with */
+    int have_headroom;
+    uint64_t headroom;           /* device free + cached: room for growth */
+    double leak_rate;            /* all leaks together (not notes), bytes per iteration */
+    int64_t leak_oom_iteration;  /* all leaks together; -1 unknown */
+    /* Allocations that look like a caching allocator's segments (few, all
+     * multiples of 2 MiB, almost none freed): cudalloc sees the cache, not
+     * the tensors. The warning text, or "" when not seen. */
+    char caching_warning[384];
+    /* A program with a handful of allocations and no loop: nothing to judge,
+     * one line says so. */
+    int small_program;
+    ca_symtab *sym;
+    ca_verdict verdict;
+    char verdict_line[1024];      /* the first line of the text report */
+} ca_report_ctx;
+
+/* full: symbolize every site (the snapshot needs them all), not only the
+ * ones the text shows. 0, or -1 out of memory. */
+int ca_report_ctx_init(ca_report_ctx *c, ca_tracker *t, ca_allocator *a, const ca_report_options *o,
+                       int full);
+void ca_report_ctx_free(ca_report_ctx *c);
+
+/* The frames of a site, innermost first, cudalloc's own leading frames
+ * dropped; NULL entries never. Returns how many (<= max). */
+size_t ca_report_frames(const ca_report_ctx *c, uint32_t site, const ca_frame **out, size_t max);
+/* "function (file:line)" of the first frame, or "allocations of 4.00 MiB"
+ * (sites by size), or "unknown call site". */
+void ca_report_site_label(const ca_report_ctx *c, uint32_t site, char *buf, size_t n);
+/* What finding i is, for a heading or the verdict: "a forward pass run
+ * under evaluate (train.c:99) is kept alive (20 call sites)", "allocations
+ * from op_matmul (ops.c:101) are kept", "7 allocation sizes grow together
+ * (a retained graph?)". */
+void ca_report_finding_title(const ca_report_ctx *c, size_t i, char *buf, size_t n);
+/* Its root frame as "function (file:line)"; "" when it has none (one site:
+ * the site's label says where; no stacks). */
+void ca_report_finding_root(const ca_report_ctx *c, size_t i, char *buf, size_t n);
+/* The failure a report written now is about: the latest OOM, when it came in
+ * the iteration under way or the one that just ended (then no format projects
+ * an OOM: it happened), unless it asked for more than the device could ever
+ * hold. A program that went on well past an OOM can run out
+ * again, and its projections mean something again. NULL when there is none. */
+const ca_oom_record *ca_report_ran_out(const ca_report_ctx *c);
+/* Digits after the point for a share of the working set in percent: enough
+ * to tell a note's 0.0031% from zero, few for a leak's 35.9%. */
+static inline int ca_report_share_digits(double share) { return share >= 0.01 ? 1 : 4; }
+/* Seconds (or event numbers, offline) since the tracker started. */
+double ca_report_time(const ca_report_ctx *c, uint64_t ticks);
+
+int ca_report_txt(const ca_report_ctx *c, FILE *f);
+int ca_report_json(const ca_report_ctx *c, FILE *f);
+int ca_report_pickle(const ca_report_ctx *c, FILE *f);
+int ca_report_html(const ca_report_ctx *c, FILE *f);
+/* PREFIX.html's drawings (report_html_plots.c): memory event by event, with
+ * hover; memory per iteration; the segment map. */
+void ca_report_html_time(const ca_report_ctx *c, FILE *f);
+void ca_report_html_iterations(const ca_report_ctx *c, FILE *f);
+void ca_report_html_segments(const ca_report_ctx *c, FILE *f);
+/* "op_matmul at ops.c:101" / "fn in module", as the text report prints it. */
+void ca_report_frame_text(const ca_frame *fr, char *buf, size_t n);
+int ca_report_csv(const ca_report_ctx *c, FILE *f);
+
+/* "1.50 GiB" */
+const char *ca_report_bytes(double bytes, char *buf, size_t n);
+
+#endif
