@@ -52,7 +52,10 @@ static int write_device(ca_device *d) {
     o.csv_iterations = ca_conf.trace_iterations;
     o.rank = ca_rank_env();
     external(d->ordinal, &o);
-    return ca_report_write(d->tracker, d->alloc, prefix, &o);
+    ca_device_lock(d); /* not while a reset replaces the allocator */
+    int rc = ca_report_write(d->tracker, d->alloc, prefix, &o);
+    ca_device_unlock(d);
+    return rc;
 }
 
 static void write_one(ca_device *d, void *failed) {
@@ -133,8 +136,12 @@ void ca_report_oom(ca_device *d, const ca_oom_info *o) {
 
 static void summarize(ca_device *d, void *ctx) {
     ca_stats s;
+    ca_device_lock(d);
     ca_get_stats(d->alloc, &s);
-    if (!s.allocation[CA_POOL_ALL].allocated) return;
+    if (!s.allocation[CA_POOL_ALL].allocated && !s.num_ooms) { /* a device never asked for memory */
+        ca_device_unlock(d);
+        return;
+    }
     if (d->tracker) {
         ca_report_summary(d->tracker, d->alloc, stderr);
     } else {
@@ -144,6 +151,7 @@ static void summarize(ca_device *d, void *ctx) {
                 peak_res ? (double)s.requested_bytes[CA_POOL_ALL].peak / (double)peak_res : 0.0,
                 (long long)s.num_ooms);
     }
+    ca_device_unlock(d);
     print_external(d->ordinal);
 }
 
@@ -153,9 +161,12 @@ void ca_report_exit(void) {
 }
 
 /* SIGUSR1: the handler only posts a semaphore (async-signal-safe); a thread of
- * ours, waiting on it, writes the reports in normal context. */
+ * ours, waiting on it, writes the reports in normal context. The handler is
+ * in place from the library's constructor (a SIGUSR1 that comes before the
+ * first allocation must not kill the program); the thread starts with the
+ * first device, and then writes what was asked before. */
 static sem_t report_requests;
-static bool signal_started;
+static bool handler_set, reporter_started;
 
 static void on_sigusr1(int sig) { sem_post(&report_requests); }
 
@@ -168,34 +179,39 @@ static void *reporter(void *arg) {
     return NULL;
 }
 
-void ca_report_signal_start(void) {
-    if (signal_started || !ca_conf.report[0]) return;
-    signal_started = true;
+void ca_report_signal_init(void) {
     struct sigaction old;
-    if (sigaction(SIGUSR1, NULL, &old) != 0 || old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO)) {
-        ca_warn("the program handles SIGUSR1 itself: use cudalloc_report() to write reports on demand");
-        return;
-    }
-    pthread_t th;
-    sigset_t all, prev;
+    if (!ca_conf.report[0] || sigaction(SIGUSR1, NULL, &old) != 0 || old.sa_handler != SIG_DFL ||
+        (old.sa_flags & SA_SIGINFO))
+        return; /* no reports, or the program's own disposition (inherited SIG_IGN): left alone */
     sem_init(&report_requests, 0, 0);
-    /* the reporter thread takes no signals: they stay with the program's threads */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &prev);
-    int rc = pthread_create(&th, NULL, reporter, NULL);
-    pthread_sigmask(SIG_SETMASK, &prev, NULL);
-    if (rc != 0) return;
-    pthread_detach(th);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigusr1;
     sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR1, &sa, NULL);
+    handler_set = sigaction(SIGUSR1, &sa, NULL) == 0;
 }
 
-/* A forked child has no reporter thread: the next device made starts one. */
-void ca_report_after_fork(void) {
-    if (signal_started) signal(SIGUSR1, SIG_DFL);
-    signal_started = false;
+void ca_report_signal_start(void) {
+    if (reporter_started || !ca_conf.report[0]) return;
+    reporter_started = true;
+    struct sigaction now;
+    if (!handler_set || sigaction(SIGUSR1, NULL, &now) != 0 || (now.sa_flags & SA_SIGINFO) ||
+        now.sa_handler != on_sigusr1) {
+        ca_warn("the program handles SIGUSR1 itself: use cudalloc_report() to write reports on demand");
+        return;
+    }
+    pthread_t th;
+    sigset_t all, prev;
+    /* the reporter thread takes no signals: they stay with the program's threads */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &prev);
+    int rc = pthread_create(&th, NULL, reporter, NULL);
+    pthread_sigmask(SIG_SETMASK, &prev, NULL);
+    if (rc == 0) pthread_detach(th);
 }
+
+/* A forked child has no reporter thread (the handler is inherited): the next
+ * device made starts one. */
+void ca_report_after_fork(void) { reporter_started = false; }

@@ -29,9 +29,9 @@ ALL_TARGETS += $(LIB)/libcareports.a
 # Check unit tests: tests/reports/test_<name>.c -> $(BUILD)/tests/reports/test_<name>
 REPORTS_TESTS := $(patsubst tests/reports/%.c,$(BUILD)/tests/reports/%,$(wildcard tests/reports/test_*.c))
 
-$(REPORTS_TESTS): $(BUILD)/tests/reports/%: $(OBJ)/tests/reports/%.o $(LIB)/libcareports.a
+$(REPORTS_TESTS): $(BUILD)/tests/reports/%: $(OBJ)/tests/reports/%.o $(LIB)/libcareports.a $(UTIL_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $< -o $@ $(LIB)/libcareports.a $(LDLIBS_CHECK) -lm -lpthread
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(LIB)/libcareports.a $(UTIL_OBJS) $(LDLIBS_CHECK) -lm -lpthread
 
 UNIT_TESTS += $(REPORTS_TESTS)
 

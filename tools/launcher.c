@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tools/elf_needed.h"
+#include "util/prefix.h"
 #include "util/size.h"
 #include "util/version.h"
 
@@ -43,6 +45,22 @@ static int have_gpu(void) {
     return ok;
 }
 
+/* The file execvp will run for prog (searched in PATH when it has no '/'). */
+static int find_program(const char *prog, char *path, size_t n) {
+    if (strchr(prog, '/')) {
+        snprintf(path, n, "%s", prog);
+        return 0;
+    }
+    const char *dirs = getenv("PATH");
+    for (const char *d = dirs ? dirs : "/usr/bin:/bin"; *d;) {
+        size_t len = strcspn(d, ":");
+        snprintf(path, n, "%.*s/%s", (int)len, len ? d : ".", prog);
+        if (access(path, X_OK) == 0) return 0;
+        d += len + (d[len] == ':');
+    }
+    return -1;
+}
+
 /* Is the program Python: named python* (python3, python3.11), a .py
  * script, or a file whose #! line names python (torchrun, accelerate)? */
 static int is_python(const char *prog) {
@@ -51,19 +69,7 @@ static int is_python(const char *prog) {
     size_t n = strlen(base);
     if (!strncmp(base, "python", 6) || (n > 3 && !strcmp(base + n - 3, ".py"))) return 1;
     char path[PATH_MAX];
-    if (strchr(prog, '/')) {
-        snprintf(path, sizeof path, "%s", prog);
-    } else { /* as execvp will find it */
-        const char *dirs = getenv("PATH");
-        int found = 0;
-        for (const char *d = dirs ? dirs : "/usr/bin:/bin"; !found && *d;) {
-            size_t len = strcspn(d, ":");
-            snprintf(path, sizeof path, "%.*s/%s", (int)len, len ? d : ".", prog);
-            found = access(path, X_OK) == 0;
-            d += len + (d[len] == ':');
-        }
-        if (!found) return 0;
-    }
+    if (find_program(prog, path, sizeof path) != 0) return 0;
     FILE *f = fopen(path, "r");
     if (!f) return 0;
     char line[256] = "";
@@ -71,6 +77,19 @@ static int is_python(const char *prog) {
     fclose(f);
     return py;
 }
+
+/* A sanitizer runtime the program links (libasan.so.8, libtsan.so.2, ...):
+ * it refuses to start unless it comes first in LD_PRELOAD. */
+static void note_sanitizer(const char *name, void *ctx) {
+    static const char *const runtimes[] = {"libasan.so", "libtsan.so", "libhwasan.so", "liblsan.so", "libmemprof.so"};
+    for (size_t i = 0; i < sizeof runtimes / sizeof runtimes[0]; i++)
+        if (!strncmp(name, runtimes[i], strlen(runtimes[i])) && !*(char *)ctx)
+            snprintf(ctx, 256, "%s", name);
+}
+
+/* LD_PRELOAD is split on blanks and ':', LD_LIBRARY_PATH on ':' and ';'. */
+static int splits_preload(const char *path) { return strpbrk(path, " \t\n:") != NULL; }
+static int splits_library_path(const char *path) { return strpbrk(path, ":;") != NULL; }
 
 static void prepend(const char *var, const char *value) {
     const char *old = getenv(var);
@@ -100,26 +119,35 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *sim = NULL, *conf = NULL, *report = NULL;
+    static const char *const names[] = {"--sim", "--conf", "--report"};
     int i = 2;
     for (; i < argc && strcmp(argv[i], "--"); i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
         }
-        const char **slot = !strcmp(argv[i], "--sim")      ? &sim
-                            : !strcmp(argv[i], "--conf")   ? &conf
-                            : !strcmp(argv[i], "--report") ? &report
-                                                           : NULL;
+        if (argv[i][0] != '-') break; /* the program, without "--" */
+        const char **slots[] = {&sim, &conf, &report}, **slot = NULL, *value = NULL;
+        for (int k = 0; k < 3 && !slot; k++) {
+            size_t len = strlen(names[k]);
+            if (strncmp(argv[i], names[k], len)) continue;
+            if (argv[i][len] == '=') slot = slots[k], value = argv[i] + len + 1; /* --sim=8GiB */
+            else if (!argv[i][len]) slot = slots[k];                            /* --sim 8GiB */
+        }
         if (!slot) {
-            if (argv[i][0] != '-') break; /* the program, without "--" */
             fprintf(stderr, "cudalloc: unknown option '%s': accepted: --sim, --conf, --report, --help, --\n", argv[i]);
             return 2;
         }
-        if (i + 1 >= argc) {
+        if (!value && i + 1 >= argc) {
             fprintf(stderr, "cudalloc: %s needs a value\n", argv[i]);
             return 2;
         }
-        *slot = argv[++i];
+        if (*slot) {
+            fprintf(stderr, "cudalloc: %.*s is given twice: accepted: each option once\n",
+                    (int)strcspn(argv[i], "="), argv[i]);
+            return 2;
+        }
+        *slot = value ? value : argv[++i];
     }
     if (i < argc && !strcmp(argv[i], "--")) i++;
     if (i >= argc) {
@@ -127,8 +155,13 @@ int main(int argc, char **argv) {
         return 2;
     }
     size_t sim_bytes = 0;
-    if (sim && (ca_parse_size(sim, &sim_bytes) != 0 || !sim_bytes)) {
-        fprintf(stderr, "cudalloc: bad --sim size '%s': accepted: a size such as 8GiB, 512MiB\n", sim);
+    if (sim && (ca_parse_size(sim, &sim_bytes) != 0 || sim_bytes < (2u << 20))) {
+        fprintf(stderr, "cudalloc: bad --sim size '%s': accepted: a size of at least 2MiB, such as 8GiB, 512MiB\n", sim);
+        return 2;
+    }
+    char why[400];
+    if (report && ca_prefix_check(report, why, sizeof why) != 0) {
+        fprintf(stderr, "cudalloc: --report: %s\n", why);
         return 2;
     }
 
@@ -150,6 +183,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "cudalloc: %s is missing (run make, or make install again)\n", lib);
         return 1;
     }
+    if (splits_library_path(lib)) {
+        fprintf(stderr, "cudalloc: %s: a path with ':' or ';' cannot be carried by LD_PRELOAD or LD_LIBRARY_PATH: "
+                        "install cudalloc under a path without them\n", lib);
+        return 1;
+    }
 
     if (sim || !have_gpu()) {
         if (access(simdir, R_OK) != 0) {
@@ -162,8 +200,31 @@ int main(int argc, char **argv) {
                 sim ? "simulated device requested" : "no GPU driver found", size ? size : "16GiB default");
         prepend("LD_LIBRARY_PATH", simdir);
     }
-    prepend("LD_PRELOAD", lib);
-    setenv("NVTX_INJECTION64_PATH", lib, 1);
+    /* A path with a blank would be split by the dynamic linker, which then
+     * warns and runs the program without cudalloc: name the library by its
+     * file alone and let LD_LIBRARY_PATH (split on ':' only) find it. */
+    if (splits_preload(lib)) {
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s/lib", prefix);
+        prepend("LD_LIBRARY_PATH", dir);
+        prepend("LD_PRELOAD", ca_library_file());
+    } else {
+        prepend("LD_PRELOAD", lib);
+    }
+    char program[PATH_MAX], runtime[256] = "";
+    if (find_program(argv[i], program, sizeof program) == 0 && ca_elf_needed(program, note_sanitizer, runtime) == 0 &&
+        runtime[0]) {
+        prepend("LD_PRELOAD", runtime);
+        fprintf(stderr, "cudalloc: %s links %s: it goes first in LD_PRELOAD, as it must\n", argv[i], runtime);
+    }
+    /* Another tool's NVTX injection (Nsight Systems') is kept: it gets the
+     * ranges; cudalloc's iterations then come from cudalloc_step() or detection. */
+    const char *nvtx = getenv("NVTX_INJECTION64_PATH");
+    if (nvtx && *nvtx && strcmp(nvtx, lib))
+        fprintf(stderr, "cudalloc: NVTX_INJECTION64_PATH=%s is kept: NVTX ranges go to that tool, so cudalloc marks "
+                        "iterations by cudalloc_step() or detects them\n", nvtx);
+    else
+        setenv("NVTX_INJECTION64_PATH", lib, 1);
     if (conf) setenv("CUDALLOC_CONF", conf, 1);
     if (report) setenv("CUDALLOC_REPORT", report, 1);
     /* PyTorch's own caching allocator would hand cudalloc a few big segments

@@ -140,6 +140,21 @@ def library_path():
     return _native.library_path()
 
 
+def _wire_hooks(allocator, path):
+    """The pluggable allocator's other hooks, where this PyTorch has them:
+    Tensor.record_stream, torch.cuda.empty_cache(), and each block its own base."""
+    import ctypes
+    hooks = allocator.allocator() if hasattr(allocator, "allocator") else None
+    if hooks is None:
+        return
+    lib = ctypes.CDLL(path)
+    for setter, name in (("set_record_stream_fn", "cudalloc_torch_record_stream"),
+                         ("set_reset_fn", "cudalloc_torch_empty_cache"),
+                         ("set_base_alloc_fn", "cudalloc_torch_base_alloc")):
+        if hasattr(hooks, setter):
+            getattr(hooks, setter)(ctypes.cast(getattr(lib, name), ctypes.c_void_p).value)
+
+
 def use_as_torch_allocator():
     """Make cudalloc PyTorch's CUDA allocator (torch.cuda.memory.
     CUDAPluggableAllocator over cudalloc_torch_malloc/free), before the first
@@ -159,6 +174,7 @@ def use_as_torch_allocator():
         raise FileNotFoundError("cudalloc.use_as_torch_allocator: %s not found: make install cudalloc, put its "
                                 "bin/cudalloc on PATH, or run under `cudalloc run`" % _native.SONAME)
     allocator = pluggable(path, "cudalloc_torch_malloc", "cudalloc_torch_free")
+    _wire_hooks(allocator, path)
     memory.change_current_allocator(allocator)
     _looked = False  # loaded now: available() and the calls see it
     return allocator

@@ -8,8 +8,15 @@ import time
 import torch
 
 mode = sys.argv[1]
-if mode == "pluggable":
+if mode == "pluggable":  # with every hook cudalloc has (README: PyTorch)
+    import ctypes
+
     alloc = torch.cuda.memory.CUDAPluggableAllocator(sys.argv[2], "cudalloc_torch_malloc", "cudalloc_torch_free")
+    lib = ctypes.CDLL(sys.argv[2])
+    fn = lambda name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+    alloc.allocator().set_record_stream_fn(fn("cudalloc_torch_record_stream"))
+    alloc.allocator().set_reset_fn(fn("cudalloc_torch_empty_cache"))
+    alloc.allocator().set_base_alloc_fn(fn("cudalloc_torch_base_alloc"))
     torch.cuda.memory.change_current_allocator(alloc)
 elif mode == "module":
     import cudalloc
@@ -31,6 +38,14 @@ for step in range(60):
     times.append(time.perf_counter() - t0)
 times.sort()
 print(f"torch {mode}: final loss {loss.item():.4f}, median step {1e3 * times[len(times) // 2]:.2f} ms")
+if mode == "pluggable":  # out of memory raises PyTorch's exception, and the run goes on
+    try:
+        torch.empty(1 << 50, dtype=torch.uint8, device="cuda")
+        print("torch pluggable oom: no exception")
+    except torch.OutOfMemoryError:
+        print("torch pluggable oom: torch.OutOfMemoryError")
+    torch.cuda.empty_cache()
+    print(f"torch pluggable after oom: {torch.ones(4, device='cuda').sum().item():.0f}")
 if mode == "module":
     s = cudalloc.stats()
     print(f"cudalloc stats: available {cudalloc.available()}, peak allocated {s['allocated_bytes.all.peak']} B, "
