@@ -28,7 +28,7 @@ ALL_TARGETS += $(BIN)/cudalloc-report
 
 # The tracker inside a shared object (as in libcudalloc.so), called by a program.
 PROBE_DIR := $(BUILD)/tests/reports/tracking/so
-$(PROBE_DIR)/libprobe.so: $(OBJ)/tests/reports/tracking/so/probe_lib.o $(LIB)/libcareports.a $(LIBCA)
+$(PROBE_DIR)/libprobe.so: $(OBJ)/tests/reports/tracking/so/probe_lib.o $(LIB)/libcareports.a $(LIBCA) $(UTIL_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -shared -o $@ $^ $(REPORTS_LDLIBS)
 $(PROBE_DIR)/probe: $(OBJ)/tests/reports/tracking/so/probe_main.o $(PROBE_DIR)/libprobe.so
@@ -53,7 +53,7 @@ test-snapshot-inputs: $(BIN)/cudalloc-report
 SYSTEM_TESTS += test-snapshot-inputs
 
 # Tracking cost per alloc+free pair, deep call chains, count backend.
-$(BUILD)/bench/bench_tracking: $(OBJ)/tests/reports/tracking/bench_tracking.o $(LIB)/libcareports.a $(LIBCA)
+$(BUILD)/bench/bench_tracking: $(OBJ)/tests/reports/tracking/bench_tracking.o $(LIB)/libcareports.a $(LIBCA) $(UTIL_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(REPORTS_LDLIBS)
 .PHONY: bench-tracking
@@ -86,7 +86,7 @@ $(OBJ)/tests/reports/tracking/%.o: ALL_CFLAGS += -DCA_BIN_DIR='"$(BIN)"'
 # Python frames (tests/python): a shared object Python loads with ctypes, for
 # the frame walker's tests against each Python at hand and its benchmark.
 PYPROBE := $(BUILD)/tests/python/libpyprobe.so
-$(PYPROBE): $(OBJ)/tests/python/pyprobe.o $(LIB)/libcareports.a $(LIBCA)
+$(PYPROBE): $(OBJ)/tests/python/pyprobe.o $(LIB)/libcareports.a $(LIBCA) $(UTIL_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -shared -o $@ $^ $(REPORTS_LDLIBS)
 

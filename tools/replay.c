@@ -11,13 +11,19 @@
 #include "tools/replay.h"
 #include "util/checked.h"
 #include "util/size.h"
+#include "util/version.h"
 
+/* The help is the man page's SYNOPSIS and OPTIONS too (man/, built from it). */
 static void usage(FILE *f) {
     fprintf(f,
             "usage: cudalloc-replay [--mode expandable|classic] [--backend count|host]\n"
             "                       [--capacity SIZE] [--min-capacity] [--runs N]\n"
             "                       [--compare] [--threads N] [--timeline[=N]]\n"
             "                       [--release-after N] FILE.csv...\n"
+            "       cudalloc-replay --version | --help\n"
+            "Replays RMM-style CSV allocation logs (Thread,Time,Action,Pointer,Size,Stream) through\n"
+            "cudalloc's allocator and prints, per file, peak_requested, peak_reserved, utilization,\n"
+            "ooms, cold_ns_per_op and ns_per_op.\n"
             "  --mode        expandable segments (default) or classic (PyTorch's default)\n"
             "  --backend     count: accounting only (default); host: real memory\n"
             "  --capacity    device size, e.g. 16GiB (default: unlimited on count,\n"
@@ -32,7 +38,10 @@ static void usage(FILE *f) {
             "                iteration of the trace (its iteration rows), or every N calls\n"
             "                with =N or without iteration rows (N 1000), over 2 passes\n"
             "  --release-after N  every N allocations, give back the granules not needed\n"
-            "                over the last N to 2N (0: never; default %d)\n", CA_RELEASE_AFTER);
+            "                over the last N to 2N (0: never; default %d)\n"
+            "  --version     print the version and exit\n"
+            "  --help        print this help and exit\n"
+            "Bad input: FILE:LINE: what is wrong, exit 2.\n", CA_RELEASE_AFTER);
 }
 
 /* Twice the trace's peak plus 64 MiB, the host backend's default and where
@@ -61,6 +70,7 @@ int main(int argc, char **argv) {
         {"runs", required_argument, 0, 'r'},     {"compare", no_argument, 0, 'x'},
         {"threads", required_argument, 0, 't'},  {"help", no_argument, 0, 'h'},
         {"timeline", optional_argument, 0, 'T'}, {"release-after", required_argument, 0, 'R'},
+        {"version", no_argument, 0, 'V'},
         {"time-malloc", no_argument, 0, 'M'}, /* internal: --compare's jemalloc child */
         {0, 0, 0, 0}};
     int c;
@@ -103,6 +113,7 @@ int main(int argc, char **argv) {
         }
         case 'M': time_malloc = 1; break;
         case 'h': usage(stdout); return 0;
+        case 'V': ca_print_version("cudalloc-replay"); return 0;
         default: usage(stderr); return 2;
         }
     }

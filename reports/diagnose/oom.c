@@ -74,17 +74,20 @@ const char *ca_oom_verdict_text(ca_oom_verdict v) {
     }
 }
 
+#define NOT_THERE_GENERAL                                                                            \
+    "Keep metrics as numbers (.item()) and evaluate under torch.no_grad(), so no graph is kept.",      \
+        "Empty the cache between phases of different shapes (training and evaluation): "              \
+        "torch.cuda.empty_cache().",                                                                  \
+        NULL
 static const char *const not_there[] = {
     "Gradient accumulation: run smaller micro-batches and step every k of them, dividing the loss by k "
     "(loss / k) so the gradients stay the same.",
     "Mixed precision: torch.autocast(device_type='cuda', dtype=torch.bfloat16) halves the activations.",
     "Activation checkpointing (torch.utils.checkpoint): recompute activations in backward instead of "
     "keeping them.",
-    "Keep metrics as numbers (.item()) and evaluate under torch.no_grad(), so no graph is kept.",
-    "Empty the cache between phases of different shapes (training and evaluation): "
-    "torch.cuda.empty_cache().",
-    NULL,
+    NOT_THERE_GENERAL,
 };
+static const char *const not_there_general[] = {NOT_THERE_GENERAL};
 static const char *const beyond[] = {
     "A request larger than the whole device is most often a size computed wrong: a negative number "
     "passed as size_t, or a product of dimensions that overflowed. Check the size at the call site.",
@@ -106,6 +109,10 @@ static const char *const leak[] = {
     "Until then, the leak's projected out-of-memory iteration says how long a run can last.",
     NULL,
 };
+
+const char *const *ca_oom_advice_general(ca_oom_verdict v) {
+    return v == CA_OOM_NOT_THERE ? not_there_general : ca_oom_advice(v);
+}
 
 const char *const *ca_oom_advice(ca_oom_verdict v) {
     switch (v) {

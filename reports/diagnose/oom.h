@@ -37,7 +37,10 @@ const char *ca_oom_verdict_name(ca_oom_verdict v); /* "not_there", "fragmented",
 const char *ca_oom_verdict_text(ca_oom_verdict v); /* one sentence */
 
 /* The advice that fits the verdict, as a list of one-line items (static
- * storage, NULL-terminated). */
+ * storage, NULL-terminated). For CA_OOM_NOT_THERE it starts with the memory
+ * fixes in general words; ca_oom_advice_general leaves them out, for reports
+ * that name the fixes predicted for the run (reports/write/fixes_text.h). */
 const char *const *ca_oom_advice(ca_oom_verdict v);
+const char *const *ca_oom_advice_general(ca_oom_verdict v);
 
 #endif

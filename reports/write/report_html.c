@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "reports/diagnose/oom.h"
+#include "reports/write/fixes_out.h"
 #include "reports/write/report_internal.h"
 #include "reports/write/svg.h"
 
@@ -240,6 +241,8 @@ int ca_report_html(const ca_report_ctx *c, FILE *f) {
     }
     fputs("</table>\n", f);
 
+    ca_fixes_html(f, &c->fixes, (const char *const *)c->fix_frames);
+
     fputs("<h2>Out of memory</h2>\n", f);
     if (!s->n_ooms) fputs("<p>No allocation failed.</p>\n", f);
     for (size_t i = 0; i < s->n_ooms; i++) {
@@ -266,9 +269,11 @@ int ca_report_html(const ca_report_ctx *c, FILE *f) {
             row_bytes(f, "largest free block", (double)r->info.largest_free);
             row_bytes(f, "held by leaks", (double)r->leaked_bytes);
             fputs("</table>\n<ul>\n", f);
-            for (const char *const *a = ca_oom_advice(r->verdict); *a; a++) {
+            char lines[CA_REPORT_ADVICE_MAX][CA_FIX_LINE];
+            size_t n = ca_report_oom_advice(c, r, lines, CA_REPORT_ADVICE_MAX);
+            for (size_t k = 0; k < n; k++) {
                 fputs("<li>", f);
-                ca_html_escape(f, *a);
+                ca_html_escape(f, lines[k]);
                 fputs("</li>\n", f);
             }
             fputs("</ul>\n", f);

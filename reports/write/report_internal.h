@@ -4,8 +4,10 @@
 #include <stdio.h>
 
 #include "allocator/stats.h"
+#include "reports/diagnose/fixes.h"
 #include "reports/diagnose/fragmentation.h"
 #include "reports/diagnose/leaks.h"
+#include "reports/write/fixes_text.h"
 #include "reports/write/report.h"
 #include "reports/capture/symbolize.h"
 
@@ -55,6 +57,10 @@ typedef struct ca_report_ctx {
     const ca_site_stat *live_sites[CA_LIVE_SITES_SHOWN]; /* most live bytes first */
     size_t n_live_sites;
     ca_symtab *sym;
+    /* What would fit (reports/diagnose/fixes.h): the peak broken down, each
+     * fix's peak; fix_frames[g] names its group g (a phase frame), or NULL. */
+    ca_fix_report fixes;
+    char **fix_frames;
     ca_verdict verdict;
     char verdict_line[1024];      /* the first line of the text report */
 } ca_report_ctx;
@@ -96,6 +102,11 @@ size_t ca_report_segments_shown(const ca_report_ctx *c, size_t max, const ca_fra
 #define CA_HOW_TO_RECORD                                                                                          \
     "Record one: call torch.cuda.memory._record_memory_history(max_entries=100000) before the steps to look at, " \
     "then torch.cuda.memory._dump_snapshot('snapshot.pickle')."
+/* What to do about OOM r, as lines: for "the memory is not there", the
+ * fixes predicted to make this run fit (else why none can be), then the
+ * general advice; for the other verdicts their advice. Returns how many. */
+#define CA_REPORT_ADVICE_MAX (CA_FIX_ADVICE_MAX + 8)
+size_t ca_report_oom_advice(const ca_report_ctx *c, const ca_oom_record *r, char (*lines)[CA_FIX_LINE], size_t max);
 /* Seconds (or event numbers, offline) since the tracker started. */
 double ca_report_time(const ca_report_ctx *c, uint64_t ticks);
 

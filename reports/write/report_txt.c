@@ -5,6 +5,8 @@
 #include "reports/diagnose/oom.h"
 #include "reports/write/report_internal.h"
 
+#include "reports/write/fixes_out.h"
+
 #define MAX_FRAMES_SHOWN 12
 #define MAX_SEGMENTS_SHOWN 20
 
@@ -257,7 +259,10 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f) {
 
     if (c->opt.replay) replay(c, f);
 
-    fprintf(f, "\n== Out of memory\n");
+    fprintf(f, "\n== ");
+    ca_fixes_txt(f, &c->fixes, (const char *const *)c->fix_frames);
+
+    fprintf(f, "== Out of memory\n");
     if (!s->n_ooms_total) fprintf(f, "No allocation failed.\n");
     for (size_t i = 0; i < s->n_ooms; i++) {
         const ca_oom_record *r = &s->ooms[i];
@@ -292,8 +297,10 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f) {
                     ca_report_bytes((double)r->top_bytes[k], b1, sizeof b1), r->top_count[k], label);
         }
         if (r->have_info) {
+            char lines[CA_REPORT_ADVICE_MAX][CA_FIX_LINE];
+            size_t n = ca_report_oom_advice(c, r, lines, CA_REPORT_ADVICE_MAX);
             fprintf(f, "  what to do:\n");
-            for (const char *const *a = ca_oom_advice(r->verdict); *a; a++) para2(f, "    - ", "      ", *a);
+            for (size_t k = 0; k < n; k++) para2(f, "    - ", "      ", lines[k]);
         }
     }
     if (s->n_ooms_total > s->n_ooms)

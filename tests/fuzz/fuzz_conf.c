@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
                        again.max_reserved == c.max_reserved && !strcmp(again.report, c.report) &&
                        !strcmp(again.nvtx_range, c.nvtx_range) && again.summary == c.summary &&
                        again.tracking == c.tracking && again.trace_iterations == c.trace_iterations &&
-                       again.oom_message == c.oom_message,
+                       again.oom_message == c.oom_message && again.context_fences == c.context_fences,
                    "two parses of one setting differ");
     } else {
         FUZZ_CHECK(rc == -1, "returned %d", rc);
