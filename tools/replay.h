@@ -13,6 +13,7 @@ typedef struct replay_config {
     int host;          /* 1: host backend (real memory), 0: count */
     size_t capacity;   /* 0: unlimited (count) */
     uint64_t release_after; /* ca_options.release_after */
+    int stop_at_oom;   /* a pass ends at its first OOM (all that "does it fit" needs) */
 } replay_config;
 
 typedef struct replay_result {

@@ -38,10 +38,11 @@ ca_allocator *replay_allocator(const replay_config *cfg) {
     return a;
 }
 
-/* One pass over the trace on `stream`; returns the calls made. */
-static size_t replay_once(ca_allocator *a, const ca_trace *t, void **ptrs, ca_stream stream, size_t *ooms) {
+/* One pass over the trace on `stream` (to its first OOM with `stop`); returns
+ * the calls made. */
+static size_t replay_once(ca_allocator *a, const ca_trace *t, void **ptrs, ca_stream stream, size_t *ooms, int stop) {
     size_t calls = 0;
-    for (size_t i = 0; i < t->n_ops; i++) {
+    for (size_t i = 0; i < t->n_ops && !(stop && *ooms); i++) {
         const ca_trace_op *op = &t->ops[i];
         if (op->kind == CA_TRACE_ALLOC) {
             calls++;
@@ -81,7 +82,7 @@ int replay_run(const ca_trace *t, const replay_config *cfg, int runs, replay_res
     }
     size_t ooms = 0;
     double t0 = replay_now_ns();
-    size_t calls = replay_once(a, t, ptrs, 0, &ooms);
+    size_t calls = replay_once(a, t, ptrs, 0, &ooms, cfg->stop_at_oom);
     out->cold_ns_per_op = (replay_now_ns() - t0) / (calls ? (double)calls : 1);
     ca_stats s;
     ca_get_stats(a, &s);
@@ -94,7 +95,7 @@ int replay_run(const ca_trace *t, const replay_config *cfg, int runs, replay_res
         free_leftovers(a, t, ptrs, 0);
         size_t ignored = 0;
         t0 = replay_now_ns();
-        calls = replay_once(a, t, ptrs, 0, &ignored);
+        calls = replay_once(a, t, ptrs, 0, &ignored, 0);
         ns[r] = (replay_now_ns() - t0) / (calls ? (double)calls : 1);
     }
     out->ns_per_op = runs ? replay_median(ns, runs) : out->cold_ns_per_op;
@@ -138,6 +139,9 @@ size_t replay_min_capacity(const ca_trace *t, const replay_config *cfg, size_t h
     hi = (hi + mib - 1) / mib;
     replay_config c = *cfg;
     replay_result r;
+    /* Each pass only asks "does it fit": it ends at its first OOM. (Replaying on
+     * past it would pay a give-back of the whole cache per failed request.) */
+    c.stop_at_oom = 1;
     c.capacity = hi * mib;
     if (replay_run(t, &c, 0, &r) != CA_OK || r.ooms) return 0; /* not even hi fits */
     while (hi - lo > 1) {
@@ -164,7 +168,7 @@ static void *thread_main(void *p) {
     size_t ooms = 0;
     pthread_barrier_wait(arg->start);
     for (int i = 0; i < arg->passes && ptrs; i++) {
-        arg->calls += replay_once(arg->a, arg->t, ptrs, arg->stream, &ooms);
+        arg->calls += replay_once(arg->a, arg->t, ptrs, arg->stream, &ooms, 0);
         free_leftovers(arg->a, arg->t, ptrs, arg->stream); /* every pass starts alike */
     }
     free(ptrs);

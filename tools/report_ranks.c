@@ -13,6 +13,7 @@
 #include "reports/write/fmt.h"
 #include "reports/read/json_read.h"
 #include "tools/report_tool.h"
+#include "util/quote.h"
 
 typedef struct rank_row {
     const char *path;
@@ -24,7 +25,7 @@ typedef struct rank_row {
     double leak_rate;          /* bytes per iteration */
     int64_t death;             /* iteration of the first OOM, or the projected one; -1 none */
     int died;                  /* 1: an OOM happened; 0: projected */
-    char verdict_buf[32];
+    char verdict_buf[CA_QUOTE_BUF(24)]; /* the file's bytes: control bytes escaped */
 } rank_row;
 
 /* The number at the end of the file's name ("run_3.json" -> 3); -1 if none. */
@@ -81,7 +82,8 @@ static int read_row(const char *path, rank_row *row) {
                               "summary.peak_reserved_bytes, iterations.count, leak_bytes_per_iteration or "
                               "verdict.code");
     } else {
-        snprintf(row->verdict_buf, sizeof row->verdict_buf, "%s", ca_val_str(ca_val_get(ca_val_get(r, "verdict"), "code")));
+        const char *code = ca_val_str(ca_val_get(ca_val_get(r, "verdict"), "code"));
+        ca_quote(code, strlen(code), 24, row->verdict_buf, sizeof row->verdict_buf);
         row->verdict = row->verdict_buf;
         if (int_at(r, "rank", NULL, &row->rank)) {
             row->rank = rank_from_name(path);

@@ -36,6 +36,7 @@ typedef struct sr {
     ca_torch_snapshot *s;
     ptr_site *lists;
     ca_snap_sizes *sizes;
+    size_t budget; /* dicts still to visit: the document's distinct dicts (ca_doc_dicts) */
     char *err;
     size_t errlen;
     int failed;
@@ -51,6 +52,19 @@ __attribute__((format(printf, 2, 3))) static int fail(sr *r, const char *fmt, ..
         va_end(ap);
     }
     return -1;
+}
+
+/* n more dicts to visit (segments, blocks, entries, annotations): refused
+ * when the document does not hold that many distinct ones. */
+static int spend(sr *r, size_t n, const char *what) {
+    if (n <= r->budget) {
+        r->budget -= n;
+        return 0;
+    }
+    return fail(r, "%s: more segments, blocks, trace entries and annotations than the %zu distinct dicts the file "
+                   "holds: the same objects named again and again (a pickle's memo), which no snapshot PyTorch "
+                   "writes does; not read",
+                what, r->budget);
 }
 
 /* "an int", "a list", "None": for "'addr' is a str, expected an int". */
@@ -164,6 +178,16 @@ static int hidden_frame(const char *name, const char *file) {
     return 0;
 }
 
+/* s, or its copy in buf with control bytes escaped (util/quote.h) when it
+ * has any; at most FRAME_TEXT bytes of it. */
+#define FRAME_TEXT 1024
+static const char *plain_text(const char *s, char *buf, size_t cap) {
+    size_t n = strlen(s);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f) return ca_quote(s, n, FRAME_TEXT, buf, cap);
+    return s;
+}
+
 typedef struct frame_in {
     const char *name, *file;
     unsigned line;
@@ -208,7 +232,10 @@ static int frames_site(sr *r, const ca_val *list, const char *where, uint64_t si
     size_t m = 0;
     for (size_t i = 0; i < k && m < CA_STACK_MAX_FRAMES; i++) {
         if (py && !ends_with(in[i].file, ".py")) continue; /* the Python line, not the allocator's C++ */
-        uintptr_t ip = ca_named_frame(in[i].name, in[i].file, in[i].line, "snapshot");
+        /* the file's bytes reach terminals and reports: control bytes escaped once, here */
+        char name[CA_QUOTE_BUF(FRAME_TEXT)], file[CA_QUOTE_BUF(FRAME_TEXT)];
+        uintptr_t ip = ca_named_frame(plain_text(in[i].name, name, sizeof name), plain_text(in[i].file, file, sizeof file),
+                                      in[i].line, "snapshot");
         if (!ip) {
             free(in);
             return fail(r, "out of memory");
@@ -293,10 +320,42 @@ static int get_pool_id(sr *r, const ca_val *g, const char *where, int64_t out[2]
     return 0;
 }
 
+static int by_place(const void *a, const void *b) {
+    const ca_snap_segment *x = *(ca_snap_segment *const *)a, *y = *(ca_snap_segment *const *)b;
+    if (x->device != y->device) return x->device < y->device ? -1 : 1;
+    return (x->addr > y->addr) - (x->addr < y->addr);
+}
+
+/* No two segments of a device share an address: each is one allocation of
+ * the device's (cudaMalloc, or a range of virtual memory). */
+static int segments_apart(sr *r) {
+    ca_torch_snapshot *s = r->s;
+    if (s->n_segs < 2) return 0;
+    ca_snap_segment **order = malloc(s->n_segs * sizeof *order);
+    if (!order) return fail(r, "out of memory");
+    for (size_t i = 0; i < s->n_segs; i++) order[i] = &s->segs[i];
+    qsort(order, s->n_segs, sizeof *order, by_place);
+    int rc = 0;
+    for (size_t i = 1; i < s->n_segs && !rc; i++) {
+        const ca_snap_segment *a = order[i - 1], *b = order[i];
+        if (a->device == b->device && b->addr - a->addr < a->total_size)
+            rc = fail(r, "segments[%zu]: the segment [0x%llx, +%llu) overlaps segments[%zu] [0x%llx, +%llu) on device %d",
+                      (size_t)(b - s->segs), (unsigned long long)b->addr, (unsigned long long)b->total_size,
+                      (size_t)(a - s->segs), (unsigned long long)a->addr, (unsigned long long)a->total_size, b->device);
+    }
+    free(order);
+    return rc;
+}
+
 static int read_segments(sr *r, const ca_val *segs) {
     ca_torch_snapshot *s = r->s;
     size_t n = ca_val_len(segs), nb = 0;
-    for (size_t i = 0; i < n; i++) nb += ca_val_len(ca_val_get(ca_val_item(segs, i), "blocks"));
+    if (spend(r, n, "segments")) return -1;
+    for (size_t i = 0; i < n; i++) {
+        nb += ca_val_len(ca_val_get(ca_val_item(segs, i), "blocks"));
+        if (nb > r->budget) return spend(r, nb, "segments' blocks");
+    }
+    if (spend(r, nb, "segments' blocks")) return -1;
     s->segs = calloc(n ? n : 1, sizeof *s->segs);
     s->blocks = calloc(nb ? nb : 1, sizeof *s->blocks);
     if (!s->segs || !s->blocks) return fail(r, "out of memory");
@@ -344,6 +403,12 @@ static int read_segments(sr *r, const ca_val *segs) {
                 return fail(r, "%s: state '%s': accepted: active_allocated, active_pending_free, inactive", at,
                             ca_quote(state, strlen(state), 40, shown, sizeof shown));
             }
+            if (bl->addr < addr || bl->addr - sg->addr > sg->total_size || bl->size > sg->total_size - (bl->addr - sg->addr))
+                return fail(r, "%s: the block [0x%llx, +%llu) %s of segment [0x%llx, +%llu)", at,
+                            (unsigned long long)bl->addr, (unsigned long long)bl->size,
+                            bl->addr < addr && bl->addr >= sg->addr ? "overlaps the block before it, in the blocks"
+                                                                    : "lies outside the bounds",
+                            (unsigned long long)sg->addr, (unsigned long long)sg->total_size);
             if (bl->state != CA_SNAP_INACTIVE && site_of(r, b, at, bl->requested, &bl->site)) return -1;
             addr = bl->addr + bl->size;
             s->n_blocks++;
@@ -351,7 +416,7 @@ static int read_segments(sr *r, const ca_val *segs) {
         sg->n_blocks = s->n_blocks - sg->first_block;
         s->n_segs++;
     }
-    return 0;
+    return segments_apart(r);
 }
 
 static ca_snap_action action_of(const char *a) {
@@ -406,6 +471,7 @@ static int read_traces(sr *r, const ca_val *traces) {
         place(where, sizeof where, "device_traces", d, SIZE_MAX);
         if (!ca_val_is_seq(list)) return fail(r, "%s: %s, expected a list of trace entries", where, kind_of(list));
         size_t n = ca_val_len(list);
+        if (spend(r, n, where)) return -1;
         ca_snap_trace *t = &s->traces[d];
         if (!(t->e = malloc((n ? n : 1) * sizeof *t->e))) return fail(r, "out of memory");
         for (size_t i = 0; i < n; i++) {
@@ -423,13 +489,29 @@ static int read_traces(sr *r, const ca_val *traces) {
  * (torch.profiler's record_function ranges); a step starts at each START of
  * "ProfilerStep#N" or "step". Entries of other shapes are skipped: these
  * annotations are a hint, not the snapshot's substance. */
+typedef struct step_at {
+    int64_t t;
+    int device;
+} step_at;
+
+static int by_time(const void *a, const void *b) {
+    const step_at *x = a, *y = b;
+    return (x->t > y->t) - (x->t < y->t);
+}
+
 static int read_steps(sr *r, const ca_val *ann) {
     ca_torch_snapshot *s = r->s;
     size_t n = ca_val_len(ann);
     if (!n) return 0;
+    if (spend(r, n, "external_annotations")) return -1;
+    step_at *at = malloc(n * sizeof *at);
     s->steps = malloc(n * sizeof *s->steps);
     s->step_devices = malloc(n * sizeof *s->step_devices);
-    if (!s->steps || !s->step_devices) return fail(r, "out of memory");
+    if (!at || !s->steps || !s->step_devices) {
+        free(at);
+        return fail(r, "out of memory");
+    }
+    size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         const ca_val *a = ca_val_item(ann, i);
         const char *name = ca_val_str(ca_val_get(a, "name")), *stage = ca_val_str(ca_val_get(a, "stage"));
@@ -437,16 +519,16 @@ static int read_steps(sr *r, const ca_val *ann) {
         if (!name || !stage || strcmp(stage, "START") || !ca_val_int(ca_val_get(a, "time_us"), &t)) continue;
         if (strncmp(name, "ProfilerStep#", 13) && strcmp(name, "step")) continue;
         if (!ca_val_int(ca_val_get(a, "device"), &dev) || dev < 0 || dev >= MAX_DEVICES) dev = -1;
-        /* insertion keeps them sorted by time */
-        size_t k = s->n_steps++;
-        while (k > 0 && s->steps[k - 1] > t) {
-            s->steps[k] = s->steps[k - 1];
-            s->step_devices[k] = s->step_devices[k - 1];
-            k--;
-        }
-        s->steps[k] = t;
-        s->step_devices[k] = (int)dev;
+        at[k++] = (step_at){t, (int)dev};
     }
+    /* by time, whatever order the file has them in */
+    qsort(at, k, sizeof *at, by_time);
+    for (size_t i = 0; i < k; i++) {
+        s->steps[i] = at[i].t;
+        s->step_devices[i] = at[i].device;
+    }
+    s->n_steps = k;
+    free(at);
     return 0;
 }
 
@@ -459,10 +541,11 @@ static void free_caches(sr *r) {
     ca_snap_sizes_free(&r->sizes);
 }
 
-int ca_torch_snapshot_from_doc(const ca_val *root, ca_torch_snapshot *s, char *err, size_t errlen) {
+int ca_torch_snapshot_from_doc(const ca_doc *doc, ca_torch_snapshot *s, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
     s->expandable_segments = -1;
-    sr r = {.s = s, .err = err, .errlen = errlen};
+    const ca_val *root = ca_doc_root(doc);
+    sr r = {.s = s, .budget = ca_doc_dicts(doc), .err = err, .errlen = errlen};
     if (errlen) err[0] = '\0';
     if (!root || root->kind != CA_VAL_DICT) {
         fail(&r, "not a PyTorch memory snapshot: the pickle holds %s, not a dict with 'segments' and "
@@ -487,7 +570,8 @@ int ca_torch_snapshot_from_doc(const ca_val *root, ca_torch_snapshot *s, char *e
     int exp;
     if (ca_val_bool(ca_val_get(set, "expandable_segments"), &exp)) s->expandable_segments = exp;
     const char *conf = ca_val_str(ca_val_get(set, "PYTORCH_CUDA_ALLOC_CONF"));
-    if (conf) snprintf(s->alloc_conf, sizeof s->alloc_conf, "%s", conf);
+    char shown[CA_QUOTE_BUF(FRAME_TEXT)];
+    if (conf) snprintf(s->alloc_conf, sizeof s->alloc_conf, "%s", plain_text(conf, shown, sizeof shown));
     free_caches(&r);
     return 0;
 fail:
@@ -500,7 +584,7 @@ int ca_torch_snapshot_read(const void *buf, size_t len, ca_torch_snapshot *s, ch
     memset(s, 0, sizeof *s);
     ca_doc *doc = ca_snapshot_unpickle(buf, len, CA_SNAPSHOT_MAX_INFLATED, err, errlen);
     if (!doc) return -1;
-    int rc = ca_torch_snapshot_from_doc(ca_doc_root(doc), s, err, errlen);
+    int rc = ca_torch_snapshot_from_doc(doc, s, err, errlen);
     ca_doc_free(doc); /* frames live on as named frames; nothing else points into it */
     return rc;
 }

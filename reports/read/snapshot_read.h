@@ -124,8 +124,12 @@ ca_doc *ca_snapshot_unpickle(const void *buf, size_t len, size_t max_bytes, char
  * CA_SNAPSHOT_MAX_INFLATED). 0, or -1 with a one-line message in err (the
  * caller adds the file name). */
 int ca_torch_snapshot_read(const void *buf, size_t len, ca_torch_snapshot *out, char *err, size_t errlen);
-/* The same from a document already read. */
-int ca_torch_snapshot_from_doc(const ca_val *root, ca_torch_snapshot *out, char *err, size_t errlen);
+/* The same from a document already read. Refused: more segments, blocks,
+ * trace entries and annotations than the document has distinct dicts (one
+ * object named again and again through the pickle's memo), blocks that
+ * overlap or leave their segment, segments of a device that overlap. The
+ * work is bounded by the document, not by what it claims. */
+int ca_torch_snapshot_from_doc(const ca_doc *doc, ca_torch_snapshot *out, char *err, size_t errlen);
 void ca_torch_snapshot_free(ca_torch_snapshot *s);
 
 /* Devices with a trace entry or a segment: a bit per device (0..63). */

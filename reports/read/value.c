@@ -25,6 +25,7 @@ struct ca_doc {
     text_chunk *text;
     ca_val *root;
     ca_val none, yes, no;
+    size_t dicts; /* distinct dicts made: what a reader may visit, counted once */
 };
 
 ca_doc *ca_doc_new(void) {
@@ -59,6 +60,7 @@ void ca_doc_free(ca_doc *d) {
 }
 
 const ca_val *ca_doc_root(const ca_doc *d) { return d ? d->root : NULL; }
+size_t ca_doc_dicts(const ca_doc *d) { return d ? d->dicts : 0; }
 void ca_doc_set_root(ca_doc *d, ca_val *root) { d->root = root ? root : &d->none; }
 
 ca_val *ca_doc_new_val(ca_doc *d, ca_val_kind k) {
@@ -73,6 +75,7 @@ ca_val *ca_doc_new_val(ca_doc *d, ca_val_kind k) {
     ca_val *v = &d->nodes->v[d->nodes->used++];
     memset(v, 0, sizeof *v);
     v->kind = k;
+    d->dicts += k == CA_VAL_DICT;
     return v;
 }
 

@@ -53,6 +53,10 @@ typedef struct ca_doc ca_doc;
 /* ---- reading ---- */
 
 const ca_val *ca_doc_root(const ca_doc *d);
+/* How many distinct dicts the document holds. A pickle may name one object
+ * many times (its memo): a reader that visits more dicts than this is led
+ * round the same ones, and can bound its work by the file, not its claims. */
+size_t ca_doc_dicts(const ca_doc *d);
 void ca_doc_free(ca_doc *d);
 
 /* "dict", "list", "int", ... for messages ("found a list"). */

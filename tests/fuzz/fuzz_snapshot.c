@@ -82,7 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     walk(ca_doc_root(d), 0, 100000);
     ca_torch_snapshot s;
-    if (ca_torch_snapshot_from_doc(ca_doc_root(d), &s, err, sizeof err) != 0) {
+    if (ca_torch_snapshot_from_doc(d, &s, err, sizeof err) != 0) {
         FUZZ_CHECK(fuzz_one_line(err, sizeof err), "snapshot refused without a one-line message");
         ca_doc_free(d);
         return 0;

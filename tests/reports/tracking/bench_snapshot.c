@@ -56,7 +56,7 @@ int main(int argc, char **argv) {
         ca_doc *d = ca_unpickle(buf, (size_t)len, err, sizeof err);
         double t1 = now();
         ca_torch_snapshot s;
-        if (!d || ca_torch_snapshot_from_doc(ca_doc_root(d), &s, err, sizeof err) != 0) {
+        if (!d || ca_torch_snapshot_from_doc(d, &s, err, sizeof err) != 0) {
             fprintf(stderr, "%s: %s\n", argv[1], err);
             return 2;
         }

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Hostile inputs for cudalloc-report: small files that claim a lot (memo
+references repeated), inputs whose naive handling is quadratic, blocks that
+overlap or lie outside their segment, and control bytes in names.
+
+  make_hostile.py DIR [--scale K]    writes DIR/NAME.pickle (and .json) for every case
+Each case is listed in CASES with what it is; tests/reports/hostile/run.sh
+runs cudalloc-report on each under a time and memory bound. --scale divides
+the counts (1: the full size, as the issue reported them)."""
+import argparse
+import json
+import os
+import pickle
+
+MIB = 1 << 20
+BASE = 0x7F0000000000
+FRAMES = [{'filename': '/work/train.py', 'line': 12, 'name': 'main'}]
+
+
+def segment(addr, size, blocks, seg_type='large'):
+    return {'device': 0, 'address': addr, 'total_size': size, 'stream': 0, 'segment_type': seg_type,
+            'allocated_size': sum(b['size'] for b in blocks if b['state'] == 'active_allocated'),
+            'active_size': 0, 'requested_size': 0, 'is_expandable': False, 'segment_pool_id': (0, 0),
+            'frames': FRAMES, 'blocks': blocks}
+
+
+def block(addr, size, state='active_allocated', frames=FRAMES):
+    return {'address': addr, 'size': size, 'requested_size': size, 'state': state, 'frames': frames}
+
+
+def snapshot(segments, trace, annotations=None):
+    d = {'segments': segments, 'device_traces': [trace],
+         'allocator_settings': {'PYTORCH_CUDA_ALLOC_CONF': ''}}
+    if annotations is not None:
+        d['external_annotations'] = annotations
+    return d
+
+
+def entry(action, addr, size, t, frames=FRAMES):
+    return {'action': action, 'addr': addr, 'size': size, 'stream': 0, 'time_us': t, 'frames': frames}
+
+
+def shared_blocks(k):
+    """Every segment names the same memoized list of blocks: a 4 KB file that
+    claims millions of blocks."""
+    n = 2000 // k
+    blocks = [block(BASE + i * 512, 512) for i in range(n)]
+    return snapshot([segment(BASE + s * n * 512, n * 512, blocks) for s in range(n)], [])
+
+
+def shared_entry(k):
+    """A trace of one memoized entry repeated: one dict, a million times."""
+    e = entry('alloc', BASE, 512, 1)
+    return snapshot([], [e] * (1000000 // k))
+
+
+def one_address(k):
+    """Allocations and frees over and over at one address."""
+    n = 100000 // k
+    trace = []
+    for i in range(n):
+        trace.append(entry('alloc', BASE, 512, 2 * i))
+        trace.append(entry('free_requested', BASE, 512, 2 * i + 1))
+        trace.append(entry('free_completed', BASE, 512, 2 * i + 1))
+    return snapshot([], trace)
+
+
+def reverse_annotations(k):
+    """ProfilerStep annotations newest first."""
+    n = 50000 // k
+    trace = [entry('alloc', BASE + i * 512, 512, 10 * i) for i in range(n)]
+    ann = []
+    for i in reversed(range(n)):
+        ann.append({'name': 'ProfilerStep#%d' % i, 'stage': 'END', 'device': 0, 'time_us': 10 * i + 5})
+        ann.append({'name': 'ProfilerStep#%d' % i, 'stage': 'START', 'device': 0, 'time_us': 10 * i})
+    return snapshot([], trace, ann)
+
+
+def many_unmaps(k):
+    """Expandable segments mapped and unmapped a granule at a time."""
+    n = 100000 // k
+    trace = []
+    for i in range(n):
+        trace.append(entry('segment_map', BASE + i * 2 * MIB, 2 * MIB, 2 * i))
+        trace.append(entry('segment_unmap', BASE + i * 2 * MIB, 2 * MIB, 2 * i + 1))
+    return snapshot([], trace)
+
+
+def unmap_pieces(k):
+    """One expandable segment mapped whole, then unmapped a granule at a time."""
+    n = 100000 // k
+    trace = [entry('segment_map', BASE, n * 2 * MIB, 0)]
+    for i in range(n):
+        trace.append(entry('segment_unmap', BASE + i * 2 * MIB, 2 * MIB, i + 1))
+    return snapshot([], trace)
+
+
+def overlapping_blocks(k):
+    """Two allocated blocks of one segment that overlap."""
+    return snapshot([segment(BASE, 4 * MIB, [block(BASE, 2 * MIB), block(BASE + MIB, 2 * MIB)])], [])
+
+
+def block_outside(k):
+    """A block past the end of its segment."""
+    return snapshot([segment(BASE, 2 * MIB, [block(BASE, MIB), block(BASE + 3 * MIB, MIB)])], [])
+
+
+ESC = '\x1b]0;pwned\x07\x1b[31m'
+
+
+def escape_frames(k):
+    """Terminal escapes in frame names and file names."""
+    frames = [{'filename': '/work/' + ESC + 'train.py', 'line': 7, 'name': 'step' + ESC}]
+    trace = []
+    for i in range(40):
+        trace.append(entry('alloc', BASE + i * MIB, MIB, 2 * i, frames))
+    return snapshot([segment(BASE, 64 * MIB, [block(BASE + i * MIB, MIB, frames=frames) for i in range(40)])], trace)
+
+
+CASES = {
+    'shared_blocks': shared_blocks, 'shared_entry': shared_entry, 'one_address': one_address,
+    'reverse_annotations': reverse_annotations, 'many_unmaps': many_unmaps, 'unmap_pieces': unmap_pieces,
+    'overlapping_blocks': overlapping_blocks, 'block_outside': block_outside, 'escape_frames': escape_frames,
+}
+
+
+def rank_report(path, rank):
+    """A rank's JSON report whose verdict code carries terminal escapes."""
+    r = {'version': 1, 'generator': 'cudalloc', 'rank': rank, 'device': 0,
+         'verdict': {'code': 'healthy' + ESC, 'text': 'fine' + ESC},
+         'iterations': {'count': 3}, 'summary': {'peak_allocated_bytes': MIB, 'peak_reserved_bytes': 2 * MIB},
+         'leak_bytes_per_iteration': 0, 'leak_projected_oom_iteration': None, 'ooms': []}
+    with open(path, 'w') as f:
+        json.dump(r, f)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('dir')
+    ap.add_argument('--scale', type=int, default=1)
+    a = ap.parse_args()
+    os.makedirs(a.dir, exist_ok=True)
+    for name, make in CASES.items():
+        with open(os.path.join(a.dir, name + '.pickle'), 'wb') as f:
+            pickle.dump(make(a.scale), f, protocol=4)
+    for rank in (0, 1):
+        rank_report(os.path.join(a.dir, 'rank_escape_%d.json' % rank), rank)
+
+
+if __name__ == '__main__':
+    main()
