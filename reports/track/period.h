@@ -39,6 +39,16 @@ typedef struct ca_period {
  * just before it. Needs at least three periods. 1 and *out when found. */
 int ca_period_find(const uint32_t *syms, const uint64_t *level, size_t n, ca_period *out);
 
+/* The same, each candidate that repeats well enough put to `accept` with its
+ * boundaries at[0..nb) (positions in syms, as ca_period_boundaries gives
+ * them): the first it takes (1) is the answer. Candidates come in order:
+ * those that match as well as the best one, smallest period first, then the
+ * others, best first; so when a stretch of identical layers matches best and
+ * is refused, the loop around it is tried next. */
+typedef int ca_period_accept_fn(void *ctx, const ca_period *p, const size_t *at, size_t nb);
+int ca_period_find_if(const uint32_t *syms, const uint64_t *level, size_t n, ca_period_accept_fn *accept, void *ctx,
+                      ca_period *out);
+
 /* Positions x in syms[0..n) where an iteration starts (the anchor ends at
  * x - 1), in order; writes up to max of them, returns how many there are. */
 size_t ca_period_boundaries(const ca_period *p, const uint32_t *syms, size_t n, size_t *out, size_t max);
