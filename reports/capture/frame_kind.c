@@ -19,14 +19,26 @@ int ca_frame_is_python(const char *file, const char *module) {
     return ends(file, ".py") || (module && !strcmp(module, CA_PY_MODULE));
 }
 
+/* file with Windows' separators as '/' (snapshots come from Windows too:
+ * "D:\\venv\\Lib\\site-packages\\torch\\functional.py"), in buf. */
+static const char *slashes(const char *file, char *buf, size_t n) {
+    if (!file || !strchr(file, '\\')) return file;
+    size_t i = 0;
+    for (; file[i] && i + 1 < n; i++) buf[i] = file[i] == '\\' ? '/' : file[i];
+    buf[i] = 0;
+    return buf;
+}
+
 static int library_python(const char *file) {
+    char buf[1024];
+    file = slashes(file, buf, sizeof buf);
     return has(file, "/site-packages/") || has(file, "/dist-packages/") || has(file, "/lib/python3.") ||
-           has(file, "/lib64/python3.") || starts(file, "<frozen ");
+           has(file, "/lib64/python3.") || has(file, "/Lib/") || starts(file, "<frozen ");
 }
 
 /* C++ namespaces and C functions of the runtime under a program's calls. A
  * demangled name may start with its return type ("void at::native::..."). */
-static int runtime_function(const char *fn) {
+static int runtime_name(const char *fn) {
     static const char *const spaces[] = {"c10::", "at::", "torch::", "caffe2::", "std::", "__gnu_cxx::",
                                          "pybind11::"};
     /* CUDA's C APIs: cudaMalloc, cuMemCreate, cublasCreate, cudnnCreate, ncclCommInit... */
@@ -34,9 +46,6 @@ static int runtime_function(const char *fn) {
     static const char *const exact[] = {"clone", "__clone", "clone3", "start_thread", "execute_native_thread_routine",
                                         "pthread_condattr_setpshared", "__libc_start_main", "_start",
                                         "__libc_start_call_main"};
-    if (!fn) return 0;
-    const char *space = strchr(fn, ' '), *paren = strchr(fn, '(');
-    if (space && (!paren || space < paren)) fn = space + 1; /* past a return type */
     for (size_t i = 0; i < sizeof spaces / sizeof *spaces; i++)
         if (starts(fn, spaces[i])) return 1;
     for (size_t i = 0; i < sizeof apis / sizeof *apis; i++)
@@ -44,6 +53,14 @@ static int runtime_function(const char *fn) {
     for (size_t i = 0; i < sizeof exact / sizeof *exact; i++)
         if (!strcmp(fn, exact[i])) return 1;
     return 0;
+}
+
+static int runtime_function(const char *fn) {
+    if (!fn) return 0;
+    if (runtime_name(fn)) return 1;
+    /* past a return type: "void at::native::foo(...)" */
+    size_t word = strcspn(fn, " <(");
+    return fn[word] == ' ' && runtime_name(fn + word + 1);
 }
 
 /* Shared objects of the runtime, by the base name of their path. */
@@ -62,11 +79,15 @@ ca_frame_kind ca_frame_kind_of(const char *function, const char *file, const cha
     if (ca_frame_is_python(file, module)) return library_python(file) ? CA_FRAME_LIBRARY : CA_FRAME_PROGRAM;
     if (runtime_function(function) || runtime_object(module)) return CA_FRAME_RUNTIME;
     /* PyTorch's own sources, as its C++ symbolizer names them in snapshots */
+    char buf[1024];
+    file = slashes(file, buf, sizeof buf);
     if (has(file, "/c10/") || has(file, "/aten/src/") || has(file, "/torch/csrc/")) return CA_FRAME_RUNTIME;
     return CA_FRAME_PROGRAM;
 }
 
 ca_pass_kind ca_frame_pass(const char *function, const char *file) {
+    char buf[1024];
+    file = slashes(file, buf, sizeof buf);
     if (ends(file, ".py")) {
         if (has(file, "torch/nn/modules/")) return CA_PASS_MODULE;
         if (has(file, "torch/optim/")) return CA_PASS_OPTIMIZER;

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reports/capture/frame_kind.h"
+#include "reports/capture/named_frames.h"
 #include "reports/capture/stacks.h"
 
 int ca_site_leak(const ca_site_stat *st, uint32_t last, ca_leak *out) {
@@ -118,6 +120,12 @@ static const char ADVICE_KEPT[] =
     "iteration stays referenced (a list, dict or cache that only grows, an attribute that keeps a "
     "history). Drop the reference, bound the cache, or keep only .item() / .detach().cpu() of what "
     "you need.";
+
+static const char ADVICE_HANDOFF[] =
+    "These call sites hold more at each iteration boundary, but others hold less by about as much: the "
+    "memory kept across boundaries is not growing. That is memory handed from one place to another (a "
+    "buffer made by one line and kept by the next, state moving between steps), not a leak. Nothing to "
+    "do unless the total kept grows.";
 
 /* Sites that started growing within an iteration of `l`: parts of one
  * pile-up (the per-site advice's test). */
@@ -278,11 +286,15 @@ static int has_ip(const uintptr_t *ips, unsigned n, uintptr_t ip) {
 }
 
 /* The deepest frame that sites holding CA_FINDING_ROOT_SHARE of the bytes
- * share (see leaks.h); 0 when none. */
+ * share (see leaks.h); 0 when none. When the stacks have named frames
+ * (Python, a snapshot's), the deepest one of the program's own code in that
+ * run of shared frames: not PyTorch's module call (_call_impl) under it. */
 static uintptr_t find_root(const ca_track_snap *s, const ca_leak *m, size_t n, double total) {
     const uintptr_t *ips;
     unsigned k = ca_stacks_get(s->stacks, m[0].site, &ips);
-    uintptr_t root = 0;
+    uintptr_t root = 0, own = 0;
+    int named = 0;
+    for (unsigned f = 0; f < k; f++) named |= ca_ip_is_named(ips[f]);
     for (unsigned f = k; f-- > 0;) {
         double share = 0;
         for (size_t i = 0; i < n; i++) {
@@ -290,10 +302,34 @@ static uintptr_t find_root(const ca_track_snap *s, const ca_leak *m, size_t n, d
             unsigned ko = ca_stacks_get(s->stacks, m[i].site, &o);
             if (has_ip(o, ko, ips[f])) share += m[i].bytes_per_iteration;
         }
-        if (share >= CA_FINDING_ROOT_SHARE * total) root = ips[f];
-        else if (root) break;
+        if (share >= CA_FINDING_ROOT_SHARE * total) {
+            root = ips[f];
+            if (named && ca_ip_is_named(ips[f]) && ca_ip_kind(ips[f]) == CA_FRAME_PROGRAM) own = ips[f];
+        } else if (root) {
+            break;
+        }
     }
-    return root;
+    return own ? own : root;
+}
+
+/* Bytes kept at the boundary ending iteration `iter`; 0 and *ok = 0 when
+ * that boundary is not recorded. */
+static uint64_t kept_at(const ca_track_snap *s, uint32_t iter, int *ok) {
+    for (size_t i = 0; i < s->n_bounds; i++)
+        if (s->bounds[i].iteration == iter) return s->bounds[i].allocated;
+    *ok = 0;
+    return 0;
+}
+
+/* A hand-off: over the finding's growth, the memory kept across boundaries
+ * (all sites) grew by less than half of what its sites piled up. */
+static int handoff(const ca_track_snap *s, const ca_finding *f) {
+    if (!s->n_bounds || !f->growth_since || !f->leaked_bytes) return 0;
+    int ok = 1;
+    uint64_t before = kept_at(s, f->growth_since - 1, &ok), last = s->bounds[s->n_bounds - 1].allocated;
+    if (!ok) return 0;
+    double total = (double)last - (double)before;
+    return 2 * total < (double)f->leaked_bytes;
 }
 
 static int by_finding(const void *a, const void *b) {
@@ -366,6 +402,11 @@ size_t ca_findings_find(const ca_track_snap *s, ca_leak *leaks, size_t n, int ha
         f->iterations_to_fill = have_headroom && rate > 0 ? (double)headroom / rate : -1;
         f->note = rate * CA_NOTE_WORKING_SETS <= (double)work &&
                   (!have_headroom || f->iterations_to_fill >= CA_NOTE_DEVICE_ITERATIONS);
+        if (f->kind != CA_FINDING_BUFFER && handoff(s, f)) {
+            f->handoff = 1;
+            f->note = 1;
+            f->advice = ADVICE_HANDOFF;
+        }
     }
     qsort(fs, nf, sizeof *fs, by_finding);
     /* leaks in finding order. */

@@ -303,7 +303,7 @@ int ca_tracker_blocks(ca_tracker *t, ca_blocks *out) {
         judge_init(&j, t, &w, 1);
         if (ca_period_find_if(w.syms, w.level, w.n, judge, &j, &p)) {
             found = 1;
-            *out = (ca_blocks){.count = (uint32_t)j.nb + 1, .allocations = p.period, .shape = j.shape,
+            *out = (ca_blocks){.count = (uint32_t)j.nb, .allocations = p.period, .shape = j.shape,
                                .swing = j.fig.swing, .rise = j.fig.rise, .pass = j.fig.pass,
                                .pass_ip = j.fig.pass_ip};
         }

@@ -99,7 +99,7 @@ void ca_tracker_set_baseline(ca_tracker *t);
  * reports of a run with no iterations, and for predictions that need the
  * number of layers (activation checkpointing). */
 typedef struct ca_blocks {
-    uint32_t count;           /* blocks: the boundaries found between them + 1 */
+    uint32_t count;           /* blocks found: each marked once (at its start or end) */
     uint32_t allocations;     /* allocations per block */
     int shape;                /* why they are not iterations: ca_loop_shape (track/loops.h) */
     uint64_t swing;           /* median peak of a block above the level it starts at */

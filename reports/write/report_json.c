@@ -3,17 +3,8 @@
 
 #include "reports/write/json.h"
 #include "reports/diagnose/oom.h"
+#include "reports/track/loops.h"
 #include "reports/write/report_internal.h"
-
-static const char *verdict_code(ca_verdict v) {
-    switch (v) {
-    case CA_VERDICT_LEAK: return "leak";
-    case CA_VERDICT_OOM: return "oom";
-    case CA_VERDICT_NO_ITERATIONS: return "no_iterations";
-    case CA_VERDICT_FEW_ITERATIONS: return "too_few_iterations";
-    default: return "healthy";
-    }
-}
 
 static void frames(const ca_report_ctx *c, ca_json *j, uint32_t site) {
     ca_json_key(j, "frames");
@@ -123,6 +114,55 @@ static void replay(const ca_report_ctx *c, ca_json *j) {
     ca_json_kv_uint(j, "min_capacity_bytes", r->min_capacity);
     kv_opt_uint(j, "capacity_bytes", r->capacity != 0, r->capacity);
     kv_opt_uint(j, "ooms_at_capacity", r->capacity != 0, r->ooms_at_capacity);
+    kv_opt_uint(j, "missing_bytes", r->capacity != 0, c->missing);
+    ca_json_obj_end(j);
+}
+
+/* Blocks repeated inside one pass (looked for with fewer than two whole
+ * iterations): null when none. */
+static void blocks(const ca_report_ctx *c, ca_json *j) {
+    ca_json_key(j, "blocks");
+    if (!c->have_blocks) {
+        ca_json_null(j);
+        return;
+    }
+    const ca_blocks *b = &c->blocks;
+    ca_json_obj_begin(j);
+    ca_json_kv_uint(j, "count", b->count);
+    ca_json_kv_uint(j, "allocations_per_block", b->allocations);
+    ca_json_kv_str(j, "shape", ca_loop_shape_name((ca_loop_shape)b->shape));
+    ca_json_key(j, "inside");
+    if (b->pass) ca_json_str(j, ca_pass_name((ca_pass_kind)b->pass));
+    else ca_json_null(j);
+    ca_json_kv_uint(j, "swing_bytes", b->swing);
+    ca_json_kv_int(j, "kept_per_block_bytes", b->rise);
+    ca_json_obj_end(j);
+}
+
+/* The peak and what held it, by the frame that names each call site. */
+static void peak(const ca_report_ctx *c, ca_json *j) {
+    ca_json_key(j, "peak");
+    if (!c->have_peak) {
+        ca_json_null(j);
+        return;
+    }
+    ca_json_obj_begin(j);
+    ca_json_kv_uint(j, "allocated_bytes", c->peak.allocated);
+    ca_json_kv_uint(j, "event", c->peak.seq);
+    ca_json_kv_uint(j, "iteration", c->peak.iteration);
+    ca_json_kv_uint(j, "live_allocations", c->peak.count);
+    ca_json_key(j, "holders");
+    ca_json_arr_begin(j);
+    for (size_t i = 0; i < c->n_holders; i++) {
+        ca_json_obj_begin(j);
+        ca_json_kv_str(j, "site", c->holders[i].label);
+        ca_json_kv_uint(j, "bytes", c->holders[i].bytes);
+        ca_json_kv_uint(j, "allocations", c->holders[i].count);
+        ca_json_kv_uint(j, "call_sites", c->holders[i].sites);
+        ca_json_obj_end(j);
+    }
+    ca_json_arr_end(j);
+    ca_json_kv_uint(j, "elsewhere_bytes", c->others_bytes);
     ca_json_obj_end(j);
 }
 
@@ -138,8 +178,9 @@ int ca_report_json(const ca_report_ctx *c, FILE *f) {
     ca_json_kv_int(j, "device", s->device);
     ca_json_key(j, "verdict");
     ca_json_obj_begin(j);
-    ca_json_kv_str(j, "code", verdict_code(c->verdict));
+    ca_json_kv_str(j, "code", ca_report_verdict_code(c->verdict));
     ca_json_kv_str(j, "text", c->verdict_line);
+    if (c->verdict == CA_VERDICT_DOES_NOT_FIT) ca_json_kv_str(j, "besides", ca_report_verdict_code(c->base_verdict));
     ca_json_obj_end(j);
 
     ca_json_key(j, "iterations");
@@ -148,6 +189,10 @@ int ca_report_json(const ca_report_ctx *c, FILE *f) {
     ca_json_kv_str(j, "source", ca_iter_source_name(s->source));
     ca_json_kv_uint(j, "warmup", s->warmup);
     kv_opt_int(j, "detected_period_allocations", s->source == CA_ITER_DETECTED, s->detect_period);
+    ca_json_key(j, "explicit_marks");
+    if (s->source == CA_ITER_EXPLICIT && c->opt.marks_name) ca_json_str(j, c->opt.marks_name);
+    else ca_json_null(j);
+    blocks(c, j);
     ca_json_key(j, "marks");
     ca_json_obj_begin(j);
     ca_json_kv_uint(j, "explicit", s->marks[CA_ITER_EXPLICIT]);
@@ -184,6 +229,7 @@ int ca_report_json(const ca_report_ctx *c, FILE *f) {
     ca_json_kv_uint(j, "events", s->seq);
     ca_json_kv_uint(j, "events_kept", s->n_events);
     ca_json_obj_end(j);
+    peak(c, j);
 
     ca_json_key(j, "leaks");
     ca_json_arr_begin(j);
@@ -217,6 +263,7 @@ int ca_report_json(const ca_report_ctx *c, FILE *f) {
         char text[1024];
         ca_json_obj_begin(j);
         ca_json_kv_str(j, "severity", fd->note ? "note" : "leak");
+        ca_json_kv_bool(j, "handoff", fd->handoff);
         ca_json_kv_str(j, "kind", kinds[fd->kind]);
         ca_json_kv_bool(j, "retained_graph", fd->retained_graph);
         ca_report_finding_title(c, k, text, sizeof text);
