@@ -45,6 +45,13 @@ test-snapshot: $(BIN)/cudalloc-report $(BIN)/cudalloc $(BIN)/demo_trainer $(LIB)
 	@bash tests/reports/tracking/snapshot_system.sh $(BUILD)
 SYSTEM_TESTS += test-snapshot
 
+# What cudalloc-report takes for a training loop's iterations, on generated
+# snapshots (issue 17): layers and optimizer loops are not iterations.
+.PHONY: test-iterations
+test-iterations: $(BIN)/cudalloc-report
+	@bash tests/reports/tracking/iterations_system.sh $(BUILD)
+SYSTEM_TESTS += test-iterations
+
 # Tracking cost per alloc+free pair, deep call chains, count backend.
 $(BUILD)/bench/bench_tracking: $(OBJ)/tests/reports/tracking/bench_tracking.o $(LIB)/libcareports.a $(LIBCA)
 	@mkdir -p $(@D)

@@ -219,13 +219,18 @@ int ca_period_find(const uint32_t *s, const uint64_t *level, size_t n, ca_period
     return ca_period_find_if(s, level, n, NULL, NULL, out);
 }
 
+/* The anchor's places; one recurring sooner than half a period after the
+ * last (the anchor is unique over the last periods, not always before them:
+ * sites by lifetime repeat by chance) does not start an iteration. */
 static size_t boundaries(const ca_period *p, const uint32_t *s, size_t n, size_t *out, size_t max) {
-    size_t count = 0;
+    size_t count = 0, last = 0;
     for (size_t e = p->k; e <= n; e++) { /* the run s[e-k, e) */
         if (s[e - 1] != p->anchor[p->k - 1] || memcmp(s + e - p->k, p->anchor, p->k * sizeof *s)) continue;
         size_t x = p->starts ? e - p->k : e;
         if (x == 0 || x == n) continue; /* nothing before it, or nothing after it yet */
+        if (count && 2 * (x - last) < p->period) continue;
         if (count < max) out[count] = x;
+        last = x;
         count++;
     }
     return count;

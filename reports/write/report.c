@@ -133,7 +133,8 @@ int ca_report_ctx_init(ca_report_ctx *c, ca_tracker *t, ca_allocator *a, const c
     while (c->n_leak_findings < c->n_findings && !c->findings[c->n_leak_findings].note) c->n_leak_findings++;
     c->working_set = ca_leak_working_set(&c->snap);
     for (size_t i = 0; i < c->n_leak_findings; i++) c->leak_rate += c->findings[i].bytes_per_iteration;
-    c->small_program = !c->snap.iteration && !c->snap.n_ooms && c->snap.n_allocs < CA_SMALL_PROGRAM_ALLOCS;
+    c->small_program = !c->snap.iteration && !c->snap.n_ooms && c->snap.n_allocs < CA_SMALL_PROGRAM_ALLOCS &&
+                       !c->snap.time_is_index; /* offline: a single pass says more */
     detect_caching(c);
     c->have_peak = ca_peak_find(&c->snap, &c->peak) == 0;
     /* Fewer than two whole iterations: blocks repeated inside the one pass

@@ -41,7 +41,6 @@ static const char *runtime_stack(const ca_frame *const *fr, size_t n) {
 
 static void frame_name(const ca_frame *f, char *buf, size_t n) {
     if (f->line) snprintf(buf, n, "%s (%s:%u)", f->function, f->file, f->line);
-    else if (!strncmp(f->module, "snapshot: ", 10)) snprintf(buf, n, "%s", f->function); /* by size: no frames */
     else snprintf(buf, n, "%s (%s)", f->function, f->module);
 }
 

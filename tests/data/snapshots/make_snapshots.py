@@ -28,6 +28,10 @@ before the cut is then only in the segments.
   make_snapshots.py OUT.pickle [--leak] [--iterations N] [--protocol P]
                     [--max-entries N] [--annotations] [--requested-only]
                     [--no-frames] [--devices N] [--oom] [--classic]
+                    [--scenario forward|step|steps] [--layers N] [--params-per-layer N]
+                    [--no-grad] [--optimizer-annotation] [--handoff] [--seed N]
+  (--scenario: a deep model's forward, one training step or several, with
+  an optimizer looping over its parameters: scenarios.py)
   make_snapshots.py --fixtures DIR   the committed fixtures (tests/data/snapshots)
 """
 import argparse
@@ -175,7 +179,11 @@ def build(opt):
     annotations = []
     devices = [Device(d, opt) for d in range(opt.devices)]
     for dev in devices:
-        train(dev, opt, annotations)
+        if opt.scenario:
+            import scenarios
+            scenarios.run(dev, opt, annotations)
+        else:
+            train(dev, opt, annotations)
     traces = []
     for dev in devices:
         t = dev.trace
@@ -193,7 +201,7 @@ def build(opt):
             'roundup_power2_divisions': {},
         },
     }
-    if opt.annotations:
+    if opt.annotations or opt.optimizer_annotation:
         snap['external_annotations'] = annotations
     return snap
 
@@ -212,6 +220,13 @@ def options(argv=None):
     p.add_argument('--oom', action='store_true')
     p.add_argument('--classic', action='store_true')
     p.add_argument('--fixtures', metavar='DIR')
+    p.add_argument('--scenario', choices=['forward', 'step', 'steps'])
+    p.add_argument('--layers', type=int, default=24)
+    p.add_argument('--params-per-layer', type=int, default=4)
+    p.add_argument('--no-grad', action='store_true')
+    p.add_argument('--optimizer-annotation', action='store_true')
+    p.add_argument('--handoff', action='store_true')
+    p.add_argument('--seed', type=int, default=0)
     return p.parse_args(argv)
 
 
@@ -221,6 +236,21 @@ FIXTURES = {
     'clean.pickle': ['--protocol', '2'],
     'leaky_annotated_p5.pickle': ['--leak', '--annotations', '--protocol', '5', '--requested-only'],
     'two_devices_oom.pickle': ['--leak', '--devices', '2', '--oom', '--classic'],
+    # issue 17: what a training loop's iterations are, and what they are not
+    'forward_48_layers.pickle': ['--scenario', 'forward', '--layers', '48'],
+    'forward_48_layers_no_frames.pickle': ['--scenario', 'forward', '--layers', '48', '--no-frames'],
+    'one_step.pickle': ['--scenario', 'step', '--layers', '12', '--params-per-layer', '2'],
+    'one_step_optimizer_annotated.pickle': ['--scenario', 'step', '--layers', '12', '--params-per-layer', '2',
+                                            '--optimizer-annotation'],
+    'optimizer_loop_no_frames.pickle': ['--scenario', 'steps', '--iterations', '2', '--layers', '24', '--no-frames',
+                                        '--max-entries', '500'],
+    'steps_profiler.pickle': ['--scenario', 'steps', '--iterations', '6', '--layers', '6', '--params-per-layer', '2',
+                              '--annotations'],
+    'steps_detected.pickle': ['--scenario', 'steps', '--iterations', '6', '--layers', '6', '--params-per-layer', '2'],
+    'steps_leak.pickle': ['--scenario', 'steps', '--iterations', '8', '--layers', '6', '--params-per-layer', '2',
+                          '--leak'],
+    'steps_handoff.pickle': ['--scenario', 'steps', '--iterations', '8', '--layers', '6', '--params-per-layer', '2',
+                             '--handoff'],
 }
 
 
