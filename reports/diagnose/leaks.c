@@ -312,24 +312,43 @@ static uintptr_t find_root(const ca_track_snap *s, const ca_leak *m, size_t n, d
     return own ? own : root;
 }
 
-/* Bytes kept at the boundary ending iteration `iter`; 0 and *ok = 0 when
- * that boundary is not recorded. */
-static uint64_t kept_at(const ca_track_snap *s, uint32_t iter, int *ok) {
-    for (size_t i = 0; i < s->n_bounds; i++)
-        if (s->bounds[i].iteration == iter) return s->bounds[i].allocated;
-    *ok = 0;
-    return 0;
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
 }
 
-/* A hand-off: over the finding's growth, the memory kept across boundaries
- * (all sites) grew by less than half of what its sites piled up. */
-static int handoff(const ca_track_snap *s, const ca_finding *f) {
-    if (!s->n_bounds || !f->growth_since || !f->leaked_bytes) return 0;
-    int ok = 1;
-    uint64_t before = kept_at(s, f->growth_since - 1, &ok), last = s->bounds[s->n_bounds - 1].allocated;
-    if (!ok) return 0;
-    double total = (double)last - (double)before;
-    return 2 * total < (double)f->leaked_bytes;
+/* Bytes let go by the sites whose live count at the last boundary is below
+ * their highest at a boundary. */
+static double shrunk(const ca_track_snap *s) {
+    double b = 0;
+    for (size_t i = 0; i < s->n_sites; i++) {
+        const ca_site_stat *st = &s->sites[i];
+        if (st->seen_boundary && st->prev_count < st->max_count && st->max_bytes > st->prev_bytes)
+            b += (double)(st->max_bytes - st->prev_bytes);
+    }
+    return b;
+}
+
+/* A hand-off: other sites let go of (by count) at least half of what the
+ * finding's sites piled up, and the memory kept across boundaries (every
+ * site's) grew, at the median boundary since the finding's growth began, by
+ * less than half of the finding's rate. The median lets a one-time jump
+ * (optimizer state made at the first step) pass. */
+static int handoff(const ca_track_snap *s, const ca_finding *f, double let_go) {
+    if (2 * let_go < (double)f->leaked_bytes) return 0;
+    double *d = s->n_bounds ? malloc(s->n_bounds * sizeof *d) : NULL;
+    size_t n = 0;
+    if (!d) return 0;
+    for (size_t i = 1; i < s->n_bounds; i++)
+        if (s->bounds[i].iteration >= f->growth_since)
+            d[n++] = (double)s->bounds[i].allocated - (double)s->bounds[i - 1].allocated;
+    int yes = 0;
+    if (n) {
+        qsort(d, n, sizeof *d, cmp_double);
+        yes = 2 * d[n / 2] < f->bytes_per_iteration;
+    }
+    free(d);
+    return yes;
 }
 
 static int by_finding(const void *a, const void *b) {
@@ -371,6 +390,7 @@ size_t ca_findings_find(const ca_track_snap *s, ca_leak *leaks, size_t n, int ha
     }
     uint64_t work = ca_leak_working_set(s);
     uint32_t last = s->iteration ? s->iteration - 1 : 0;
+    double let_go = shrunk(s);
     for (size_t k = 0; k < nf; k++) {
         ca_finding *f = &fs[k];
         const ca_leak *ms = &sorted[f->first];
@@ -402,7 +422,7 @@ size_t ca_findings_find(const ca_track_snap *s, ca_leak *leaks, size_t n, int ha
         f->iterations_to_fill = have_headroom && rate > 0 ? (double)headroom / rate : -1;
         f->note = rate * CA_NOTE_WORKING_SETS <= (double)work &&
                   (!have_headroom || f->iterations_to_fill >= CA_NOTE_DEVICE_ITERATIONS);
-        if (f->kind != CA_FINDING_BUFFER && handoff(s, f)) {
+        if (f->kind != CA_FINDING_BUFFER && handoff(s, f, let_go)) {
             f->handoff = 1;
             f->note = 1;
             f->advice = ADVICE_HANDOFF;

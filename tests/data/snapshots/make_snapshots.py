@@ -30,6 +30,7 @@ before the cut is then only in the segments.
                     [--no-frames] [--devices N] [--oom] [--classic]
                     [--scenario forward|step|steps] [--layers N] [--params-per-layer N]
                     [--no-grad] [--optimizer-annotation] [--handoff] [--seed N]
+                    [--eval-leak] [--backward-leak]
   (--scenario: a deep model's forward, one training step or several, with
   an optimizer looping over its parameters: scenarios.py)
   make_snapshots.py --fixtures DIR   the committed fixtures (tests/data/snapshots)
@@ -226,6 +227,8 @@ def options(argv=None):
     p.add_argument('--no-grad', action='store_true')
     p.add_argument('--optimizer-annotation', action='store_true')
     p.add_argument('--handoff', action='store_true')
+    p.add_argument('--eval-leak', action='store_true')
+    p.add_argument('--backward-leak', action='store_true')
     p.add_argument('--seed', type=int, default=0)
     return p.parse_args(argv)
 

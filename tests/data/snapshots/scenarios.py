@@ -17,6 +17,9 @@ Scenarios:
               (train.py:44); --handoff moves one buffer a step from a pool
               made at the start (cache.py:10) to one made lazily
               (cache.py:20): a site grows, another shrinks, the total is flat
+              --eval-leak keeps a validation forward's graph a step (its
+              activations, under train.py:46); --backward-leak keeps a
+              gradient made on autograd's thread a step
 Options: --layers N, --params-per-layer N, --no-grad (forward without
 saving), --annotations (ProfilerStep#N), --optimizer-annotation
 (Optimizer.step#AdamW.step START/END), --seed N (layer sizes drawn around
@@ -85,6 +88,10 @@ ms.SITES.update({
     'h_pool': ms.stack(py('warm', '/work/cache.py', 10), py('main', '/work/train.py', 85), MAIN[1]),
     'h_lazy': ms.stack(py('refill', '/work/cache.py', 20), py('train_step', '/work/train.py', 45), *MAIN),
     'x_data': ms.stack(py('train_step', '/work/train.py', 39), *MAIN),
+    # the same forward run for evaluation, from train.py:46
+    'e_embed': in_model(55, 46), 'e_qkv': in_block(20, 46), 'e_scores': in_block(21, 46),
+    'e_attn': in_block(22, 46), 'e_up': in_block(24, 46), 'e_down': in_block(25, 46),
+    'e_logits': in_model(65, 46),
 })
 
 
@@ -99,18 +106,19 @@ class Model:
         self.state = []    # AdamW's exp_avg, exp_avg_sq: made at the first step
         self.grads = []    # .grad of each parameter: made by the first backward, zeroed in place after
         self.saved = []    # per layer, what forward saved for backward
+        self.kept_grads = []
 
-    def forward(self):
+    def forward(self, site='m_'):
         d, a = self.dev, self.act
-        x = d.alloc(a[0], 'm_embed')
+        x = d.alloc(a[0], site + 'embed')
         self.saved = [[x]]
         for l in range(self.opt.layers):
-            qkv = d.alloc(3 * a[l], 'm_qkv')
-            scores = d.alloc(2 * a[l], 'm_scores')
-            attn = d.alloc(a[l], 'm_attn')
+            qkv = d.alloc(3 * a[l], site + 'qkv')
+            scores = d.alloc(2 * a[l], site + 'scores')
+            attn = d.alloc(a[l], site + 'attn')
             d.free(scores)
-            up = d.alloc(2 * a[l], 'm_up')
-            down = d.alloc(a[l], 'm_down')
+            up = d.alloc(2 * a[l], site + 'up')
+            down = d.alloc(a[l], site + 'down')
             if self.opt.no_grad:   # nothing saved: each layer frees what it made but its output
                 for p in (qkv, attn, up, x):
                     d.free(p)
@@ -118,18 +126,21 @@ class Model:
             else:
                 self.saved.append([qkv, attn, up, down])
             x = down
-        self.logits = d.alloc(4 * a[-1], 'm_logits')
+        self.logits = d.alloc(4 * a[-1], site + 'logits')
         return d.alloc(512, 'm_loss')
 
     def backward(self, loss):
         d = self.dev
         first = not self.grads
         d.free(self.logits)
-        for layer in reversed(self.saved):
+        for i, layer in enumerate(reversed(self.saved)):
             g = d.alloc(2 * self.act[0], 'b_grad_in')
             for p in layer:
                 d.free(p)
-            d.free(g)
+            if self.opt.backward_leak and i == 0:
+                self.kept_grads.append(g)   # a gradient kept by a hook, on autograd's thread
+            else:
+                d.free(g)
         self.saved = []
         if first:
             self.grads = [d.alloc(MIB // 2 + 512 * (i % 7), 'b_grad_w') for i in range(len(self.params))]
@@ -171,6 +182,10 @@ def run(dev, opt, annotations):
         dev.free(batch)
         if opt.leak:
             kept.append(dev.alloc(MIB, 'k_leak'))
+        if opt.eval_leak:   # a validation forward with grad, its loss kept: the graph stays
+            kept.append(m.forward('e_'))
+            kept.append(m.saved)
+            kept.append(m.logits)
         if opt.handoff:   # one buffer of the pool handed to the lazy cache
             dev.free(pool.pop())
             lazy.append(dev.alloc(2 * MIB, 'h_lazy'))

@@ -46,6 +46,21 @@ for f in "$data"/*.pickle; do # no library or C++ frame names a finding or a hol
     v=$(first "$f"); lacks "$v" 'site-packages\|dist-packages\|c10::\|at::native' "$(basename "$f")"
 done
 
+# Findings named after the program's own code: a validation pass kept is
+# rooted at the line that runs it (not at torch.nn.Module's _call_impl); a
+# gradient kept on autograd's C++ thread is said to be that.
+gen "$tmp/e.pickle" --scenario steps --iterations 8 --layers 6 --params-per-layer 2 --eval-leak
+has "$(first "$tmp/e.pickle")" '^VERDICT: LEAK: a forward pass run under train_step (/work/train.py:46) is kept alive (6 call sites)' eval-leak
+gen "$tmp/g.pickle" --scenario steps --iterations 8 --layers 6 --params-per-layer 2 --backward-leak
+v=$(first "$tmp/g.pickle")
+has "$v" "^VERDICT: LEAK: allocations from PyTorch's autograd engine (C++ thread, no Python frames) are kept: +2.01 MiB every iteration" backward-leak
+"$report" "$tmp/g.pickle" --json - | python3 -c "
+import json, sys
+r = json.load(sys.stdin)
+assert r['findings'][0]['title'].startswith(\"allocations from PyTorch's autograd engine\"), r['findings'][0]['title']
+assert r['leaks'][0]['site'] == \"PyTorch's autograd engine (C++ thread, no Python frames)\", r['leaks'][0]['site']
+" && ok || no "backward leak: JSON names"
+
 # Text, JSON and HTML agree: the hand-off is a note everywhere; single pass.
 for name in steps_handoff forward_48_layers steps_leak; do
     "$report" "$data/$name.pickle" --json "$tmp/$name.json" --html "$tmp/$name.html" --txt "$tmp/$name.txt" ||
