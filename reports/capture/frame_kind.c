@@ -41,15 +41,11 @@ static int library_python(const char *file) {
 static int runtime_name(const char *fn) {
     static const char *const spaces[] = {"c10::", "at::", "torch::", "caffe2::", "std::", "__gnu_cxx::",
                                          "pybind11::"};
-    /* CUDA's C APIs: cudaMalloc, cuMemCreate, cublasCreate, cudnnCreate, ncclCommInit... */
-    static const char *const apis[] = {"cuda", "cu", "cublas", "cudnn", "nccl"};
     static const char *const exact[] = {"clone", "__clone", "clone3", "start_thread", "execute_native_thread_routine",
                                         "pthread_condattr_setpshared", "__libc_start_main", "_start",
                                         "__libc_start_call_main"};
     for (size_t i = 0; i < sizeof spaces / sizeof *spaces; i++)
         if (starts(fn, spaces[i])) return 1;
-    for (size_t i = 0; i < sizeof apis / sizeof *apis; i++)
-        if (starts(fn, apis[i]) && fn[strlen(apis[i])] >= 'A' && fn[strlen(apis[i])] <= 'Z') return 1;
     for (size_t i = 0; i < sizeof exact / sizeof *exact; i++)
         if (!strcmp(fn, exact[i])) return 1;
     return 0;
@@ -65,8 +61,8 @@ static int runtime_function(const char *fn) {
 
 /* Shared objects of the runtime, by the base name of their path. */
 static int runtime_object(const char *module) {
-    static const char *const objects[] = {"libtorch", "libc10", "libcaffe2", "libcudart", "libcuda.", "libcublas",
-                                          "libcudnn", "libnccl", "libc.so", "libstdc++", "libpthread", "ld-linux"};
+    static const char *const objects[] = {"libtorch", "libc10", "libcaffe2", "libc.so", "libstdc++", "libpthread",
+                                          "ld-linux"};
     if (!module) return 0;
     const char *base = strrchr(module, '/');
     base = base ? base + 1 : module;

@@ -16,8 +16,9 @@ typedef enum {
     CA_FRAME_PROGRAM = 0, /* the program's own code (and native code of unknown origin) */
     CA_FRAME_LIBRARY,     /* Python that comes with Python or is installed into it: site-packages,
                              dist-packages, lib/python3.*, frozen modules */
-    CA_FRAME_RUNTIME,     /* C++ of PyTorch and the allocator (c10::, at::, torch::, ...), the C and C++
-                             libraries, CUDA's: what runs the program's calls, not the program */
+    CA_FRAME_RUNTIME,     /* C++ of PyTorch and its allocator (c10::, at::, torch::, ...), the C and C++
+                             libraries: what runs the program's calls, not the program. CUDA's own
+                             APIs (cudaMalloc) are not: the program called them */
 } ca_frame_kind;
 
 /* From a frame's function, file and module (the object it lives in; NULL or

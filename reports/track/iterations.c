@@ -5,7 +5,6 @@
 #include "reports/track/tracker_internal.h"
 #include "reports/track/loops.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -263,10 +262,6 @@ static int judge(void *ctx, const ca_period *p, const size_t *at, size_t nb) {
     ca_loop_figures fig;
     ca_loop_shape shape = ca_loop_judge(&j->in, p->period, at, nb, &fig);
     int take = j->blocks ? shape != CA_LOOP_ITERATIONS : shape == CA_LOOP_ITERATIONS;
-    if (getenv("CA_LOOP_DEBUG"))
-        fprintf(stderr, "judge: n=%zu p=%u nb=%zu shape=%s climb=%u fall=%u swing=%llu rise=%lld oswing=%llu pass=%d\n",
-                j->in.n, p->period, nb, ca_loop_shape_name(shape), fig.climbing, fig.falling, (unsigned long long)fig.swing,
-                (long long)fig.rise, (unsigned long long)fig.outside_swing, fig.pass);
     if (take) j->shape = shape, j->fig = fig, j->nb = nb;
     return take;
 }

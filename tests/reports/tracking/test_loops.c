@@ -161,7 +161,8 @@ START_TEST(frame_kinds) {
                                       "??", "snapshot"),
                      CA_FRAME_RUNTIME);
     ck_assert_int_eq(ca_frame_kind_of("void at::native::gemm<float>(int)", "??", "??"), CA_FRAME_RUNTIME);
-    ck_assert_int_eq(ca_frame_kind_of("cudaMalloc", "??", "/usr/lib/libcudart.so.12"), CA_FRAME_RUNTIME);
+    ck_assert_int_eq(ca_frame_kind_of("cudaMalloc", "??", "/usr/lib/libcudart.so.12"), CA_FRAME_PROGRAM);
+    ck_assert_int_eq(ca_frame_kind_of("memcpy", "??", "/lib/x86_64-linux-gnu/libc.so.6"), CA_FRAME_RUNTIME);
     ck_assert_int_eq(ca_frame_kind_of("op_matmul", "demo_trainer/ops.c", "/w/demo_trainer"), CA_FRAME_PROGRAM);
     ck_assert_int_eq(ca_frame_kind_of("cuda_helper", "my.c", "/w/a.out"), CA_FRAME_PROGRAM);
     ck_assert_int_eq(ca_frame_pass("_wrapped_call_impl", "C:\\py\\Lib\\site-packages\\torch\\nn\\modules\\module.py"),
