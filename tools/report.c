@@ -42,7 +42,9 @@ static void usage(FILE *f) {
             "  JSON reports written by cudalloc (one per rank, report:PREFIX_%%r) give one table:\n"
             "  each rank's peaks, leak rate and verdict, and the rank that runs out first.\n"
             "Iteration boundaries come from the trace's `iteration` rows or the snapshot's step\n"
-            "annotations; without them the repeating pattern of the loop is detected.\n"
+            "annotations (ProfilerStep#N, else Optimizer.step ends); without them the repeating\n"
+            "pattern of the loop is detected (not the layers of one pass). With fewer than two\n"
+            "whole iterations the verdict is SINGLE PASS: the peak and what held it.\n"
             "Bad input: FILE:LINE: message (CSV) or FILE: message, exit 2.\n");
 }
 

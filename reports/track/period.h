@@ -13,12 +13,15 @@
  * shortest run starting there (a loop of identical layers may end in more
  * identical allocations than an anchor can span).
  *
- * Identical layers repeat inside one iteration as well; two guards keep
- * them from being taken for the loop: the score looks at the last half of
- * the window (so the loop's period wins once the window holds a few
- * iterations), and a period whose boundary level climbs and then falls (a
- * forward pass, then a backward) is refused. The tracker tries only on
- * windows of 8192 events and more, and once more when a report is written. */
+ * Identical layers repeat inside one iteration as well; guards keep them
+ * from being taken for the loop: the score looks at the last half of the
+ * window (so the loop's period wins once the window holds a few
+ * iterations), a period whose boundary level climbs and then falls (a
+ * forward pass, then a backward) is refused, and the caller's judge
+ * (ca_period_find_if; the tracker's is reports/track/loops.h) refuses what is
+ * not a training loop, the next candidate being tried then. The tracker
+ * tries only on windows of 8192 events and more, and once more when a
+ * report is written. */
 #ifndef CA_PERIOD_H
 #define CA_PERIOD_H
 #include <stddef.h>
