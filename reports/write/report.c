@@ -137,9 +137,10 @@ int ca_report_ctx_init(ca_report_ctx *c, ca_tracker *t, ca_allocator *a, const c
                        !c->snap.time_is_index; /* offline: a single pass says more */
     detect_caching(c);
     c->have_peak = ca_peak_find(&c->snap, &c->peak) == 0;
-    /* Fewer than two whole iterations: blocks repeated inside the one pass
-     * say what the trace holds. */
-    if (c->snap.iteration < 3 && !c->small_program) c->have_blocks = ca_tracker_blocks(t, &c->blocks);
+    /* Offline, fewer than two whole iterations: blocks repeated inside the
+     * one pass say what the trace holds (a period search: not at every exit
+     * summary of a live run). */
+    if (c->snap.time_is_index && c->snap.iteration < 3) c->have_blocks = ca_tracker_blocks(t, &c->blocks);
     c->leak_oom_iteration = c->have_headroom && c->snap.iteration
                                 ? ca_leak_projection(c->snap.iteration - 1, c->headroom, c->leak_rate)
                                 : -1;
@@ -307,8 +308,9 @@ void ca_report_summary(ca_tracker *t, ca_allocator *a, FILE *f) {
     if (c.n_findings > c.n_leak_findings) {
         const ca_finding *fd = &c.findings[c.n_leak_findings];
         ca_report_finding_title(&c, c.n_leak_findings, label, sizeof label);
-        fprintf(f, "cudalloc:   note: slow growth, not a leak: +%s/iteration (%.4f%% of the working set): %s%s\n",
-                ca_report_bytes(fd->bytes_per_iteration, b1, sizeof b1), fd->working_set_share * 100, label,
+        fprintf(f, "cudalloc:   note: %s, not a leak: +%s/iteration (%.4f%% of the working set): %s%s\n",
+                fd->handoff ? "hand-off" : "slow growth", ca_report_bytes(fd->bytes_per_iteration, b1, sizeof b1),
+                fd->working_set_share * 100, label,
                 c.n_findings - c.n_leak_findings > 1 ? "; and more in the report" : "");
     }
     for (size_t i = 0; i < s->n_ooms && i < 3; i++) {
