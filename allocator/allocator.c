@@ -1,7 +1,8 @@
-/* The allocator's public operations: a pool per stream, each with its own lock
- * and a small and a large heap; splitting and merging; the out-of-memory retry;
- * stats and views. Lock order: a pool's lock, then the allocator's; never two
- * pools at once. */
+/* The allocator's public operations: a pool per stream (pools.c), each with
+ * its own lock and a small and a large heap; splitting and merging; the
+ * out-of-memory retry; what the device looks like under a cap. Lock order:
+ * the retire lock, a pool's lock, then the allocator's; never two pools at
+ * once. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,14 @@ static void set_limits(ca_allocator *a) {
     size_t reserve = device <= TIB ? 4 * device : 4 * TIB;
     if (reserve < a->limit) reserve = a->limit;
     a->reserve = reserve < g ? g : reserve & ~(g - 1);
+    /* That much is what a heap may take in all; it starts with one range of
+     * CA_FIRST_RANGE (twice the limit on a smaller device: room for what it
+     * holds and as much again freed but not yet free) and moves to larger
+     * ones as it grows (ranges.c), so that thousands of streams fit in the
+     * address space, not a few hundred. */
+    size_t first = a->limit < CA_FIRST_RANGE / 2 ? 2 * a->limit : CA_FIRST_RANGE;
+    if (first > a->reserve) first = a->reserve;
+    a->first_range = first < g ? g : first & ~(g - 1);
 }
 
 int ca_allocator_new(ca_backend *be, const ca_options *opt, ca_allocator **out) {
@@ -49,6 +58,11 @@ int ca_allocator_new(ca_backend *be, const ca_options *opt, ca_allocator **out) 
     ca_allocator *a = calloc(1, sizeof *a);
     if (!a) return CA_ERR_OOM;
     ca_lock_init(&a->lock);
+    ca_lock_init(&a->retire_lock);
+    if (ca_pools_init(a) != CA_OK) {
+        free(a);
+        return CA_ERR_OOM;
+    }
     a->be = be;
     if (opt) a->opt = *opt;
     else ca_options_default(&a->opt);
@@ -63,24 +77,9 @@ int ca_allocator_new(ca_backend *be, const ca_options *opt, ca_allocator **out) 
     return CA_OK;
 }
 
-static size_t pool_count(ca_allocator *a) { return atomic_load_explicit(&a->npools, memory_order_acquire); }
-
 void ca_allocator_destroy(ca_allocator *a) {
     if (!a) return;
-    for (size_t i = 0; i < pool_count(a); i++) {
-        ca_pool *p = a->pools[i];
-        ca_pending_drop(a, p);
-        ca_exp_drop_mark(a, p);
-        for (int k = 0; k < 2; k++)
-            for (ca_segment *seg = p->heap[k].segments, *next; seg; seg = next) {
-                next = seg->next;
-                if (seg->expandable) ca_exp_destroy(a, seg);
-                else ca_classic_destroy(a, seg);
-            }
-        ca_live_destroy(&p->live);
-        ca_block_free_all(p);
-        free(p);
-    }
+    ca_pools_destroy(a);
     if (a->be->destroy) a->be->destroy(a->be);
     free(a);
 }
@@ -91,31 +90,8 @@ void ca_emit(ca_allocator *a, ca_event_kind kind, uintptr_t addr, size_t size, s
     a->observer(a->observer_ctx, &ev);
 }
 
-void ca_pool_sync(ca_allocator *a, ca_pool *p) {
-    if (a->be->stream_sync) a->be->stream_sync(a->be->self, p->stream);
-}
-
-/* A pool's current figure; read without its lock (a snapshot). Active
- * counts and bytes are allocated ones plus pending plain frees: keeping them
- * apart on the hot path cost four more updates an allocation. */
-static int64_t pool_current(const ca_pool *p, size_t field, int kind) {
-    const int64_t *pend = NULL;
-    if (field == offsetof(ca_stats, active)) field = offsetof(ca_stats, allocation), pend = p->pend_count;
-    if (field == offsetof(ca_stats, active_bytes)) field = offsetof(ca_stats, allocated_bytes), pend = p->pend_bytes;
-    const ca_stat *s3 = (const ca_stat *)((const char *)&p->st + field);
-    int64_t v = __atomic_load_n(&s3[kind].current, __ATOMIC_RELAXED);
-    return pend ? v + __atomic_load_n(&pend[kind], __ATOMIC_RELAXED) : v;
-}
-
-/* The sum over pools of one statistic's current value. Other pools' figures
- * are read without their locks: a snapshot. */
-static int64_t sum_current(ca_allocator *a, size_t field, int kind) {
-    int64_t sum = 0;
-    for (size_t i = 0; i < pool_count(a); i++) sum += pool_current(a->pools[i], field, kind);
-    return sum;
-}
-
-/* After an allocation of kind `kind`: active's peaks (see pool_current). */
+/* After an allocation of kind `kind`: active's peaks (see figures.c:
+ * pool_current). */
 static inline void active_peaks(ca_allocator *a, ca_pool *p, int kind) {
     bool count = false, bytes = false;
     int kinds[2] = {CA_POOL_ALL, kind};
@@ -128,77 +104,6 @@ static inline void active_peaks(ca_allocator *a, ca_pool *p, int kind) {
     }
     if (count) ca_pool_new_peak(a, offsetof(ca_stats, active));
     if (bytes) ca_pool_new_peak(a, offsetof(ca_stats, active_bytes));
-}
-
-/* A pool's active figures in full (see pool_current). */
-static void pool_active(const ca_pool *p, ca_stat *count, ca_stat *bytes) {
-    for (int k = 0; k < CA_POOL_KINDS; k++) {
-        const ca_stat *n = &p->st.allocation[k], *by = &p->st.allocated_bytes[k];
-        count[k] = (ca_stat){n->current + p->pend_count[k], p->st.active[k].peak, n->allocated,
-                             n->allocated - n->current - p->pend_count[k]};
-        bytes[k] = (ca_stat){by->current + p->pend_bytes[k], p->st.active_bytes[k].peak, by->allocated,
-                             by->allocated - by->current - p->pend_bytes[k]};
-    }
-}
-
-/* With one pool (one stream) its own peaks are the device's, exactly. With
- * several, the device-wide peak is the largest sum seen when any pool reached
- * a new peak of its own: exact while streams allocate one at a time. */
-void ca_pool_new_peak(ca_allocator *a, size_t field) {
-    if (pool_count(a) < 2) return;
-    ca_lock_acquire(&a->lock);
-    ca_stat *peak = (ca_stat *)((char *)&a->peaks + field);
-    for (int kind = 0; kind < CA_POOL_KINDS; kind++) {
-        int64_t sum = sum_current(a, field, kind);
-        if (sum > peak[kind].peak) peak[kind].peak = sum;
-    }
-    ca_lock_release(&a->lock);
-}
-
-size_t ca_reserved_total(ca_allocator *a) {
-    return (size_t)sum_current(a, offsetof(ca_stats, reserved_bytes), CA_POOL_ALL);
-}
-
-static ca_pool *pool_new(ca_allocator *a, ca_stream stream) {
-    ca_pool *p = calloc(1, sizeof *p);
-    if (!p || ca_live_init(&p->live) != CA_OK) {
-        free(p);
-        return NULL;
-    }
-    ca_lock_init(&p->lock);
-    p->stream = stream;
-    p->next_sweep = a->opt.expandable && a->opt.release_after ? a->opt.release_after : UINT64_MAX;
-    p->epoch = p->idle_epoch = 1; /* a granule's 0: never busy */
-    for (int k = 0; k < 2; k++) {
-        p->heap[k].pool = p;
-        p->heap[k].small = k == 1;
-    }
-    return p;
-}
-
-static ca_pool *get_pool(ca_allocator *a, ca_stream stream) {
-    ca_pool *p = tl_pool;
-    if (p && tl_serial == a->serial && p->stream == stream) return p;
-    size_t n = pool_count(a);
-    for (size_t i = 0; i < n; i++) {
-        p = a->pools[i];
-        if (p->stream == stream) goto found;
-    }
-    ca_lock_acquire(&a->lock);
-    p = NULL;
-    n = pool_count(a); /* another thread may have added it meanwhile */
-    for (size_t i = 0; i < n && !p; i++)
-        if (a->pools[i]->stream == stream) p = a->pools[i];
-    if (!p && n < CA_MAX_POOLS && (p = pool_new(a, stream))) {
-        a->pools[n] = p;
-        atomic_store_explicit(&a->npools, n + 1, memory_order_release);
-    }
-    ca_lock_release(&a->lock);
-    if (!p) return NULL;
-found:
-    tl_pool = p;
-    tl_serial = a->serial;
-    return p;
 }
 
 /* Split b (taken out of the index) so that it is `size` bytes; the rest, if
@@ -222,74 +127,79 @@ ca_block *ca_split(ca_allocator *a, ca_block *b, size_t size) {
     else b->seg->last = r;
     b->next = r;
     b->size = size;
-    ca_free_index_insert(&b->seg->heap->free, r);
+    ca_free_index_insert(b->seg->free, r);
     return b;
 }
 
+/* Give a pool's cached memory back: expandable granules once no queued work
+ * can touch them (expandable.c waits for the device when some might), empty
+ * classic segments after the device's work. */
 static void release_pool(ca_allocator *a, ca_pool *p) {
-    for (int k = 0; k < 2; k++) {
-        if (a->opt.expandable) {
-            for (ca_segment *seg = p->heap[k].segments; seg; seg = seg->next) ca_exp_release(a, seg);
-        } else {
-            ca_classic_release(a, &p->heap[k]);
-        }
+    if (a->opt.expandable) {
+        ca_exp_release(a, p);
+        return;
     }
+    for (int k = 0; k < 2; k++) ca_classic_release(a, &p->heap[k]);
 }
 
 /* Every pool gives its cached memory back, plain frees included (waiting
- * for their fences); the caller holds no pool lock. */
+ * for their fences), and retired pools with nothing live end (waiting for
+ * the device); the caller holds no lock. */
 static void release_all(ca_allocator *a) {
-    for (size_t i = 0; i < pool_count(a); i++) {
-        ca_pool *p = a->pools[i];
+    ca_pools_end_retired(a, true);
+    ca_pool *const *arr;
+    size_t n = ca_pools(a, &arr);
+    for (size_t i = 0; i < n; i++) {
+        ca_pool *p = arr[i];
         ca_lock_acquire(&p->lock);
         if (ca_pool_has_pending(p)) ca_pending_settle(a, p);
-        release_pool(a, p);
+        if (p->state != CA_POOL_SPARE) release_pool(a, p);
         ca_lock_release(&p->lock);
     }
 }
 
-struct largest_ctx {
-    const ca_allocator *a;
-    size_t best;
-};
-
-static void largest_cb(void *ctx, ca_block *b) {
-    struct largest_ctx *c = ctx;
-    size_t run = b->seg->expandable ? ca_exp_mapped_run(c->a, b) : b->size;
-    if (run > c->best) c->best = run;
-}
-
-static size_t pool_largest_free(ca_allocator *a, ca_pool *p) {
-    struct largest_ctx c = {a, 0};
-    for (int k = 0; k < 2; k++) ca_free_index_walk(&p->heap[k].free, largest_cb, &c);
-    return c.best;
-}
-
-size_t ca_largest_free(ca_allocator *a) {
-    size_t best = 0;
-    for (size_t i = 0; i < pool_count(a); i++) {
-        ca_pool *p = a->pools[i];
-        ca_lock_acquire(&p->lock);
-        size_t b = pool_largest_free(a, p);
-        ca_lock_release(&p->lock);
-        if (b > best) best = b;
+bool ca_device_wait(ca_allocator *a, ca_pool *p) {
+    const ca_backend *be = a->be;
+    if (be->fence_record_done) {
+        ca_fence f = 0;
+        if (be->fence_record_done(be->self, &f) != CA_OK) return false;
+        if (!f) return true; /* the device was synchronized */
+        bool done = be->fence_wait(be->self, f) == 1;
+        be->fence_destroy(be->self, f);
+        return done;
     }
-    return best;
+    /* a retired pool's stream is gone: without fences only live ones are synced */
+    if (be->stream_sync && p->state == CA_POOL_LIVE) return be->stream_sync(be->self, p->stream) == CA_OK;
+    return true;
+}
+
+/* The device as the program may see it under a cap: no larger than the cap,
+ * and with no more free than the cap leaves. */
+static void keep_to_cap(ca_allocator *a, size_t *free_bytes, size_t *total) {
+    size_t cap = a->cap, held = __atomic_load_n(&a->held, __ATOMIC_RELAXED);
+    if (!cap) return;
+    size_t room = cap > held ? cap - held : 0;
+    if (room < *free_bytes) *free_bytes = room;
+    if (cap < *total) *total = cap;
+}
+
+void ca_mem_info(ca_allocator *a, size_t *free_bytes, size_t *total) {
+    ca_stats s;
+    ca_get_stats(a, &s);
+    int64_t cached = s.reserved_bytes[CA_POOL_ALL].current - s.allocated_bytes[CA_POOL_ALL].current;
+    keep_to_cap(a, free_bytes, total);
+    *free_bytes += cached > 0 ? (size_t)cached : 0;
+    if (*free_bytes > *total) *free_bytes = *total;
 }
 
 static void fill_oom(ca_allocator *a, size_t size, ca_stream stream, ca_oom_info *oom) {
     size_t free_bytes = 0, total = 0;
-    a->be->mem_info(a->be->self, &free_bytes, &total);
+    if (a->be->mem_info(a->be->self, &free_bytes, &total) != CA_OK) free_bytes = total = 0;
+    *oom = (ca_oom_info){0}; /* every field said, those added later too */
     oom->requested = size;
-    oom->allocated = (size_t)sum_current(a, offsetof(ca_stats, allocated_bytes), CA_POOL_ALL);
+    oom->allocated = (size_t)ca_sum_current(a, offsetof(ca_stats, allocated_bytes), CA_POOL_ALL);
     oom->reserved = ca_reserved_total(a);
-    /* Under a cap, the device is as large as the cap lets us have. */
-    size_t cap = a->cap;
-    if (cap) {
-        size_t room = cap > oom->reserved ? cap - oom->reserved : 0;
-        if (room < free_bytes) free_bytes = room;
-        if (cap < total) total = cap;
-    }
+    keep_to_cap(a, &free_bytes, &total);
     oom->device_total = total;
     oom->device_free = free_bytes;
     /* the pools' sums are read without their locks: never let a race wrap it */
@@ -302,10 +212,27 @@ static int try_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **b) {
     return a->opt.expandable ? ca_exp_alloc(a, h, size, b) : ca_classic_alloc(a, h, size, b);
 }
 
+/* Every release_after allocations of a pool: expandable pools give back the
+ * granules they did not need lately (expandable.c); the caller then looks
+ * for retired pools that can end. */
+static void sweep_pool(ca_allocator *a, ca_pool *p) {
+    p->next_sweep = ca_pool_clock(p) + a->opt.release_after;
+    if (a->opt.expandable) ca_exp_sweep(a, p);
+}
+
 int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom_info *oom) {
     if (!size || !ptr) return CA_ERR_INVALID;
-    ca_pool *p = get_pool(a, stream);
-    if (!p) return CA_ERR_OOM;
+    /* Each thread remembers its last pool: the next request is usually the same. */
+    ca_pool *p = tl_pool;
+    if (!p || tl_serial != a->serial || __atomic_load_n(&p->key, __ATOMIC_RELAXED) != stream) {
+        int rc = ca_pool_for(a, stream, &p);
+        if (rc != CA_OK) {
+            if (rc == CA_ERR_OOM && oom) fill_oom(a, size, stream, oom);
+            return rc;
+        }
+        tl_pool = p;
+        tl_serial = a->serial;
+    }
     /* Physical memory comes in granules: a request whose granules exceed the
      * limit could never be served, whatever is freed. */
     size_t rounded = SIZE_MAX, granules;
@@ -357,8 +284,10 @@ int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom
     /* The hot path's whole share of giving memory back: two compares. */
     int64_t active = ca_pool_active_bytes(p);
     if (active > p->win_peak) p->win_peak = active;
-    if (ca_pool_clock(p) >= p->next_sweep) ca_exp_sweep(a, p);
+    bool sweep = ca_pool_clock(p) >= p->next_sweep;
+    if (sweep) sweep_pool(a, p);
     ca_lock_release(&p->lock);
+    if (sweep) ca_pools_end_retired(a, false);
     *ptr = (void *)b->addr;
     return CA_OK;
 }
@@ -368,12 +297,12 @@ static void merge_and_index(ca_pool *p, ca_block *b) {
     b->allocated = false;
     b->requested = 0;
     ca_segment *seg = b->seg;
-    ca_heap *h = seg->heap;
+    ca_free_index *fi = seg->free;
     ca_block *n = b->next, *prev = b->prev;
     /* b was allocated, so all its granules are mapped, the ones it shares
      * with a neighbour too: the merged block's unmapped ones are theirs */
     if (n && !n->allocated) {
-        ca_free_index_remove(&h->free, n);
+        ca_free_index_remove(fi, n);
         b->size += n->size;
         b->unmapped = n->unmapped;
         b->next = n->next;
@@ -382,7 +311,7 @@ static void merge_and_index(ca_pool *p, ca_block *b) {
         ca_block_put(p, n);
     }
     if (prev && !prev->allocated) {
-        ca_free_index_remove(&h->free, prev);
+        ca_free_index_remove(fi, prev);
         prev->size += b->size;
         prev->unmapped += b->unmapped;
         prev->next = b->next;
@@ -391,25 +320,45 @@ static void merge_and_index(ca_pool *p, ca_block *b) {
         ca_block_put(p, b);
         b = prev;
     }
-    ca_free_index_insert(&h->free, b);
+    ca_free_index_insert(fi, b);
 }
 
-/* Read without the pool's lock: the size (stored last, with release) first,
- * and the base only once the size says it is there (TSan: a race when the
- * base was read first, unordered with the store). */
-static bool in_range(const ca_heap *h, uintptr_t addr) {
-    size_t size = __atomic_load_n(&h->range_size, __ATOMIC_ACQUIRE);
-    return size && addr - h->range_base < size;
+/* Does pool p's expandable heap hold addr? Read without the pool's lock:
+ * each range's size (stored last, with release, and cleared first) before
+ * its base (TSan: a race when the base was read first). A range that changes
+ * meanwhile holds no live block, so no live block is missed. The newest
+ * range, where most blocks are, is usually the last slot: looked at first. */
+static inline bool pool_holds(const ca_pool *p, uintptr_t addr) {
+    const ca_heap *h = &p->heap[0];
+    for (int i = __atomic_load_n(&h->nranges, __ATOMIC_ACQUIRE); i-- > 0;) {
+        size_t size = __atomic_load_n(&h->ranges[i].size, __ATOMIC_ACQUIRE); /* 0: none */
+        if (addr - __atomic_load_n(&h->ranges[i].base, __ATOMIC_RELAXED) < size) return true;
+    }
+    return false;
 }
 
-/* The pool that owns addr, with its lock held, and the block; NULL if none. */
-static ca_block *find_live(ca_allocator *a, uintptr_t addr, ca_pool **pool) {
+/* The pool that owns addr, with its lock held, and the block; NULL if none.
+ * (Inlined: it is the free path's search.) */
+static inline __attribute__((always_inline)) ca_block *find_live(ca_allocator *a, uintptr_t addr, ca_pool **pool) {
     if (!addr) return NULL; /* never live */
-    size_t n = pool_count(a);
+    /* The thread's last pool first: with many streams alive, a block is
+     * mostly freed by the thread that allocated it. */
+    ca_pool *mine = tl_serial == a->serial ? tl_pool : NULL;
+    if (mine && (!a->opt.expandable || pool_holds(mine, addr))) {
+        ca_lock_acquire(&mine->lock);
+        ca_block *b = ca_live_find(&mine->live, addr);
+        if (b) {
+            *pool = mine;
+            return b;
+        }
+        ca_lock_release(&mine->lock);
+    }
+    ca_pool *const *arr;
+    size_t n = ca_pools(a, &arr);
     for (size_t i = 0; i < n; i++) {
-        ca_pool *p = a->pools[i];
-        /* Expandable heaps own one fixed range each: look only where it can be. */
-        if (a->opt.expandable && !in_range(&p->heap[0], addr) && !in_range(&p->heap[1], addr)) continue;
+        ca_pool *p = arr[i];
+        /* Expandable heaps own their ranges: look only where the block can be. */
+        if (p == mine || (a->opt.expandable && !pool_holds(p, addr))) continue;
         ca_lock_acquire(&p->lock);
         ca_block *b = ca_live_find(&p->live, addr);
         if (b) {
@@ -426,31 +375,36 @@ void ca_block_release(ca_allocator *a, ca_pool *p, ca_block *b, bool idle) {
     merge_and_index(p, b);
 }
 
-/* The live block at ptr out of its pool's live table, with the pool locked
- * and the statistics of a free applied; NULL if ptr is not live. */
-static ca_block *take_live(ca_allocator *a, void *ptr, ca_stream stream, ca_pool **pool) {
-    ca_block *b = find_live(a, (uintptr_t)ptr, pool);
-    if (!b) return NULL;
-    ca_pool *p = *pool;
+/* b, found live in pool p (locked), out of the live table with the
+ * statistics of a free applied. */
+static void take_live(ca_allocator *a, ca_pool *p, ca_block *b, ca_stream stream) {
     ca_live_remove(&p->live, b);
     CA_BLOCK_STAT(a, p, b, allocation, -1);
     CA_BLOCK_STAT(a, p, b, allocated_bytes, -(int64_t)b->size);
     CA_BLOCK_STAT(a, p, b, requested_bytes, -(int64_t)b->requested);
     ca_emit(a, CA_EV_FREE, b->addr, b->size, b->requested, stream);
     b->requested = 0;
-    return b;
 }
 
 int ca_free(ca_allocator *a, void *ptr, ca_stream stream) {
     ca_pool *p;
-    ca_block *b = take_live(a, ptr, stream, &p);
+    ca_block *b = find_live(a, (uintptr_t)ptr, &p);
     if (!b) return CA_ERR_INVALID;
-    /* Freed in another stream's order: the pool's stream, the only one that
-     * will reuse the block, waits for the work queued there so far. A pool
-     * stream that cannot be made to wait from here (another thread's
-     * per-thread stream) leaves the block waiting for a fence instead. */
+    /* Freed in another stream's order: that stream must be one (the pool's
+     * own is, while the pool is live). */
+    bool cross = stream != p->key;
+    if (cross && a->be->stream_check && a->be->stream_check(a->be->self, stream) != CA_OK) {
+        ca_lock_release(&p->lock);
+        return CA_ERR_STREAM;
+    }
+    take_live(a, p, b, stream);
+    /* The pool's stream, the only one that will reuse the block, waits for
+     * the work queued on `stream` so far. A pool stream that cannot be made
+     * to wait from here (another thread's per-thread stream) leaves the block
+     * waiting for a fence instead. A retired pool reuses nothing: its end
+     * waits for the device. */
     bool wait_device = false;
-    if (stream != p->stream && a->be->event_record) {
+    if (cross && p->state == CA_POOL_LIVE && a->be->event_record) {
         ca_event ev;
         int rc = a->be->event_record(a->be->self, stream, &ev);
         if (rc == CA_OK) {
@@ -469,9 +423,10 @@ int ca_free(ca_allocator *a, void *ptr, ca_stream stream) {
 
 int ca_free_device(ca_allocator *a, void *ptr, int device_idle) {
     ca_pool *p;
-    ca_block *b = take_live(a, ptr, 0, &p);
+    ca_block *b = find_live(a, (uintptr_t)ptr, &p);
     if (!b) return CA_ERR_INVALID;
-    if (!device_idle && a->be->fence_record) ca_pending_add(a, p, b);
+    take_live(a, p, b, 0);
+    if (!device_idle && a->be->fence_record && p->state == CA_POOL_LIVE) ca_pending_add(a, p, b);
     else ca_block_release(a, p, b, device_idle || !a->async);
     ca_lock_release(&p->lock);
     return CA_OK;
@@ -488,8 +443,10 @@ int ca_owns(ca_allocator *a, const void *ptr, size_t *requested) {
 
 int ca_contains(ca_allocator *a, const void *ptr) {
     uintptr_t addr = (uintptr_t)ptr;
-    for (size_t i = 0; i < pool_count(a); i++) {
-        ca_pool *p = a->pools[i];
+    ca_pool *const *arr;
+    size_t n = ca_pools(a, &arr);
+    for (size_t i = 0; i < n; i++) {
+        ca_pool *p = arr[i];
         int found = 0;
         ca_lock_acquire(&p->lock);
         for (int k = 0; k < 2 && !found; k++)
@@ -504,8 +461,11 @@ int ca_contains(ca_allocator *a, const void *ptr) {
 void ca_release(ca_allocator *a) { release_all(a); }
 
 void ca_wait_pending(ca_allocator *a) {
-    for (size_t i = 0; i < pool_count(a); i++) {
-        ca_pool *p = a->pools[i];
+    ca_pools_end_retired(a, true); /* their fences too */
+    ca_pool *const *arr;
+    size_t n = ca_pools(a, &arr);
+    for (size_t i = 0; i < n; i++) {
+        ca_pool *p = arr[i];
         ca_lock_acquire(&p->lock);
         if (ca_pool_has_pending(p)) ca_pending_settle(a, p);
         ca_exp_drop_mark(a, p); /* its events go back to the backend now */
@@ -513,99 +473,11 @@ void ca_wait_pending(ca_allocator *a) {
     }
 }
 
-/* A pool's figures into the sums: what was freed is what was added less
- * what is there now (the hot path keeps only the first two). */
-static void add_stat(ca_stat *dst, const ca_stat *src) {
-    for (int k = 0; k < CA_POOL_KINDS; k++) {
-        dst[k].current += src[k].current;
-        dst[k].allocated += src[k].allocated;
-        dst[k].freed += src[k].allocated - src[k].current;
-        if (src[k].peak > dst[k].peak) dst[k].peak = src[k].peak; /* at least any pool's */
-    }
-}
-
-#define STAT_FIELDS(X) \
-    X(allocation) X(segment) X(active) X(allocated_bytes) X(reserved_bytes) X(active_bytes) X(requested_bytes)
-
-void ca_get_stats(ca_allocator *a, ca_stats *out) {
-    memset(out, 0, sizeof *out);
-    for (size_t i = 0; i < pool_count(a); i++) {
-        ca_pool *p = a->pools[i];
-        ca_lock_acquire(&p->lock);
-        /* Plain frees whose fence has passed are free, not active: a program
-         * that synchronized and asks sees its frees complete. (No waiting.) */
-        if (ca_pool_has_pending(p)) ca_pending_collect(a, p);
-        ca_stats st = p->st;
-        pool_active(p, st.active, st.active_bytes);
-#define ADD(f) add_stat(out->f, st.f);
-        STAT_FIELDS(ADD)
-#undef ADD
-        out->num_alloc_retries += p->st.num_alloc_retries;
-        out->num_ooms += p->st.num_ooms;
-        out->num_device_alloc += p->st.num_device_alloc;
-        out->num_device_free += p->st.num_device_free;
-        out->num_granules_moved += p->st.num_granules_moved;
-        ca_lock_release(&p->lock);
-    }
-    ca_lock_acquire(&a->lock);
-    for (int k = 0; k < CA_POOL_KINDS; k++) {
-#define PEAK(f) if (a->peaks.f[k].peak > out->f[k].peak) out->f[k].peak = a->peaks.f[k].peak;
-        STAT_FIELDS(PEAK)
-#undef PEAK
-    }
-    ca_lock_release(&a->lock);
-}
-
-void ca_reset_peaks(ca_allocator *a) {
-    for (size_t i = 0; i < pool_count(a); i++) {
-        ca_pool *p = a->pools[i];
-        ca_lock_acquire(&p->lock);
-        ca_stats_reset_peaks(&p->st);
-        for (int k = 0; k < CA_POOL_KINDS; k++) {
-            p->st.active[k].peak = pool_current(p, offsetof(ca_stats, active), k);
-            p->st.active_bytes[k].peak = pool_current(p, offsetof(ca_stats, active_bytes), k);
-        }
-        ca_lock_release(&p->lock);
-    }
-    ca_stats now;
-    ca_get_stats(a, &now);
-    ca_lock_acquire(&a->lock);
-    for (int k = 0; k < CA_POOL_KINDS; k++) {
-#define RESET(f) a->peaks.f[k].peak = now.f[k].current;
-        STAT_FIELDS(RESET)
-#undef RESET
-    }
-    ca_lock_release(&a->lock);
-}
-
 void ca_set_observer(ca_allocator *a, ca_observer_fn fn, void *ctx) {
     ca_lock_acquire(&a->lock);
     a->observer_ctx = ctx;
     a->observer = fn;
     ca_lock_release(&a->lock);
-}
-
-static void visit_heap(ca_allocator *a, ca_heap *h, ca_segment_fn on_segment, ca_block_fn on_block, void *ctx) {
-    for (ca_segment *seg = h->segments; seg; seg = seg->next) {
-        ca_segment_view sv = {seg->base, seg->span, seg->mapped, h->pool->stream, h->small, seg->expandable};
-        if (on_segment) on_segment(ctx, &sv);
-        if (!on_block) continue;
-        for (ca_block *b = seg->first; b; b = b->next) {
-            ca_block_state st = b->pending ? CA_BLOCK_PENDING : b->allocated ? CA_BLOCK_ALLOCATED : CA_BLOCK_FREE;
-            ca_block_view bv = {b->addr, b->size, b->requested, st,
-                                seg->expandable ? ca_exp_block_mapped(a, b) : b->size};
-            on_block(ctx, &sv, &bv);
-        }
-    }
-}
-
-void ca_visit(ca_allocator *a, ca_segment_fn on_segment, ca_block_fn on_block, void *ctx) {
-    for (size_t i = 0; i < pool_count(a); i++) {
-        ca_pool *p = a->pools[i];
-        ca_lock_acquire(&p->lock);
-        for (int k = 0; k < 2; k++) visit_heap(a, &p->heap[k], on_segment, on_block, ctx);
-        ca_lock_release(&p->lock);
-    }
 }
 
 const ca_backend *ca_allocator_backend(const ca_allocator *a) { return a->be; }

@@ -32,13 +32,15 @@ typedef struct ca_options {
 /* What an out-of-memory failure looked like, for the OOM report. */
 typedef struct ca_oom_info {
     size_t requested;      /* bytes asked for */
-    size_t device_total;   /* device capacity */
+    size_t device_total;   /* device capacity; 0 offline when not known (then device_free is 0 too) */
     size_t device_free;    /* the device's own free bytes after all retries */
     size_t allocated;      /* bytes in allocated blocks */
     size_t reserved;       /* bytes the allocator holds from the device */
     size_t largest_free;   /* largest free block that is mapped (cached) */
     size_t free_cached;    /* cached free bytes (reserved - allocated) */
     ca_stream stream;
+    int device_total_inferred; /* offline: device_total is not recorded but inferred (a
+                                  snapshot: what PyTorch reserved + what the driver had free) */
 } ca_oom_info;
 
 /* Events the allocator reports to an observer (the tracker in reports/). The
@@ -89,14 +91,17 @@ int ca_allocator_new(ca_backend *be, const ca_options *opt, ca_allocator **out);
 void ca_allocator_destroy(ca_allocator *a);
 
 /* CA_OK with *ptr set; CA_ERR_OOM after every retry failed (then *oom, if not
- * NULL, says why); CA_ERR_INVALID for size 0. A request larger than the device
+ * NULL, says why); CA_ERR_INVALID for size 0; CA_ERR_STREAM for a stream the
+ * backend does not know (never made, or destroyed; CA_NO_STREAM, all ones,
+ * is never one), which gets no pool. A request larger than the device
  * could ever hold (its capacity, max_reserved, CA_MAX_BYTES, in whole
  * granules) fails with CA_ERR_OOM at once: no retry, no backend call, its cost
  * the same whatever its size. Sizes are never rounded past SIZE_MAX. */
 int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom_info *oom);
 /* Free ptr in the order of `stream` (cudaFreeAsync): reusable by the pool's
  * stream once that stream has passed the point of the free. CA_ERR_INVALID
- * for a pointer the allocator does not own, or a double free: nothing changes. */
+ * for a pointer the allocator does not own, or a double free; CA_ERR_STREAM
+ * for a stream that is not one: nothing changes. */
 int ca_free(ca_allocator *a, void *ptr, ca_stream stream);
 /* Free ptr in the order of the whole device (cudaFree): the block is handed
  * out again only after a fence recorded after this call (backend.h) has
@@ -104,6 +109,16 @@ int ca_free(ca_allocator *a, void *ptr, ca_stream stream);
  * device_idle the caller has synchronized the device: reusable at once, as
  * it is on a backend without fences. Errors as ca_free. */
 int ca_free_device(ca_allocator *a, void *ptr, int device_idle);
+/* The stream was destroyed, or the thread whose per-thread stream it is
+ * exited: its pool takes no more allocations (a later stream with the same
+ * handle gets a new one), its blocks can still be freed, and once the last
+ * is and the device is past the work queued until then, its memory goes
+ * back to the device. */
+void ca_retire_stream(ca_allocator *a, ca_stream stream);
+/* What cudaMemGetInfo says with this allocator on the device, from the
+ * driver's own *free_bytes and *total: memory cached here counts as free, and
+ * under max_reserved the device is the cap (total) and what it leaves. */
+void ca_mem_info(ca_allocator *a, size_t *free_bytes, size_t *total);
 /* Is ptr the start of a live allocation of ours? Its requested size if so. */
 int ca_owns(ca_allocator *a, const void *ptr, size_t *requested);
 /* Is ptr inside memory this allocator manages, live or not? (A free of such a

@@ -14,6 +14,7 @@ enum {
     CA_ERR_OOM = 1,     /* the device has no memory for this (capacity reached) */
     CA_ERR_INVALID = 2, /* bad argument: unknown pointer, double free, bad size */
     CA_ERR_BACKEND = 3, /* the backend failed for another reason */
+    CA_ERR_STREAM = 4,  /* not a live stream (never created, or destroyed) */
 };
 
 typedef uint64_t ca_handle; /* a physical memory handle; 0 = none */
@@ -46,32 +47,44 @@ struct ca_backend {
      * is safe to reuse at once; a block freed on another stream makes the pool's
      * stream wait on an event recorded there (stream_wait fails for a stream
      * that cannot be named from the calling thread, another thread's per-thread
-     * stream: the block then waits for a fence). Memory is unmapped only after
-     * the pool's stream has finished with it. All NULL when the device finishes
-     * work before calls return (host, count). */
+     * stream, or one being captured: the block then waits for a fence).
+     * Memory is unmapped only after the pool's stream has finished with it:
+     * stream_sync's error (it could not wait) leaves it mapped. All NULL when
+     * the device finishes work before calls return (host, count). */
     int (*event_record)(void *self, ca_stream stream, ca_event *ev);
     int (*stream_wait)(void *self, ca_stream stream, ca_event ev);
     void (*event_destroy)(void *self, ca_event ev);
     int (*stream_sync)(void *self, ca_stream stream);
+    /* Is `stream` a live stream of the device's driver? CA_OK, or CA_ERR_STREAM
+     * for a handle that was never a stream or was destroyed. Asked only when a
+     * stream gets its pool and for a free in another stream's order, never on
+     * the hot path. NULL: every stream is. */
+    int (*stream_check)(void *self, ca_stream stream);
 
     /* Device order, what a plain cudaFree promises: a fence is the point "now"
      * in every stream of the device. fence_record records one and gives 0 when
      * no later work can run before it anyway (every stream orders its later
-     * work after it), so that a block waiting for it is reusable at once.
-     * fence_query never blocks: 1 when the work queued before the fence is
-     * done, 0 when not yet. fence_wait blocks until it is. Errors count as
-     * passed: a device that cannot answer runs nothing more. All NULL when
-     * the device finishes work before calls return (host, count). */
+     * work after it), so that a block waiting for it is reusable at once; an
+     * error when no fence can be recorded now (a stream capture is under way,
+     * or the device refused): the blocks then stay pending and a later call
+     * records one. fence_query never blocks: 1 when the work queued before the
+     * fence is done, or the device can run nothing more (a sticky error); 0
+     * when not yet, and for any answer that says nothing about that work (a
+     * capture or handle error: asked again later). fence_wait blocks until it
+     * is done: 1 then, 0 when it could not be waited for (the memory stays
+     * busy). All NULL when the device finishes work before calls return
+     * (host, count). */
     int (*fence_record)(void *self, ca_fence *f);
     int (*fence_query)(void *self, ca_fence f);
-    void (*fence_wait)(void *self, ca_fence f);
+    int (*fence_wait)(void *self, ca_fence f);
     void (*fence_destroy)(void *self, ca_fence f);
     /* A fence that passes only once the work queued before it, on every
      * stream, is done: never merely ordered (fence_record's 0 lets a block be
      * handed out again, not its memory be unmapped, which work still queued
-     * would fault on). 0 only when the device was synchronized. Answered and
-     * destroyed with fence_query and fence_destroy. NULL when fence_record's
-     * fences are always done when they pass (or there are none). */
+     * would fault on). 0 only when the device was synchronized; errors as
+     * fence_record's. Answered and destroyed with fence_query and
+     * fence_destroy. NULL when fence_record's fences are always done when
+     * they pass (or there are none). */
     int (*fence_record_done)(void *self, ca_fence *f);
 
     void (*destroy)(ca_backend *be); /* frees the backend itself */

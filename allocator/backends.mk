@@ -8,8 +8,9 @@ CA_BACKENDS_MK := 1
 
 BACKEND_SRCS := allocator/backend_host.c allocator/backend_count.c allocator/backend_common.c
 BACKEND_OBJS := $(BACKEND_SRCS:%.c=$(OBJ)/%.o)
-UTIL_SRCS    := util/size.c util/quote.c
+UTIL_SRCS    := util/size.c util/quote.c util/prefix.c util/version.c
 UTIL_OBJS    := $(UTIL_SRCS:%.c=$(OBJ)/%.o)
+VERSION_OBJ  := $(OBJ)/util/version.o
 TRACE_SRCS   := tools/trace.c
 TRACE_OBJS   := $(TRACE_SRCS:%.c=$(OBJ)/%.o)
 

@@ -25,19 +25,23 @@ int ca_classic_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out) {
         return CA_OK;
     }
     size_t seg_size = segment_size(h, size);
-    /* reserved <= cap and seg_size <= limit + 2 MiB: the sum cannot wrap */
-    if (!seg_size || (a->cap && ca_reserved_total(a) + seg_size > a->cap)) return CA_ERR_OOM;
+    if (!seg_size || !ca_hold(a, seg_size)) return CA_ERR_OOM;
     uintptr_t addr;
     int rc = a->be->fixed_alloc(a->be->self, seg_size, &addr);
-    if (rc != CA_OK) return rc == CA_ERR_OOM ? CA_ERR_OOM : CA_ERR_BACKEND;
+    if (rc != CA_OK) {
+        ca_unhold(a, seg_size);
+        return rc == CA_ERR_OOM ? CA_ERR_OOM : CA_ERR_BACKEND;
+    }
     ca_segment *seg = calloc(1, sizeof *seg);
     b = seg ? ca_block_new(h->pool) : NULL;
     if (!b) {
         free(seg);
         a->be->fixed_free(a->be->self, addr, seg_size);
+        ca_unhold(a, seg_size);
         return CA_ERR_OOM;
     }
     seg->heap = h;
+    seg->free = &h->free;
     seg->base = addr;
     seg->span = seg->mapped = seg_size;
     seg->first = seg->last = b;
@@ -47,7 +51,7 @@ int ca_classic_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out) {
     b->size = seg_size;
     b->seg = seg;
     CA_STAT(a, h, segment, 1);
-    CA_STAT(a, h, reserved_bytes, (int64_t)seg_size);
+    ca_reserved_add(a, h, (int64_t)seg_size);
     h->pool->st.num_device_alloc++;
     ca_emit(a, CA_EV_SEGMENT_MAP, addr, seg_size, 0, h->pool->stream);
     *out = b;
@@ -57,14 +61,17 @@ int ca_classic_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out) {
 void ca_classic_destroy(ca_allocator *a, ca_segment *seg) {
     ca_heap *h = seg->heap;
     a->be->fixed_free(a->be->self, seg->base, seg->span);
+    ca_unhold(a, seg->span);
     CA_STAT(a, h, segment, -1);
-    CA_STAT(a, h, reserved_bytes, -(int64_t)seg->span);
+    ca_reserved_add(a, h, -(int64_t)seg->span);
     seg->heap->pool->st.num_device_free++;
     ca_emit(a, CA_EV_SEGMENT_UNMAP, seg->base, seg->span, 0, seg->heap->pool->stream);
     free(seg);
 }
 
-/* Free the segments that hold no allocation. */
+/* Free the segments that hold no allocation, once the device's work queued
+ * so far is done (a block freed in stream order, or a plain free reused
+ * behind the legacy stream's event, may still have work on it). */
 void ca_classic_release(ca_allocator *a, ca_heap *h) {
     bool synced = false;
     for (ca_segment **link = &h->segments; *link;) {
@@ -74,9 +81,10 @@ void ca_classic_release(ca_allocator *a, ca_heap *h) {
             link = &seg->next;
             continue;
         }
-        if (!synced) { ca_pool_sync(a, h->pool); synced = true; }
+        if (!synced && !ca_device_wait(a, h->pool)) return; /* its work may still run */
+        synced = true;
         *link = seg->next;
-        ca_free_index_remove(&h->free, b);
+        ca_free_index_remove(seg->free, b);
         ca_block_put(h->pool, b);
         ca_classic_destroy(a, seg);
     }

@@ -1,5 +1,5 @@
-/* Expandable segments: one large virtual range per pool, physical granules
- * mapped on demand. Free blocks may have unmapped granules inside them; an
+/* Expandable segments: a virtual range per pool (a larger one once it
+ * outgrows it: ranges.c), physical granules mapped on demand. Free blocks may have unmapped granules inside them; an
  * allocated block always has all of its granules mapped. Because any request
  * can be placed at the end of the range, physical memory given back from free
  * blocks anywhere serves it: fragmentation costs at most the partly used
@@ -21,27 +21,6 @@
 
 #include "internal.h"
 #include "util/checked.h"
-
-static ca_segment *segment_new(ca_allocator *a, ca_heap *h) {
-    size_t reserve = a->reserve; /* see set_limits */
-    uintptr_t base;
-    if (a->be->reserve(a->be->self, reserve, &base) != CA_OK) return NULL;
-    ca_segment *seg = calloc(1, sizeof *seg);
-    if (!seg) {
-        a->be->unreserve(a->be->self, base, reserve);
-        return NULL;
-    }
-    seg->heap = h;
-    seg->base = base;
-    seg->reserve_size = reserve;
-    seg->expandable = true;
-    seg->next = h->segments;
-    h->segments = seg;
-    h->range_base = base; /* read without the pool's lock by ca_free: set once */
-    __atomic_store_n(&h->range_size, reserve, __ATOMIC_RELEASE);
-    CA_STAT(a, h, segment, 1);
-    return seg;
-}
 
 /* Room for new_n granule handles (and their bits); the arrays grow
  * geometrically. new_n is at most the reserve's granules, so neither doubling
@@ -124,7 +103,7 @@ static void attach(ca_allocator *a, ca_segment *seg, size_t i, ca_handle h) {
     seg->handles[i] = h;
     seg->mapped_bits[i / 64] |= 1ull << (i % 64);
     seg->mapped += a->granule;
-    CA_STAT(a, seg->heap, reserved_bytes, (int64_t)a->granule);
+    ca_reserved_add(a, seg->heap, (int64_t)a->granule);
 }
 
 static ca_handle detach(ca_allocator *a, ca_segment *seg, size_t i) {
@@ -132,19 +111,24 @@ static ca_handle detach(ca_allocator *a, ca_segment *seg, size_t i) {
     seg->handles[i] = 0;
     seg->mapped_bits[i / 64] &= ~(1ull << (i % 64));
     seg->mapped -= a->granule;
-    CA_STAT(a, seg->heap, reserved_bytes, -(int64_t)a->granule);
+    ca_reserved_add(a, seg->heap, -(int64_t)a->granule);
     return h;
 }
 
-/* Granule i's physical memory comes (back) from the device. */
+/* Granule i's physical memory comes (back) from the device, within the cap. */
 static int map_granule(ca_allocator *a, ca_segment *seg, size_t i) {
     size_t g = a->granule;
     ca_handle h;
+    if (!ca_hold(a, g)) return CA_ERR_OOM;
     int rc = a->be->create(a->be->self, g, &h);
-    if (rc != CA_OK) return rc;
+    if (rc != CA_OK) {
+        ca_unhold(a, g);
+        return rc;
+    }
     rc = a->be->map(a->be->self, seg->base + i * g, g, h);
     if (rc != CA_OK) {
         a->be->release(a->be->self, h);
+        ca_unhold(a, g);
         return rc == CA_ERR_OOM ? CA_ERR_OOM : CA_ERR_BACKEND;
     }
     attach(a, seg, i, h);
@@ -156,12 +140,11 @@ static void unmap_granule(ca_allocator *a, ca_segment *seg, size_t i) {
     size_t g = a->granule;
     a->be->unmap(a->be->self, seg->base + i * g, g);
     a->be->release(a->be->self, detach(a, seg, i));
+    ca_unhold(a, g);
     seg->heap->pool->st.num_device_free++;
 }
 
-/* Give back the mapped granules of [first, end), reporting each run;
- * returns how many. */
-static size_t unmap_granules(ca_allocator *a, ca_segment *seg, size_t first, size_t end) {
+size_t ca_exp_unmap_granules(ca_allocator *a, ca_segment *seg, size_t first, size_t end) {
     size_t g = a->granule, n = 0;
     for (size_t i = next_mapped(seg, first, end); i < end;) {
         size_t run_end = next_unmapped(seg, i, end);
@@ -173,11 +156,12 @@ static size_t unmap_granules(ca_allocator *a, ca_segment *seg, size_t first, siz
     return n;
 }
 
-/* Can the device, and the cap, give `bytes` more physical memory? */
+/* Can the device, and the cap, give `bytes` more physical memory? (A plan:
+ * map_granule's ca_hold is what keeps to the cap.) */
 static bool room_for(ca_allocator *a, size_t bytes) {
     size_t free_bytes = 0, total = 0;
     if (a->be->mem_info(a->be->self, &free_bytes, &total) == CA_OK && free_bytes < bytes) return false;
-    return !a->cap || ca_reserved_total(a) + bytes <= a->cap; /* both <= CA_MAX_BYTES */
+    return !a->cap || __atomic_load_n(&a->held, __ATOMIC_RELAXED) + bytes <= a->cap; /* both <= CA_MAX_BYTES */
 }
 
 /* ---- busy granules, and the marks that make them idle ---- */
@@ -236,7 +220,8 @@ typedef struct donors {
     ca_pool *p;
     ca_heap *heap;
     bool done;              /* the index walked to its end */
-    ca_block *cursor;       /* the walk's last block in the heap's index */
+    ca_block *cursor;       /* the walk's last block in the index it walks */
+    bool walks_free;        /* that index: the heap's draining one, then its own */
     const ca_block *skip;   /* a block of the index that the request will use */
     ca_block *blk;          /* the block whose granules [at, end) are looked at */
     size_t at, end;
@@ -244,6 +229,7 @@ typedef struct donors {
     size_t busy_granules;   /* mapped granules passed over as busy */
     ca_segment *run_seg;    /* granules taken and unmapped, not reported yet */
     size_t run_at, run_len;
+    bool took_draining;     /* a granule came from a draining range */
 } donors;
 
 /* own: the block being allocated (out of the index), its granules from
@@ -284,10 +270,13 @@ static bool next_donor(donors *d, ca_segment **seg, size_t *i) {
             return true;
         }
         if (d->done || d->budget <= 0) return false;
-        ca_free_index *fi = &d->heap->free;
+        /* draining ranges first: they are to give their memory away */
+        ca_free_index *fi = d->walks_free ? &d->heap->free : &d->heap->drain;
         ca_block *b = d->cursor ? ca_free_index_smaller(fi, d->cursor) : ca_free_index_largest(fi);
         if (!b || b->size < d->a->granule) {
-            d->done = true;
+            if (d->walks_free) d->done = true;
+            d->walks_free = true;
+            d->cursor = NULL;
             continue;
         }
         d->cursor = b;
@@ -314,6 +303,7 @@ static void donors_flush(donors *d) {
 static void donors_done(donors *d) {
     donors_flush(d);
     if (d->busy_granules) set_mark(d->a, d->p);
+    if (d->took_draining) ca_ranges_drop_drained(d->a, d->heap);
 }
 
 /* Move the donor at (from, j) to granule i of `to`: unmapped there, mapped
@@ -329,9 +319,11 @@ static bool move_granule(donors *d, ca_segment *from, size_t j, ca_segment *to, 
     if (d->run_len && (d->run_seg != from || d->run_at + d->run_len != j)) donors_flush(d);
     if (!d->run_len) d->run_seg = from, d->run_at = j;
     d->run_len++;
+    d->took_draining = d->took_draining || from->free != &from->heap->free;
     if (a->be->map(a->be->self, to->base + i * g, g, h) != CA_OK) {
         /* mapped nowhere now: give it back rather than lose it */
         a->be->release(a->be->self, h);
+        ca_unhold(a, g);
         from->heap->pool->st.num_device_free++;
         return false;
     }
@@ -424,12 +416,14 @@ static int map_range(ca_allocator *a, ca_segment *seg, ca_block *b, size_t size)
     return rc;
 }
 
-/* Extend the range so that a block of `size` fits at its end; returns that
- * free block, taken out of the index. NULL, with nothing changed, when the
- * range, or the device and the pool's donors together, have no room for the
- * granules it adds: a request that cannot fit costs no per-granule work,
- * whatever its size. */
-static ca_block *extend(ca_allocator *a, ca_segment *seg, size_t size) {
+#define NO_RANGE_ROOM (-1) /* extend: the range has no room for the block */
+
+/* Extend the range so that a block of `size` fits at its end; *out is that
+ * free block, taken out of the index. NO_RANGE_ROOM, or CA_ERR_OOM when the
+ * device and the pool's donors together have no room for the granules it
+ * adds, with nothing changed: a request that cannot fit costs no per-granule
+ * work, whatever its size. */
+static int extend(ca_allocator *a, ca_segment *seg, size_t size, ca_block **out) {
     size_t g = a->granule;
     ca_block *tail = seg->last;
     bool tail_free = tail && !tail->allocated;
@@ -437,24 +431,24 @@ static ca_block *extend(ca_allocator *a, ca_segment *seg, size_t size) {
     size_t new_span;
     if (!ca_size_add(start - seg->base, size, &new_span) || !ca_size_round_up(new_span, g, &new_span) ||
         new_span > seg->reserve_size)
-        return NULL;
+        return NO_RANGE_ROOM;
     size_t added = new_span - seg->span; /* none of it mapped */
     if (!room_for(a, added)) {
         donors d;
         donors_init(&d, a, seg->heap, NULL, 0, tail_free ? tail : NULL, added / g);
         size_t have = donors_count(&d, added / g);
         donors_done(&d);
-        if (!room_for(a, added - have * g)) return NULL;
+        if (!room_for(a, added - have * g)) return CA_ERR_OOM;
     }
-    if (grow_handles(a, seg, new_span / g) != CA_OK) return NULL;
+    if (grow_handles(a, seg, new_span / g) != CA_OK) return CA_ERR_OOM;
     ca_block *b;
     if (tail_free) {
-        ca_free_index_remove(&seg->heap->free, tail);
+        ca_free_index_remove(seg->free, tail);
         tail->size += added;
         tail->unmapped += added / g;
         b = tail;
     } else {
-        if (!(b = ca_block_new(seg->heap->pool))) return NULL;
+        if (!(b = ca_block_new(seg->heap->pool))) return CA_ERR_OOM;
         b->addr = seg->base + seg->span;
         b->size = added;
         b->unmapped = added / g;
@@ -465,7 +459,19 @@ static ca_block *extend(ca_allocator *a, ca_segment *seg, size_t size) {
         seg->last = b;
     }
     seg->span = new_span;
-    return b;
+    *out = b;
+    return CA_OK;
+}
+
+/* A free block of `size` at the end of the heap's range, or of a new one
+ * when it has no room (ranges.c). */
+static int grow(ca_allocator *a, ca_heap *h, size_t size, ca_block **out) {
+    int rc = h->segments ? extend(a, h->segments, size, out) : NO_RANGE_ROOM;
+    if (rc != NO_RANGE_ROOM) return rc;
+    ca_segment *seg = ca_range_new(a, h, size);
+    if (!seg) return CA_ERR_OOM;
+    rc = extend(a, seg, size, out);
+    return rc == CA_OK ? CA_OK : CA_ERR_OOM;
 }
 
 /* Small requests (4 KiB to CA_SMALL_LIMIT) take, of the best fit and the
@@ -486,17 +492,16 @@ static ca_block *extend(ca_allocator *a, ca_segment *seg, size_t size) {
 #define CA_FIT_FROM 4096
 
 int ca_exp_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out) {
-    ca_segment *seg = h->segments;
-    if (!seg && !(seg = segment_new(a, h))) return CA_ERR_OOM;
     ca_block *b = ca_free_index_best_fit(&h->free, size);
     if (CA_FIT_WINDOW && b && b->size != size && size >= CA_FIT_FROM && size <= CA_SMALL_LIMIT)
         b = ca_free_index_lowest_near(&h->free, b, CA_FIT_WINDOW);
+    int rc;
     if (b) ca_free_index_remove(&h->free, b);
-    else if (!(b = extend(a, seg, size))) return CA_ERR_OOM;
+    else if ((rc = grow(a, h, size, &b)) != CA_OK) return rc;
     /* The hot path's whole share of remapping: one test. */
-    int rc = b->unmapped ? map_range(a, seg, b, size) : CA_OK;
+    rc = b->unmapped ? map_range(a, b->seg, b, size) : CA_OK;
     if (rc != CA_OK) {
-        ca_free_index_insert(&h->free, b);
+        ca_free_index_insert(b->seg->free, b);
         return rc;
     }
     *out = b;
@@ -506,7 +511,7 @@ int ca_exp_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out) {
 /* Trim the unmapped end of a free tail off the range. The granule where the
  * tail starts is mapped if an allocated block shares it, so the cut never
  * reaches into the block before the tail. */
-static void trim_tail(ca_allocator *a, ca_segment *seg) {
+void ca_exp_trim_tail(ca_allocator *a, ca_segment *seg) {
     size_t g = a->granule;
     ca_block *tail = seg->last;
     if (!tail || tail->allocated) return;
@@ -514,11 +519,11 @@ static void trim_tail(ca_allocator *a, ca_segment *seg) {
     while (end > lo && !seg->handles[end - 1]) end--;
     if (end * g >= seg->span) return;
     uintptr_t new_end = seg->base + end * g;
-    ca_free_index_remove(&seg->heap->free, tail);
+    ca_free_index_remove(seg->free, tail);
     if (new_end > tail->addr) {
         tail->size = new_end - tail->addr;
         tail->unmapped -= seg->span / g - end;
-        ca_free_index_insert(&seg->heap->free, tail);
+        ca_free_index_insert(seg->free, tail);
     } else {
         seg->last = tail->prev;
         if (seg->last) seg->last->next = NULL;
@@ -528,20 +533,43 @@ static void trim_tail(ca_allocator *a, ca_segment *seg) {
     seg->span = end * g;
 }
 
-/* Give back the granules that lie wholly inside free blocks, then trim an
- * unmapped tail off the range. The pool's stream is synchronized first: the
- * out-of-memory path and ca_release, never an allocation that succeeds. */
-void ca_exp_release(ca_allocator *a, ca_segment *seg) {
-    bool synced = false;
-    for (ca_block *b = seg->first; b; b = b->next) {
-        if (b->allocated) continue;
-        size_t first, end;
-        whole_granules(a, b, &first, &end);
-        if (end - first == b->unmapped) continue;
-        if (!synced) { ca_pool_sync(a, seg->heap->pool); synced = true; }
-        b->unmapped += unmap_granules(a, seg, first, end);
+/* Unmap the idle granules lying wholly inside free blocks of p; returns
+ * how many mapped ones it left because they are busy. */
+static size_t release_idle(ca_allocator *a, ca_pool *p) {
+    size_t busy = 0;
+    for (int k = 0; k < 2; k++)
+        for (ca_segment *seg = p->heap[k].segments; seg; seg = seg->next)
+            for (ca_block *b = seg->first; b; b = b->next) {
+                if (b->allocated) continue;
+                size_t first, end;
+                whole_granules(a, b, &first, &end);
+                if (end - first == b->unmapped) continue;
+                for (size_t i = next_mapped(seg, first, end); i < end; i = next_mapped(seg, i, end)) {
+                    size_t j = i;
+                    while (j < end && seg->handles[j] && granule_idle(p, seg, j)) j++;
+                    if (j > i) b->unmapped += ca_exp_unmap_granules(a, seg, i, j);
+                    else busy++, j++;
+                    i = j;
+                }
+            }
+    return busy;
+}
+
+void ca_exp_release(ca_allocator *a, ca_pool *p) {
+    check_mark(a, p);
+    if (release_idle(a, p) && ca_device_wait(a, p)) {
+        /* Device work may still touch some: wait for what is queued now
+         * (every stream's, destroyed ones' too: streams.c folds their work
+         * into the legacy stream), then they are idle; a wait that failed
+         * leaves them mapped. */
+        ca_exp_drop_mark(a, p);
+        p->idle_epoch = ++p->epoch;
+        release_idle(a, p);
     }
-    trim_tail(a, seg);
+    for (int k = 0; k < 2; k++) {
+        for (ca_segment *seg = p->heap[k].segments; seg; seg = seg->next) ca_exp_trim_tail(a, seg);
+        ca_ranges_drop_drained(a, &p->heap[k]);
+    }
 }
 
 /* Giving back: the granules the pool did not need over the last
@@ -566,7 +594,6 @@ void ca_exp_release(ca_allocator *a, ca_segment *seg) {
  * thousands for large models. BENCHMARKS.md (issue 11) has the timelines. */
 void ca_exp_sweep(ca_allocator *a, ca_pool *p) {
     size_t g = a->granule;
-    p->next_sweep = ca_pool_clock(p) + a->opt.release_after;
     int64_t peak = p->win_peak > p->win_peak_prev ? p->win_peak : p->win_peak_prev;
     p->win_peak_prev = p->win_peak;
     p->win_peak = ca_pool_active_bytes(p);
@@ -575,12 +602,11 @@ void ca_exp_sweep(ca_allocator *a, ca_pool *p) {
     size_t excess = (size_t)(reserved - need) / g;
     check_mark(a, p);
     bool busy = false;
-    for (int k = 0; k < 2 && excess; k++) {
-        ca_heap *h = &p->heap[k];
-        ca_segment *seg = h->segments;
-        if (!seg) continue;
-        for (ca_block *b = ca_free_index_largest(&h->free); b && b->size >= g && excess;
-             b = ca_free_index_smaller(&h->free, b)) {
+    for (int k = 0; k < 4 && excess; k++) {
+        ca_heap *h = &p->heap[k / 2];
+        ca_free_index *fi = k % 2 ? &h->free : &h->drain; /* draining ranges first */
+        for (ca_block *b = ca_free_index_largest(fi); b && b->size >= g && excess; b = ca_free_index_smaller(fi, b)) {
+            ca_segment *seg = b->seg;
             size_t first, end;
             whole_granules(a, b, &first, &end);
             if (end - first == b->unmapped) continue;
@@ -594,14 +620,21 @@ void ca_exp_sweep(ca_allocator *a, ca_pool *p) {
                 }
                 size_t lo = i - 1; /* [lo, i): an idle mapped run, at most `excess` long */
                 while (lo > first && seg->handles[lo - 1] && granule_idle(p, seg, lo - 1) && i - lo < excess) lo--;
-                b->unmapped += unmap_granules(a, seg, lo, i);
+                b->unmapped += ca_exp_unmap_granules(a, seg, lo, i);
                 excess -= i - lo;
                 i = lo;
             }
         }
-        trim_tail(a, seg);
+        for (ca_segment *seg = h->segments; seg; seg = seg->next) ca_exp_trim_tail(a, seg);
+        ca_ranges_drop_drained(a, h);
     }
     if (busy) set_mark(a, p);
+}
+
+void ca_exp_end(ca_allocator *a, ca_segment *seg) {
+    ca_exp_unmap_granules(a, seg, 0, seg->span / a->granule);
+    seg->span = 0; /* nothing mapped: ca_exp_destroy only gives the range back */
+    ca_exp_destroy(a, seg);
 }
 
 void ca_exp_destroy(ca_allocator *a, ca_segment *seg) {

@@ -9,7 +9,9 @@
  * poll the oldest fences without blocking; they wait on them only when the
  * memory is otherwise short (allocator.c). Pending blocks stay `allocated`
  * in the segment, so nothing merges, maps or unmaps them, and count as active
- * and cached, not allocated, as PyTorch counts blocks awaiting their events. */
+ * and cached, not allocated, as PyTorch counts blocks awaiting their events.
+ * Only an answer that the work is done frees them: a fence that cannot be
+ * recorded, asked about or waited for now leaves them pending (backend.h). */
 #include <stdlib.h>
 
 #include "internal.h"
@@ -44,25 +46,27 @@ static void batch_done(ca_allocator *a, ca_pool *p, ca_batch *bt) {
     p->spare_batches = bt;
 }
 
-/* One fence for every block freed since the last one. */
+/* One fence for every block freed since the last one. None can be recorded
+ * now (a capture is under way, the device refused): the blocks stay unfenced,
+ * never free, and the next call tries again. */
 static void fence_unfenced(ca_allocator *a, ca_pool *p) {
     if (!p->unfenced) return;
+    ca_batch *bt = p->spare_batches;
+    if (bt) p->spare_batches = bt->next;
+    else if (!(bt = malloc(sizeof *bt))) return; /* no memory to keep a batch: later */
     ca_fence f = 0;
-    if (a->be->fence_record(a->be->self, &f) != CA_OK) f = 0; /* errors count as passed */
+    if (a->be->fence_record(a->be->self, &f) != CA_OK) {
+        bt->next = p->spare_batches;
+        p->spare_batches = bt;
+        return;
+    }
     ca_block *blocks = p->unfenced;
     p->unfenced = NULL;
     p->n_unfenced = 0;
     if (!f) { /* passed already: every later use is ordered after it */
+        bt->next = p->spare_batches;
+        p->spare_batches = bt;
         free_blocks(a, p, blocks, false);
-        return;
-    }
-    ca_batch *bt = p->spare_batches;
-    if (bt) p->spare_batches = bt->next;
-    else if (!(bt = malloc(sizeof *bt))) {
-        /* no memory to keep the batch: wait for its fence now */
-        a->be->fence_wait(a->be->self, f);
-        a->be->fence_destroy(a->be->self, f);
-        free_blocks(a, p, blocks, true);
         return;
     }
     *bt = (ca_batch){f, blocks, NULL};
@@ -94,8 +98,8 @@ void ca_pending_collect(ca_allocator *a, ca_pool *p) {
 bool ca_pending_wait_oldest(ca_allocator *a, ca_pool *p) {
     bool unfenced = p->unfenced;
     if (!p->oldest) fence_unfenced(a, p);
-    if (!p->oldest) return unfenced; /* a fence passed at record freed them */
-    a->be->fence_wait(a->be->self, p->oldest->fence);
+    if (!p->oldest) return unfenced && !p->unfenced; /* a fence passed at record freed them */
+    if (!a->be->fence_wait(a->be->self, p->oldest->fence)) return false; /* could not wait: still busy */
     pop_oldest(a, p);
     return true;
 }

@@ -65,8 +65,21 @@ struct ca_segment {
     size_t handles_cap;
     ca_block *first, *last;
     ca_segment *next;     /* in the heap */
+    ca_free_index *free;  /* where its free blocks are: its heap's index, or the heap's
+                           * draining one (a range its pool moved out of: ranges.c) */
     bool expandable;
 };
+
+/* Expandable: the virtual ranges a heap holds, read without the pool's lock
+ * (ca_free looks for a pointer's pool): a range's size is stored last, with
+ * release, and cleared first. Each new range is at least twice the last
+ * (ranges.c), so that what a heap reserves grows as the pool does (up to
+ * ca_allocator.reserve in all) and its ranges stay few: 32 cover any device. */
+#define CA_MAX_RANGES 32
+typedef struct ca_range {
+    uintptr_t base;
+    size_t size;            /* 0: empty */
+} ca_range;
 
 /* The blocks of one size class in a pool: small (up to 1 MiB) or large,
  * each with its own segments, so that a small block never pins a classic
@@ -76,17 +89,35 @@ struct ca_segment {
 struct ca_heap {
     ca_pool *pool;
     bool small;
-    uintptr_t range_base;   /* expandable: the reserved range, fixed once set */
-    size_t range_size;
     ca_free_index free;
-    ca_segment *segments;
+    ca_free_index drain;    /* expandable: free blocks of the ranges the pool moved out
+                             * of: they give their granules, take no request */
+    ca_segment *segments;   /* newest first; expandable: one per range, the first the
+                             * one requests go to */
+    ca_range ranges[CA_MAX_RANGES];
+    int nranges;            /* read without the lock: atomically */
+    size_t reserved_va;     /* expandable: the sum of the ranges' sizes */
 };
+
+/* A pool's life: LIVE while its stream is; RETIRED once the stream is
+ * destroyed or its thread exited (ca_retire_stream), holding what it held
+ * until its last block is freed and the device is past its work (a fence);
+ * then SPARE, empty, until a new stream takes it. Pool structs are never
+ * freed before the allocator, so a thread may read any of them without a
+ * lock and find out under its lock what it has become. */
+enum { CA_POOL_LIVE, CA_POOL_RETIRED, CA_POOL_SPARE };
 
 /* A pool serves one stream and has its own lock, live table and statistics,
  * so threads on different streams share no written cache line on the hot path. */
 struct ca_pool {
     ca_lock lock;
-    ca_stream stream;
+    ca_stream key;          /* the stream it serves, for lookups (read without the
+                             * lock: atomically); CA_NO_STREAM unless LIVE */
+    ca_stream stream;       /* the stream it serves or served (events, views) */
+    int state;              /* CA_POOL_*; written under retire_lock and the pool's lock,
+                             * read without them atomically */
+    ca_fence retire_fence;  /* RETIRED with nothing live: the device's work up to
+                             * then (0: not recorded yet) */
     ca_heap heap[2];        /* [0] large, [1] small */
     ca_live_table live;     /* allocated blocks, by address */
     ca_stats st;            /* this pool's figures; active and active_bytes keep only
@@ -116,10 +147,22 @@ struct ca_pool {
     size_t nchunks, chunks_cap;
 };
 
-#define CA_MAX_POOLS 1024
+/* The key of a pool that serves no stream; no caller may name it a stream. */
+#define CA_NO_STREAM UINTPTR_MAX
+
+/* The pool table: pointers in creation order, in an array that doubles;
+ * readers take the count, then the array (both published with release), and
+ * the arrays it outgrew stay until the allocator goes. */
+typedef struct ca_pool_array {
+    struct ca_pool_array *older;
+    size_t cap;
+    ca_pool *pool[];
+} ca_pool_array;
 
 struct ca_allocator {
-    ca_lock lock;             /* innermost: pool creation, global peaks */
+    ca_lock lock;             /* innermost: pool creation, global peaks, retired figures */
+    ca_lock retire_lock;      /* outermost: a retired pool's end (its figures move to
+                               * `gone`) against the walks that sum every pool */
     ca_backend *be;
     ca_options opt;
     size_t granule;
@@ -128,16 +171,34 @@ struct ca_allocator {
     size_t cap;               /* limit, when the allocator keeps to it itself because the
                                * device would give more (max_reserved, CA_MAX_BYTES); 0: the
                                * device's own capacity is the limit */
-    size_t reserve;           /* expandable: virtual range per heap, at least limit */
+    size_t reserve;           /* expandable: the most virtual address space one heap's
+                               * ranges take in all, at least limit */
+    size_t first_range;       /* expandable: the size of a heap's first range (or more,
+                               * for a larger first request) */
     bool async;               /* the device may still run work when calls return (events or
                                * fences): a block freed in stream order is not idle */
-    ca_pool *pools[CA_MAX_POOLS]; /* published in order, never removed */
-    _Atomic size_t npools;
+    /* Physical memory held from the device, all pools: `held` is taken before
+     * memory is created (so the cap holds however many threads grow at once)
+     * and given back after it is released; `reserved` follows the pools'
+     * reserved_bytes, its peak the device-wide one. */
+    size_t held, reserved, reserved_peak; /* (all three read and written atomically) */
+    ca_pool_array *pools;     /* (read atomically) */
+    size_t npools;            /* (read atomically) */
+    size_t nretired;          /* pools RETIRED, read atomically: their ends are looked
+                               * for only when there are some */
     ca_stats peaks;           /* device-wide peaks of the pools' sums */
+    ca_stats gone;            /* the figures of pools that ended (totals and peaks) */
     uint64_t serial;          /* unique per allocator in this process */
     ca_observer_fn observer;
     void *observer_ctx;
 };
+
+/* The pool table now: its count, and *arr (see ca_pool_array). */
+static inline size_t ca_pools(ca_allocator *a, ca_pool *const **arr) {
+    size_t n = __atomic_load_n(&a->npools, __ATOMIC_ACQUIRE);
+    *arr = __atomic_load_n(&a->pools, __ATOMIC_ACQUIRE)->pool;
+    return n;
+}
 
 /* freeindex.c */
 void ca_free_index_insert(ca_free_index *fi, ca_block *b);
@@ -161,10 +222,30 @@ void ca_block_free_all(ca_pool *p);
 /* allocator.c: shared steps */
 ca_block *ca_split(ca_allocator *a, ca_block *b, size_t size);
 void ca_emit(ca_allocator *a, ca_event_kind kind, uintptr_t addr, size_t size, size_t req, ca_stream s);
-void ca_pool_sync(ca_allocator *a, ca_pool *p);
+/* Wait until the work queued so far on every stream of the device is done
+ * (a fence of backend.h's fence_record_done; without one, p's stream):
+ * false when that could not be waited for (nothing may be unmapped then). */
+bool ca_device_wait(ca_allocator *a, ca_pool *p);
 static inline int ca_heap_kind(const ca_heap *h) { return h->small ? CA_POOL_SMALL : CA_POOL_LARGE; }
+
+/* pools.c: the pool table, a stream's pool, retired pools' ends */
+int ca_pools_init(ca_allocator *a);
+void ca_pools_destroy(ca_allocator *a);
+/* The live pool of a stream, made (or a spare one taken) on its first use.
+ * CA_ERR_STREAM when the backend says the stream is not one; CA_ERR_OOM
+ * when there is no host memory for a pool. Outside every lock. */
+int ca_pool_for(ca_allocator *a, ca_stream stream, ca_pool **out);
+/* Retired pools with nothing allocated end when the device is past their
+ * work; wait: block until it is. Outside every lock. */
+void ca_pools_end_retired(ca_allocator *a, bool wait);
+
+/* figures.c */
 /* A pool reached a new peak of a statistic: update the device-wide peak. */
 void ca_pool_new_peak(ca_allocator *a, size_t field);
+int64_t ca_sum_current(ca_allocator *a, size_t field, int kind);
+/* Its active figures, from allocated and pending (the rest of *st is p->st). */
+void ca_pool_figures(const ca_pool *p, ca_stats *st);
+void ca_stats_add(ca_stats *dst, const ca_stats *src);
 /* Change one statistic of heap h's pool. */
 #define CA_STAT(a, h, field, delta) CA_STAT_KIND(a, (h)->pool, ca_heap_kind(h), field, delta)
 /* Change one statistic of a block of pool p: its kind is its size class
@@ -177,6 +258,27 @@ void ca_pool_new_peak(ca_allocator *a, size_t field);
             ca_pool_new_peak((a), offsetof(ca_stats, field));                            \
     } while (0)
 size_t ca_reserved_total(ca_allocator *a);
+
+/* Physical memory from the device: ca_hold before it is created (false, with
+ * nothing taken, when the cap would be passed: one atomic step for every
+ * pool and thread), ca_unhold after it is given back; ca_reserved_add when
+ * a pool's reserved figure changes (the exact device-wide peak). */
+static inline bool ca_hold(ca_allocator *a, size_t bytes) {
+    size_t cur = __atomic_load_n(&a->held, __ATOMIC_RELAXED);
+    do {
+        if (a->cap && (bytes > a->cap || cur > a->cap - bytes)) return false;
+    } while (!__atomic_compare_exchange_n(&a->held, &cur, cur + bytes, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    return true;
+}
+static inline void ca_unhold(ca_allocator *a, size_t bytes) { __atomic_sub_fetch(&a->held, bytes, __ATOMIC_RELAXED); }
+static inline void ca_reserved_add(ca_allocator *a, ca_heap *h, int64_t delta) {
+    CA_STAT(a, h, reserved_bytes, delta);
+    size_t now = __atomic_add_fetch(&a->reserved, (size_t)delta, __ATOMIC_RELAXED);
+    size_t peak = __atomic_load_n(&a->reserved_peak, __ATOMIC_RELAXED);
+    while (now > peak && !__atomic_compare_exchange_n(&a->reserved_peak, &peak, now, true, __ATOMIC_RELAXED,
+                                                       __ATOMIC_RELAXED)) {
+    }
+}
 
 /* A pending plain free comes (sign 1) or goes (-1): blocks awaiting their
  * fence count as active, not allocated. Read without the lock by the
@@ -203,8 +305,31 @@ static inline uint64_t ca_pool_clock(const ca_pool *p) { return (uint64_t)p->st.
  * is a free block looked at or 64 granules scanned. BENCHMARKS.md (issue 11)
  * has what it costs and gains. */
 #define CA_REMAP_BUDGET 64
+/* A heap's first range, unless the device (or cap) is smaller or the first
+ * request larger; each later one is at least twice the last (ca_range). */
+#define CA_FIRST_RANGE ((size_t)1 << 30)
 int ca_exp_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out);
-void ca_exp_release(ca_allocator *a, ca_segment *seg);
+/* Give back the mapped granules of [first, end) of seg, reporting each run;
+ * returns how many. */
+size_t ca_exp_unmap_granules(ca_allocator *a, ca_segment *seg, size_t first, size_t end);
+/* Trim the unmapped end of seg's free tail off its span. */
+void ca_exp_trim_tail(ca_allocator *a, ca_segment *seg);
+
+/* ranges.c: a heap's virtual ranges */
+/* The heap's range has no room for a block of `size`: a new range, at least
+ * twice it (and the request), takes every later request; the older ones
+ * drain. NULL when a->reserve or the backend leaves no room. */
+ca_segment *ca_range_new(ca_allocator *a, ca_heap *h, size_t size);
+/* Draining ranges with no block in use and no granule mapped go back. */
+void ca_ranges_drop_drained(ca_allocator *a, ca_heap *h);
+/* Give back the granules lying wholly inside free blocks of p, waiting for
+ * the device first when device work may still touch some; then trim the
+ * ranges' unmapped tails. The out-of-memory path and ca_release. */
+void ca_exp_release(ca_allocator *a, ca_pool *p);
+/* A retired pool's segment, at its end: every granule unmapped (reported),
+ * the range given back. */
+void ca_exp_end(ca_allocator *a, ca_segment *seg);
+/* At the allocator's destruction: the same, unreported. */
 void ca_exp_destroy(ca_allocator *a, ca_segment *seg);
 size_t ca_exp_mapped_run(const ca_allocator *a, const ca_block *b);
 size_t ca_exp_block_mapped(const ca_allocator *a, const ca_block *b);

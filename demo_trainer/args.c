@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "util/version.h"
+
 const char *const dt_leak_names[4] = {"none", "eval-grad", "keep-outputs", "loss-tensor"};
 
 static void usage(FILE *f) {
@@ -39,7 +41,9 @@ static void usage(FILE *f) {
         "  --capacity SIZE     device memory for --sweep, e.g. 64MiB (default: the device's)\n"
         "  --json FILE         the sweep's rows as JSON\n"
         "  --peak-tflops X     the device's peak for MFU (default: known from its name)\n"
-        "  --result FILE, --mem-cap SIZE   used by --sweep for its children\n");
+        "  --result FILE, --mem-cap SIZE   used by --sweep for its children\n"
+        "  --version           print the version and exit\n"
+        "  --help              print this help and exit\n");
 }
 
 static int bad(const char *flag, const char *value, const char *accepted) {
@@ -69,6 +73,10 @@ int args_parse(dt_args *a, int argc, char **argv) {
             usage(stdout);
             return 1;
         }
+        if (!strcmp(f, "--version")) {
+            ca_print_version("demo_trainer");
+            return 1;
+        }
         /* flags without a value */
         if (!strcmp(f, "--checkpoint")) { a->checkpoint = 1; continue; }
         if (!strcmp(f, "--vary-seq")) { a->vary_seq = 1; continue; }
@@ -81,7 +89,7 @@ int args_parse(dt_args *a, int argc, char **argv) {
         if (!known) {
             fprintf(stderr, "demo_trainer: unknown option '%s': accepted: --layers --channels --heads --seq --batch "
                             "--steps --lr --seed --data --device --accum --precision --checkpoint --leak --vary-seq "
-                            "--eval-every --print-every --sweep --capacity --json --peak-tflops --help\n", f);
+                            "--eval-every --print-every --sweep --capacity --json --peak-tflops --version --help\n", f);
             return 2;
         }
         if (i + 1 >= argc) {

@@ -19,15 +19,18 @@ DT_OBJS := $(DT_SRCS:%.c=$(OBJ)/%.o)
 DT_MAIN := $(OBJ)/demo_trainer/main.o
 $(DT_OBJS) $(DT_MAIN) $(OBJ)/tests/demo_trainer/%.o: ALL_CFLAGS += -I$(CUDA_INC) -fno-omit-frame-pointer -fno-optimize-sibling-calls
 
-# The shared cudart of the toolkit, or, with no toolkit libraries, the simulated one.
-DT_CUDART_DIR := $(if $(wildcard $(CUDA_HOME)/lib64/libcudart.so),$(CUDA_HOME)/lib64,$(abspath $(SIM)))
-DT_LDLIBS = -L$(DT_CUDART_DIR) -Wl,--enable-new-dtags,-rpath,$(DT_CUDART_DIR) -lcudart -ldl -lm
+# The shared cudart of the toolkit, or, with no toolkit libraries, the simulated one,
+# found from the binary's own place (build/ and an installed tree alike: lib/cudalloc/sim).
+DT_HAVE_TOOLKIT_CUDART := $(wildcard $(CUDA_HOME)/lib64/libcudart.so)
+DT_CUDART_DIR := $(if $(DT_HAVE_TOOLKIT_CUDART),$(CUDA_HOME)/lib64,$(abspath $(SIM)))
+DT_RUNPATH := $(if $(DT_HAVE_TOOLKIT_CUDART),$(CUDA_HOME)/lib64,$$ORIGIN/../lib/cudalloc/sim)
+DT_LDLIBS = -L$(DT_CUDART_DIR) '-Wl,--enable-new-dtags,-rpath,$(DT_RUNPATH)' -lcudart -ldl -lm
 
 ifneq ($(HAVE_NVCC),1)
 $(info demo_trainer: no nvcc: built without the CUDA kernels (--device cpu only))
 endif
 
-$(BIN)/demo_trainer: $(DT_MAIN) $(DT_OBJS) $(OBJ)/util/size.o $(LIB)/libkernels_cuda.a $(LIB)/libkernels_cpu.a
+$(BIN)/demo_trainer: $(DT_MAIN) $(DT_OBJS) $(OBJ)/util/size.o $(VERSION_OBJ) $(LIB)/libkernels_cuda.a $(LIB)/libkernels_cpu.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $(filter %.o,$^) $(LIB)/libkernels_cuda.a $(LIB)/libkernels_cpu.a \
 	    $(KERNELS_CUDA_LDLIBS) $(KERNELS_CPU_LDLIBS) $(DT_LDLIBS)
@@ -38,7 +41,7 @@ ALL_TARGETS += $(BIN)/demo_trainer
 # simulated runtime's dlopen finds the simulated driver already loaded).
 DT_TEST_SRCS := $(wildcard tests/demo_trainer/test_*.c)
 DT_TEST_OBJS := $(DT_TEST_SRCS:%.c=$(OBJ)/%.o)
-$(BUILD)/tests/test_demo_trainer: $(DT_TEST_OBJS) $(DT_OBJS) $(OBJ)/util/size.o $(LIB)/libkernels_cpu.a \
+$(BUILD)/tests/test_demo_trainer: $(DT_TEST_OBJS) $(DT_OBJS) $(OBJ)/util/size.o $(VERSION_OBJ) $(LIB)/libkernels_cpu.a \
                                   $(SIM)/libcudart.so $(SIM)/libcuda.so
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $(filter %.o,$^) $(LIB)/libkernels_cpu.a $(KERNELS_CPU_LDLIBS) \

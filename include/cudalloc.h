@@ -50,6 +50,8 @@ int cudalloc_step(void) CUDALLOC_WEAK;
 long cudalloc_iteration(void) CUDALLOC_WEAK;
 /* Write the reports now (when a report prefix is configured). 0 on success. */
 int cudalloc_report(void) CUDALLOC_WEAK;
+/* The library's version, as `cudalloc --version` prints it: "0.1.0 (git 1a2b3c4d5e6f)". */
+const char *cudalloc_version(void) CUDALLOC_WEAK;
 
 /* PyTorch's pluggable allocator (torch.cuda.memory.CUDAPluggableAllocator):
  *   CUDAPluggableAllocator("libcudalloc.so", "cudalloc_torch_malloc", "cudalloc_torch_free") */

@@ -4,11 +4,23 @@
 #include "preload/preload.h"
 #include "util/checked.h"
 
-CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream) {
-    if (!dptr || !size) return CUDA_ERROR_INVALID_VALUE;
-    CUresult err;
-    ca_device *d = ca_current_device(&err);
-    if (!d) return err;
+static bool capture_error(CUresult r) {
+    return r >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && r <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+}
+
+/* While a capture is under way (capture.c): the driver's answer to a call
+ * that the capture forbids when it forbids cudaMalloc and cudaFree. */
+static CUresult capture_probe(ca_device *d) {
+    CUresult r = ca_backend_cuda_capture_probe(d->backend);
+    return capture_error(r) ? r : CUDA_SUCCESS;
+}
+
+CUresult ca_do_malloc_on(ca_device *d, CUdeviceptr *dptr, size_t size, CUstream stream, bool async) {
+    if (ca_capture_any()) {
+        if (async && ca_stream_capturing(stream)) return ca_capture_malloc(d, dptr, size, stream); /* the graph's */
+        CUresult r = async ? CUDA_SUCCESS : capture_probe(d);
+        if (r != CUDA_SUCCESS) return r;
+    }
     void *p;
     ca_oom_info oom;
     ca_stream key = ca_stream_key(stream);
@@ -22,7 +34,15 @@ CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream) {
         ca_report_oom(d, &oom);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    return CUDA_ERROR_UNKNOWN;
+    return rc == CA_ERR_STREAM ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_UNKNOWN;
+}
+
+CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream, bool async) {
+    if (!dptr || !size) return CUDA_ERROR_INVALID_VALUE;
+    CUresult err;
+    ca_device *d = ca_current_device(&err);
+    if (!d) return err;
+    return ca_do_malloc_on(d, dptr, size, stream, async);
 }
 
 CUresult ca_do_malloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, size_t depth) {
@@ -34,7 +54,7 @@ CUresult ca_do_malloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size
                     width, height, depth, width, CA_PITCH);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    CUresult r = ca_do_malloc(dptr, bytes, NULL);
+    CUresult r = ca_do_malloc(dptr, bytes, NULL, false);
     if (r == CUDA_SUCCESS) *pitch = p;
     return r;
 }
@@ -43,42 +63,54 @@ struct free_args {
     void *ptr;
     ca_stream stream;
     bool plain, device_idle;
-    ca_device *freed_on, *contains;
+    ca_device *owner, *contains;
+    int rc; /* the owner's answer: CA_OK, or CA_ERR_STREAM (not a stream: nothing freed) */
 };
 
 static void try_free(ca_device *d, void *ctx) {
     struct free_args *f = ctx;
-    if (f->freed_on) return;
+    if (f->owner) return;
     int rc = f->plain ? ca_free_device(d->alloc, f->ptr, f->device_idle) : ca_free(d->alloc, f->ptr, f->stream);
-    if (rc == CA_OK) f->freed_on = d;
+    if (rc == CA_OK || rc == CA_ERR_STREAM) f->owner = d, f->rc = rc;
     else if (!f->contains && ca_contains(d->alloc, f->ptr)) f->contains = d;
 }
 
 /* cudaFree's own semantics: the owning device's work done first (its
- * context made current for the call: the current one may be another's). */
-static void sync_owner(const void *ptr) {
+ * context made current for the call: the current one may be another's).
+ * True when it was. */
+static bool sync_owner(ca_device *d) {
     const ca_driver *drv = ca_drv();
-    ca_device *d = ca_owner(ptr);
-    if (!d) return;
     CUcontext cur = NULL, popped;
     drv->cuCtxGetCurrent(&cur);
     bool push = cur != d->ctx && drv->cuCtxPushCurrent_v2;
-    if (push) drv->cuCtxPushCurrent_v2(d->ctx);
-    drv->cuCtxSynchronize();
+    if (push && drv->cuCtxPushCurrent_v2(d->ctx) != CUDA_SUCCESS) return false;
+    bool done = drv->cuCtxSynchronize() == CUDA_SUCCESS;
     if (push) drv->cuCtxPopCurrent_v2(&popped);
+    return done;
 }
 
 /* A plain free (cudaFree, cuMemFree) is ordered against the whole device
  * that owns the pointer, whichever device is current: its block waits for a
- * fence of that device (allocator/fence.c, cuda_backend.c). */
+ * fence of that device (allocator/fence.c, cuda_backend.c). While a capture
+ * is under way, a plain free answers what the capture lets this thread do,
+ * and a free in a capturing stream's order is the driver's to answer: a
+ * free node for memory that is not the graph's is refused (capture.c). */
 CUresult ca_do_free(CUdeviceptr ptr, CUstream stream, bool plain) {
-    struct free_args f = {(void *)ptr, ca_stream_key(stream), plain, false, NULL, NULL};
-    if (plain && ca_conf.sync_free) {
-        sync_owner(f.ptr);
-        f.device_idle = true;
+    struct free_args f = {(void *)ptr, ca_stream_key(stream), plain, false, NULL, NULL, CA_OK};
+    ca_device *owner = NULL;
+    if (ca_capture_any() && (owner = ca_owner(f.ptr))) {
+        if (!plain && ca_stream_capturing(stream)) return ca_drv()->cuMemFreeAsync(ptr, stream);
+        CUresult r = plain ? capture_probe(owner) : CUDA_SUCCESS;
+        if (r != CUDA_SUCCESS) return r;
+    } else if (plain && ca_conf.sync_free && (owner = ca_owner(f.ptr))) {
+        f.device_idle = sync_owner(owner); /* not synchronized: the block waits for a fence */
     }
     ca_devices_foreach(try_free, &f);
-    if (f.freed_on) return CUDA_SUCCESS;
+    if (f.owner) {
+        if (f.rc != CA_OK) return CUDA_ERROR_INVALID_HANDLE;
+        ca_ipc_block_freed(f.ptr);
+        return CUDA_SUCCESS;
+    }
     if (f.contains) {
         ca_warn("bad free of device pointer %p: not the start of a live allocation (freed already, or inside "
                 "a block); ignored", (void *)ptr);
@@ -94,11 +126,7 @@ CUresult ca_do_mem_info(size_t *free_bytes, size_t *total_bytes) {
     if (r != CUDA_SUCCESS) return r;
     CUresult err;
     ca_device *d = ca_current_device(&err);
-    if (d) {
-        ca_stats s;
-        ca_get_stats(d->alloc, &s);
-        f += (size_t)(s.reserved_bytes[CA_POOL_ALL].current - s.allocated_bytes[CA_POOL_ALL].current);
-    }
+    if (d) ca_mem_info(d->alloc, &f, &t); /* our cache is free; max_reserved is the device */
     if (free_bytes) *free_bytes = f;
     if (total_bytes) *total_bytes = t;
     return CUDA_SUCCESS;

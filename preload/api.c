@@ -1,16 +1,21 @@
-/* include/cudalloc.h, and PyTorch's pluggable-allocator entry points. */
+/* include/cudalloc.h (PyTorch's pluggable-allocator entry points: torch.c). */
 #include <stdio.h>
 #include <string.h>
 
 #define CUDALLOC_IMPLEMENTATION
 #include "include/cudalloc.h"
 #include "preload/preload.h"
+#include "util/version.h"
+
+CA_EXPORT const char *cudalloc_version(void) { return ca_version(); }
 
 CA_EXPORT int cudalloc_get_stats(int device, cudalloc_stats *out) {
     ca_device *d = ca_device_by_ordinal(device);
     if (!d || !out) return -1;
     ca_stats s;
+    ca_device_lock(d);
     ca_get_stats(d->alloc, &s);
+    ca_device_unlock(d);
     const int all = CA_POOL_ALL;
     *out = (cudalloc_stats){
         s.allocated_bytes[all].current, s.allocated_bytes[all].peak, s.reserved_bytes[all].current,
@@ -23,8 +28,17 @@ CA_EXPORT int cudalloc_get_stats(int device, cudalloc_stats *out) {
     return 0;
 }
 
-static void release(ca_device *d, void *ctx) { ca_release(d->alloc); }
-static void reset_peaks(ca_device *d, void *ctx) { ca_reset_peaks(d->alloc); }
+static void release(ca_device *d, void *ctx) {
+    ca_device_lock(d);
+    ca_release(d->alloc);
+    ca_device_unlock(d);
+}
+
+static void reset_peaks(ca_device *d, void *ctx) {
+    ca_device_lock(d);
+    ca_reset_peaks(d->alloc);
+    ca_device_unlock(d);
+}
 
 CA_EXPORT int cudalloc_empty_cache(void) {
     ca_devices_foreach(release, NULL);
@@ -34,24 +48,4 @@ CA_EXPORT int cudalloc_empty_cache(void) {
 CA_EXPORT int cudalloc_reset_peak_stats(void) {
     ca_devices_foreach(reset_peaks, NULL);
     return 0;
-}
-
-CA_EXPORT void *cudalloc_torch_malloc(size_t size, int device, void *stream) {
-    ca_device *d = ca_device_by_ordinal(device);
-    if (!d) {
-        CUresult err;
-        d = ca_current_device(&err); /* PyTorch makes the device current first */
-        if (!d || d->ordinal != device) return NULL;
-    }
-    void *p = NULL;
-    ca_oom_info oom;
-    ca_stream key = ca_stream_key((CUstream)stream);
-    if (ca_is_ptds_key(key)) ca_ptds_pool_used(d);
-    if (size && ca_malloc(d->alloc, size, key, &p, &oom) == CA_ERR_OOM)
-        ca_report_oom(d, &oom);
-    return p;
-}
-
-CA_EXPORT void cudalloc_torch_free(void *ptr, size_t size, int device, void *stream) {
-    if (ptr) ca_do_free((CUdeviceptr)ptr, (CUstream)stream, false);
 }

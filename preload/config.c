@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "preload/preload.h"
+#include "util/prefix.h"
 #include "util/quote.h"
 #include "util/size.h"
 
@@ -21,7 +22,8 @@ static const struct option {
 } options[] = {
     {"expandable_segments", BOOL, offsetof(ca_config, expandable), "virtual-memory segments that grow (default true)"},
     {"sync_free", BOOL, offsetof(ca_config, sync_free), "cudaFree waits for the device, as CUDA's does (default false)"},
-    {"max_reserved", SIZE, offsetof(ca_config, max_reserved), "cap on memory held per device, e.g. 20GiB (default none)"},
+    {"max_reserved", SIZE, offsetof(ca_config, max_reserved),
+     "cap on memory held per device, at least 2MiB, e.g. 20GiB (default none)"},
     {"release_after", COUNT, offsetof(ca_config, release_after),
      "every this many allocations, memory not needed over them goes back to the device; 0: never (default 10000)"},
     {"report", PATH, offsetof(ca_config, report), "report path prefix; %p pid, %r rank (default none)"},
@@ -33,6 +35,8 @@ static const struct option {
     {"python_frames", BOOL, offsetof(ca_config, python_frames),
      "Python functions and lines in call sites when Python allocates (default true)"},
     {"oom_message", BOOL, offsetof(ca_config, oom_message), "print the OOM explanation on stderr (default true)"},
+    {"context_fences", BOOL, offsetof(ca_config, context_fences),
+     "one cuCtxRecordEvent per plain-free fence where the driver has it; false: an event per stream (default true)"},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 
@@ -55,49 +59,75 @@ static void accepted_keys(char *buf, size_t n) {
         used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", options[i].key);
 }
 
-static int set_option(ca_config *c, const char *key, const char *value, char *err, size_t errlen) {
+/* The least max_reserved: one granule of every current GPU (a cap that rounds
+ * to no granule at all could only fail every allocation). */
+#define MIN_RESERVED (2u << 20)
+
+/* Sets key from value; `given` has a bit per option already set, so a key
+ * given twice is refused rather than the last one silently winning. */
+static int set_option(ca_config *c, const char *src, const char *key, const char *value, unsigned *given, char *err,
+                      size_t errlen) {
     for (size_t i = 0; i < NOPTIONS; i++) {
         const struct option *o = &options[i];
         if (strcmp(o->key, key)) continue;
+        if (*given & (1u << i)) {
+            snprintf(err, errlen, "%s: %s is given twice: accepted: each key once", src, key);
+            return -1;
+        }
+        *given |= 1u << i;
         void *field = (char *)c + o->offset;
         switch (o->kind) {
         case BOOL:
             if (parse_bool(value, field) == 0) return 0;
-            snprintf(err, errlen, "CUDALLOC_CONF: bad value '%s' for %s: accepted: true, false, 1, 0", QUOTED(value), key);
+            snprintf(err, errlen, "%s: bad value '%s' for %s: accepted: true, false, 1, 0", src, QUOTED(value), key);
             return -1;
-        case SIZE:
-            if (ca_parse_size(value, field) == 0) return 0;
-            snprintf(err, errlen, "CUDALLOC_CONF: bad value '%s' for %s: accepted: a size such as 512MiB, 20GiB",
-                     QUOTED(value), key);
+        case SIZE: {
+            size_t v;
+            if (ca_parse_size(value, &v) == 0 && v >= MIN_RESERVED) {
+                *(size_t *)field = v;
+                return 0;
+            }
+            snprintf(err, errlen, "%s: bad value '%s' for %s: accepted: a size of at least 2MiB, such as 512MiB, 20GiB",
+                     src, QUOTED(value), key);
             return -1;
+        }
         case COUNT:
             if (ca_parse_count(value, field) == 0) return 0;
-            snprintf(err, errlen, "CUDALLOC_CONF: bad value '%s' for %s: accepted: a count such as 10000, 0 for never",
+            snprintf(err, errlen, "%s: bad value '%s' for %s: accepted: a count such as 10000, 0 for never", src,
                      QUOTED(value), key);
             return -1;
         case PATH:
         case NAME: {
             size_t cap = o->kind == PATH ? sizeof c->report : sizeof c->nvtx_range;
-            if (*value && strlen(value) < cap) {
-                strcpy(field, value);
-                return 0;
+            if (!*value || strlen(value) >= cap) {
+                snprintf(err, errlen, "%s: bad value '%s' for %s: accepted: %s of 1 to %zu bytes", src, QUOTED(value),
+                         key, o->kind == PATH ? "a path prefix" : "a name", cap - 1);
+                return -1;
             }
-            snprintf(err, errlen, "CUDALLOC_CONF: bad value '%s' for %s: accepted: %s of 1 to %zu bytes", QUOTED(value), key,
-                     o->kind == PATH ? "a path prefix" : "a name", cap - 1);
-            return -1;
+            if (o->kind == PATH) {
+                char why[400];
+                if (ca_prefix_check(value, why, sizeof why) != 0) {
+                    snprintf(err, errlen, "%s: %s", src, why);
+                    return -1;
+                }
+            }
+            strcpy(field, value);
+            return 0;
         }
         }
     }
     char keys[512];
     accepted_keys(keys, sizeof keys);
-    snprintf(err, errlen, "CUDALLOC_CONF: unknown key '%s': accepted: %s", QUOTED(key), keys);
+    snprintf(err, errlen, "%s: unknown key '%s': accepted: %s", src, QUOTED(key), keys);
     return -1;
 }
 
 int ca_config_parse(const char *conf, ca_config *out, char *err, size_t errlen) {
-    ca_config c = {.expandable = true, .release_after = CA_RELEASE_AFTER, .summary = true, .tracking = true, .python_frames = true, .trace_iterations = true, .oom_message = true, .nvtx_range = "step"};
+    ca_config c = {.expandable = true, .release_after = CA_RELEASE_AFTER, .summary = true, .tracking = true, .python_frames = true, .trace_iterations = true, .oom_message = true, .context_fences = true, .nvtx_range = "step"};
+    unsigned given = 0, from_env = 0;
     const char *report = getenv("CUDALLOC_REPORT");
-    if (report && *report && set_option(&c, "report", report, err, errlen) != 0) return -1;
+    if (report && *report && set_option(&c, "CUDALLOC_REPORT", "report", report, &from_env, err, errlen) != 0)
+        return -1;
     char buf[4096];
     if (conf && strlen(conf) >= sizeof buf) {
         snprintf(err, errlen, "CUDALLOC_CONF: longer than %zu bytes", sizeof buf - 1);
@@ -116,7 +146,14 @@ int ca_config_parse(const char *conf, ca_config *out, char *err, size_t errlen) 
         *colon = 0;
         char *value = colon + 1, *end = value + strlen(value);
         while (end > value && end[-1] == ' ') *--end = 0;
-        if (set_option(&c, item, value, err, errlen) != 0) return -1;
+        char env_report[sizeof c.report];
+        strcpy(env_report, c.report);
+        if (set_option(&c, "CUDALLOC_CONF", item, value, &given, err, errlen) != 0) return -1;
+        if (!strcmp(item, "report") && *env_report && strcmp(env_report, c.report)) {
+            snprintf(err, errlen, "CUDALLOC_CONF: report:%s and CUDALLOC_REPORT=%s disagree: accepted: one of them",
+                     QUOTED(c.report), QUOTED(env_report));
+            return -1;
+        }
     }
     *out = c;
     return 0;

@@ -4,7 +4,13 @@
  * for stream order and fences for device order (plain frees). Calls run in
  * the device's context, made current for the call when the calling thread has
  * another one (or none): a free of another device's pointer orders that
- * device's streams. */
+ * device's streams.
+ *
+ * Answers are what they say (answer_of): only CUDA_ERROR_NOT_READY means
+ * "not yet"; a sticky error means the device runs nothing more (so nothing
+ * can still touch the memory); any other error says nothing about the work
+ * (a capture rule, a handle, a refused call) and passes no fence. While a
+ * stream capture is under way nothing here issues device work (capture.c). */
 #include <stdlib.h>
 
 #include "allocator/lock.h"
@@ -16,26 +22,59 @@ typedef struct cuda_backend {
     int ordinal;
     CUcontext ctx;
     CUmemAllocationProp prop;
-    CUmemAccessDesc access;
     CUevent barrier;          /* the legacy event of ordered fences, recorded again each time */
+    CUevent probe;            /* never recorded: queried to ask whether capture forbids the call */
     ca_lock lock;             /* the spare events and fences */
     CUevent *spare;
     size_t nspare, spare_cap;
     cuda_fence *spare_fences;
 } cuda_backend;
 
-/* Run in the device's context: push it only when it is not current already. */
+/* Run in the device's context: push it only when it is not current already,
+ * pop only what was pushed; a push that fails is the call's answer. */
 #define IN_CTX(cb, call)                                                        \
     ({                                                                          \
         const ca_driver *d_ = ca_drv();                                         \
         CUcontext cur_ = NULL, popped_;                                         \
         d_->cuCtxGetCurrent(&cur_);                                             \
         bool push_ = cur_ != (cb)->ctx && d_->cuCtxPushCurrent_v2;              \
-        if (push_) d_->cuCtxPushCurrent_v2((cb)->ctx);                          \
-        CUresult r_ = (call);                                                   \
-        if (push_) d_->cuCtxPopCurrent_v2(&popped_);                            \
+        CUresult p_ = push_ ? d_->cuCtxPushCurrent_v2((cb)->ctx) : CUDA_SUCCESS; \
+        CUresult r_ = p_ == CUDA_SUCCESS ? (call) : p_;                         \
+        if (push_ && p_ == CUDA_SUCCESS) d_->cuCtxPopCurrent_v2(&popped_);      \
         r_;                                                                     \
     })
+
+/* The errors that leave the process unable to run any more CUDA work
+ * (cuda.h: "any further CUDA work will return the same error"), and a driver
+ * shutting down. */
+static bool sticky(CUresult r) {
+    switch (r) {
+    case CUDA_ERROR_DEINITIALIZED:
+    case CUDA_ERROR_CONTAINED:
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_TENSOR_MEMORY_LEAK:
+    case CUDA_ERROR_EXTERNAL_DEVICE: return true;
+    default: return false;
+    }
+}
+
+/* What an answer says about the work queued before it. */
+typedef enum { DONE, PENDING, UNKNOWN } answer;
+static answer answer_of(CUresult r) {
+    if (r == CUDA_SUCCESS || sticky(r)) return DONE;
+    return r == CUDA_ERROR_NOT_READY ? PENDING : UNKNOWN;
+}
+
+/* The whole device, waited for: DONE, or it could not be. */
+static answer sync_device(cuda_backend *cb) { return answer_of(IN_CTX(cb, ca_drv()->cuCtxSynchronize())); }
 
 static int status(CUresult r) {
     if (r == CUDA_SUCCESS) return CA_OK;
@@ -55,10 +94,22 @@ static int b_unreserve(void *self, uintptr_t base, size_t size) {
     return status(IN_CTX(cb, ca_drv()->cuMemAddressFree((CUdeviceptr)base, size)));
 }
 
+/* Granules are created shareable where the driver says it can (IPC of
+ * blocks, ipc.c); a driver that refuses it all the same gets plain ones from
+ * then on, and IPC of that device's blocks says so. */
 static int b_create(void *self, size_t size, ca_handle *h) {
     cuda_backend *cb = self;
     CUmemGenericAllocationHandle handle = 0;
-    int rc = status(IN_CTX(cb, ca_drv()->cuMemCreate(&handle, size, &cb->prop, 0)));
+    CUmemAllocationProp prop = cb->prop;
+    prop.requestedHandleTypes = __atomic_load_n(&cb->prop.requestedHandleTypes, __ATOMIC_RELAXED);
+    CUresult r = IN_CTX(cb, ca_drv()->cuMemCreate(&handle, size, &prop, 0));
+    if (prop.requestedHandleTypes &&
+        (r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_NOT_PERMITTED || r == CUDA_ERROR_INVALID_VALUE)) {
+        __atomic_store_n(&cb->prop.requestedHandleTypes, CU_MEM_HANDLE_TYPE_NONE, __ATOMIC_RELAXED);
+        prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+        r = IN_CTX(cb, ca_drv()->cuMemCreate(&handle, size, &prop, 0));
+    }
+    int rc = status(r);
     if (rc == CA_OK) *h = (ca_handle)handle;
     return rc;
 }
@@ -68,11 +119,12 @@ static int b_release(void *self, ca_handle h) {
     return status(IN_CTX(cb, ca_drv()->cuMemRelease((CUmemGenericAllocationHandle)h)));
 }
 
+/* Access for the device and the peers granted on its mappings (peers.c). */
 static CUresult map_and_grant(cuda_backend *cb, uintptr_t addr, size_t size, ca_handle h) {
     const ca_driver *d = ca_drv();
     CUresult r = d->cuMemMap((CUdeviceptr)addr, size, 0, (CUmemGenericAllocationHandle)h, 0);
     if (r != CUDA_SUCCESS) return r;
-    r = d->cuMemSetAccess((CUdeviceptr)addr, size, &cb->access, 1);
+    r = ca_peers_map(cb->ordinal, addr, size);
     if (r != CUDA_SUCCESS) d->cuMemUnmap((CUdeviceptr)addr, size);
     return r;
 }
@@ -84,20 +136,29 @@ static int b_map(void *self, uintptr_t addr, size_t size, ca_handle h) {
 
 static int b_unmap(void *self, uintptr_t addr, size_t size) {
     cuda_backend *cb = self;
-    return status(IN_CTX(cb, ca_drv()->cuMemUnmap((CUdeviceptr)addr, size)));
+    int rc = status(IN_CTX(cb, ca_drv()->cuMemUnmap((CUdeviceptr)addr, size)));
+    if (rc == CA_OK) ca_peers_unmap(cb->ordinal, addr);
+    return rc;
 }
 
+/* cuMemAlloc and cuMemFree are calls a capture may forbid: none while one is
+ * under way (a classic segment is then not made or given back). */
 static int b_fixed_alloc(void *self, size_t size, uintptr_t *addr) {
     cuda_backend *cb = self;
     CUdeviceptr p = 0;
+    if (!ca_capture_guard_enter()) return CA_ERR_BACKEND;
     int rc = status(IN_CTX(cb, ca_drv()->cuMemAlloc_v2(&p, size)));
+    ca_capture_guard_leave();
     if (rc == CA_OK) *addr = (uintptr_t)p;
     return rc;
 }
 
 static int b_fixed_free(void *self, uintptr_t addr, size_t size) {
     cuda_backend *cb = self;
-    return status(IN_CTX(cb, ca_drv()->cuMemFree_v2((CUdeviceptr)addr)));
+    if (!ca_capture_guard_enter()) return CA_ERR_BACKEND;
+    int rc = status(IN_CTX(cb, ca_drv()->cuMemFree_v2((CUdeviceptr)addr)));
+    ca_capture_guard_leave();
+    return rc;
 }
 
 static int b_mem_info(void *self, size_t *free_bytes, size_t *total) {
@@ -140,16 +201,48 @@ static bool name_stream(ca_stream key, CUstream *s) {
     return true;
 }
 
+/* An event recorded on a stream of another context than the device's is made
+ * in that context (an event and the stream it is recorded on must be of one
+ * context: cuEventRecord), used once, and marked by its low bit. */
+#define FOREIGN 1u
+
+static int record_foreign(CUcontext ctx, CUstream s, ca_event *ev) {
+    const ca_driver *d = ca_drv();
+    CUevent e = NULL;
+    CUcontext popped;
+    if (d->cuCtxPushCurrent_v2(ctx) != CUDA_SUCCESS) return CA_ERR_BACKEND;
+    CUresult r = d->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
+    if (r == CUDA_SUCCESS && (r = d->cuEventRecord(e, s)) != CUDA_SUCCESS) d->cuEventDestroy_v2(e);
+    d->cuCtxPopCurrent_v2(&popped);
+    if (r == CUDA_SUCCESS) *ev = (ca_event)(uintptr_t)e | FOREIGN;
+    return status(r);
+}
+
+static CUevent event_of(ca_event ev) { return (CUevent)(uintptr_t)(ev & ~(ca_event)FOREIGN); }
+
+/* Stream order: refused while a capture is under way (the block then waits
+ * for a fence after it). */
 static int b_event_record(void *self, ca_stream stream, ca_event *ev) {
     cuda_backend *cb = self;
     CUstream s;
     if (!name_stream(stream, &s)) return CA_ERR_INVALID;
+    CUcontext owner = ca_stream_ctx(s);
+    if (owner && owner != cb->ctx) {
+        if (!ca_capture_guard_enter()) return CA_ERR_BACKEND;
+        int rc = record_foreign(owner, s, ev);
+        ca_capture_guard_leave();
+        return rc;
+    }
     CUevent e = get_event(cb);
     if (!e) return CA_ERR_BACKEND;
-    CUresult r = IN_CTX(cb, ca_drv()->cuEventRecord(e, s));
+    CUresult r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (ca_capture_guard_enter()) {
+        r = IN_CTX(cb, ca_drv()->cuEventRecord(e, s));
+        ca_capture_guard_leave();
+    }
     if (r != CUDA_SUCCESS) {
-        ca_drv()->cuEventDestroy_v2(e);
-        return status(r);
+        put_event(cb, e);
+        return CA_ERR_BACKEND;
     }
     *ev = (ca_event)(uintptr_t)e;
     return CA_OK;
@@ -159,18 +252,44 @@ static int b_stream_wait(void *self, ca_stream stream, ca_event ev) {
     cuda_backend *cb = self;
     CUstream s;
     if (!name_stream(stream, &s)) return CA_ERR_INVALID;
-    return status(IN_CTX(cb, ca_drv()->cuStreamWaitEvent(s, (CUevent)(uintptr_t)ev, 0)));
+    if (!ca_capture_guard_enter()) return CA_ERR_BACKEND;
+    CUresult r = IN_CTX(cb, ca_drv()->cuStreamWaitEvent(s, event_of(ev), 0));
+    ca_capture_guard_leave();
+    return r == CUDA_SUCCESS ? CA_OK : CA_ERR_BACKEND;
 }
 
 /* The wait already took the event's point: the event may be recorded again. */
-static void b_event_destroy(void *self, ca_event ev) { put_event(self, (CUevent)(uintptr_t)ev); }
+static void b_event_destroy(void *self, ca_event ev) {
+    if (ev & FOREIGN) ca_drv()->cuEventDestroy_v2(event_of(ev));
+    else put_event(self, event_of(ev));
+}
 
+/* Done only when the stream's work is: a stream that cannot be waited for
+ * (destroyed since: its handle is gone, its work folded into the legacy
+ * stream) is covered by the whole device; when that cannot be waited for
+ * either, nothing may be unmapped. */
 static int b_stream_sync(void *self, ca_stream stream) {
     cuda_backend *cb = self;
     CUstream s;
     const ca_driver *d = ca_drv();
-    if (!name_stream(stream, &s)) return status(IN_CTX(cb, d->cuCtxSynchronize())); /* the whole device covers it */
-    return status(IN_CTX(cb, d->cuStreamSynchronize(s)));
+    if (!ca_capture_guard_enter()) return CA_ERR_BACKEND;
+    answer a = name_stream(stream, &s) ? answer_of(IN_CTX(cb, d->cuStreamSynchronize(s))) : UNKNOWN;
+    if (a != DONE) a = sync_device(cb);
+    ca_capture_guard_leave();
+    return a == DONE ? CA_OK : CA_ERR_BACKEND;
+}
+
+/* A pool's stream is one: the legacy and per-thread streams always; a handle
+ * when streams.c knows it, or else when the driver says it is one (a stream
+ * made past our hooks). A handle the driver calls invalid (never a stream,
+ * or destroyed) gets no pool, as cuMemAllocAsync would refuse it. */
+static int b_stream_check(void *self, ca_stream key) {
+    const ca_driver *d = ca_drv();
+    CUstream s = (CUstream)key;
+    unsigned flags;
+    if (!key || ca_is_ptds_key(key) || ca_streams_known(s) || !d->cuStreamGetFlags) return CA_OK;
+    CUresult r = d->cuStreamGetFlags(s, &flags);
+    return r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_CONTEXT_IS_DESTROYED ? CA_ERR_STREAM : CA_OK;
 }
 
 /* ---- fences: a plain free's point in every stream (streams.c says which) ---- */
@@ -203,38 +322,57 @@ static void b_fence_destroy(void *self, ca_fence fence) {
     ca_lock_release(&cb->lock);
 }
 
-/* Records e on s, or gives e back. */
-static bool record_on(cuda_backend *cb, cuda_fence *f, CUevent e, CUstream s) {
-    if (ca_drv()->cuEventRecord(e, s) != CUDA_SUCCESS) {
-        put_event(cb, e);
-        return false;
-    }
-    f->ev[f->n++] = e;
-    return true;
+/* An event on s in the fence; the event goes back on failure. */
+static CUresult record_on(cuda_backend *cb, cuda_fence *f, CUstream s) {
+    CUevent e = get_event(cb);
+    if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = ca_drv()->cuEventRecord(e, s);
+    if (r != CUDA_SUCCESS) put_event(cb, e);
+    else f->ev[f->n++] = e;
+    return r;
 }
 
-/* The legacy event, then one on each non-blocking stream of the device: the
- * blocks wait until all of them completed; with none on this device (other
- * devices have some), the legacy event alone orders later uses (0). Under the
- * registry's lock. A fence that cannot be recorded is replaced by
- * synchronizing the device (0). */
+/* One event for all the context's work (cuCtxRecordEvent, CUDA 12.5+). */
+static CUresult record_context(cuda_backend *cb, cuda_fence *f) {
+    CUevent e = get_event(cb);
+    if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = ca_drv()->cuCtxRecordEvent(cb->ctx, e);
+    if (r != CUDA_SUCCESS) put_event(cb, e);
+    else f->ev[f->n++] = e;
+    return r;
+}
+
+/* The point "now" in every stream of the device: one event for the whole
+ * context where the driver has cuCtxRecordEvent, else the legacy event and
+ * one on each non-blocking stream. With no non-blocking stream on this
+ * device (other devices have some), the legacy event alone orders later
+ * uses (0). Under the registry's lock. A fence that cannot be recorded is
+ * replaced by synchronizing the device (0); when that fails too, there is
+ * no fence (the error): the blocks stay pending. No stream is forgotten for
+ * a failed record: it may be capturing, or the error passing. */
 static CUresult record_fence(cuda_backend *cb, ca_fence *out, bool done) {
+    *out = 0;
     CUstream few[16], *nb = few;
     size_t n = ca_streams_nonblocking(cb->ctx, few, 16);
-    if (n > 16 && (nb = malloc(n * sizeof *nb))) ca_streams_nonblocking(cb->ctx, nb, n);
-    cuda_fence *f = nb ? get_fence(cb, (unsigned)n + 1) : NULL;
-    CUevent e = f ? get_event(cb) : NULL;
-    bool recorded = e && record_on(cb, f, e, CU_STREAM_LEGACY);
-    for (size_t i = 0; recorded && i < n; i++) {
-        if (!(e = get_event(cb))) recorded = false;
-        else if (!record_on(cb, f, e, nb[i])) ca_streams_forget_locked(nb[i]); /* gone behind our back */
+    bool whole = n && ca_drv()->cuCtxRecordEvent && ca_conf.context_fences;
+    if (!whole && n > 16 && (nb = malloc(n * sizeof *nb))) ca_streams_nonblocking(cb->ctx, nb, n);
+    cuda_fence *f = nb ? get_fence(cb, whole ? 1 : (unsigned)n + 1) : NULL;
+    CUresult r = f ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS && whole) r = record_context(cb, f);
+    else if (r == CUDA_SUCCESS) r = record_on(cb, f, CU_STREAM_LEGACY);
+    for (size_t i = 0; r == CUDA_SUCCESS && !whole && i < n; i++) r = record_on(cb, f, nb[i]);
+    if (nb && nb != few) free(nb);
+    if (r != CUDA_SUCCESS) {
+        if (f) b_fence_destroy(cb, (ca_fence)(uintptr_t)f);
+        return sync_device(cb) == DONE ? CUDA_SUCCESS : r;
     }
-    if (nb != few) free(nb);
-    bool ordered = !done && recorded && f->n == 1;
-    *out = recorded && !ordered ? (ca_fence)(uintptr_t)f : 0;
-    if (f && !*out) b_fence_destroy(cb, (ca_fence)(uintptr_t)f);
-    if (ordered) ca_streams_fenced_ordered();
-    return recorded ? CUDA_SUCCESS : ca_drv()->cuCtxSynchronize();
+    if (!done && !n) { /* the legacy event alone: ordered, passed at record */
+        b_fence_destroy(cb, (ca_fence)(uintptr_t)f);
+        ca_streams_fenced_ordered();
+        return CUDA_SUCCESS;
+    }
+    *out = (ca_fence)(uintptr_t)f;
+    return CUDA_SUCCESS;
 }
 
 /* Without non-blocking streams, the legacy event alone orders every later
@@ -253,40 +391,71 @@ static CUresult record_ordered(cuda_backend *cb, bool *ordered) {
     return CUDA_SUCCESS;
 }
 
-static int b_fence_record(void *self, ca_fence *out) {
-    cuda_backend *cb = self;
-    bool ordered = false;
+/* While a capture is under way no fence is recorded (an event on a stream in
+ * it would join the capture, one on the legacy stream may invalidate it, and
+ * cuCtxRecordEvent invalidates every capture of its context). */
+static int record(cuda_backend *cb, ca_fence *out, bool done) {
     *out = 0;
-    if (ca_streams_none_nonblocking()) IN_CTX(cb, record_ordered(cb, &ordered));
-    if (ordered) return CA_OK;
-    ca_streams_lock();
-    IN_CTX(cb, record_fence(cb, out, false));
-    ca_streams_unlock();
-    return CA_OK;
+    if (!ca_capture_guard_enter()) return CA_ERR_BACKEND;
+    bool ordered = false;
+    if (!done && ca_streams_none_nonblocking()) IN_CTX(cb, record_ordered(cb, &ordered));
+    CUresult r = CUDA_SUCCESS;
+    if (!ordered) {
+        ca_streams_lock();
+        r = IN_CTX(cb, record_fence(cb, out, done));
+        ca_streams_unlock();
+    }
+    ca_capture_guard_leave();
+    return r == CUDA_SUCCESS ? CA_OK : CA_ERR_BACKEND;
 }
+
+static int b_fence_record(void *self, ca_fence *out) { return record(self, out, false); }
 
 /* A fence for unmapping (backend.h): the legacy event alone is queried too,
  * never taken as passed because it orders later work. */
-static int b_fence_record_done(void *self, ca_fence *out) {
-    cuda_backend *cb = self;
-    *out = 0;
-    ca_streams_lock();
-    IN_CTX(cb, record_fence(cb, out, true));
-    ca_streams_unlock();
-    return CA_OK;
-}
+static int b_fence_record_done(void *self, ca_fence *out) { return record(self, out, true); }
 
+/* Passed when every event is done; an event query is what a capture may
+ * forbid, so none is asked while one is under way. */
 static int b_fence_query(void *self, ca_fence fence) {
     cuda_fence *f = (cuda_fence *)(uintptr_t)fence;
     const ca_driver *d = ca_drv();
-    for (; f->done < f->n; f->done++)
-        if (d->cuEventQuery(f->ev[f->done]) == CUDA_ERROR_NOT_READY) return 0;
-    return 1;
+    if (!ca_capture_guard_enter()) return 0;
+    while (f->done < f->n && answer_of(d->cuEventQuery(f->ev[f->done])) == DONE) f->done++;
+    ca_capture_guard_leave();
+    return f->done == f->n;
 }
 
-static void b_fence_wait(void *self, ca_fence fence) {
+/* An event that cannot be waited for is replaced by the whole device; when
+ * that cannot be waited for either, the memory stays busy (0). */
+static int b_fence_wait(void *self, ca_fence fence) {
+    cuda_backend *cb = self;
     cuda_fence *f = (cuda_fence *)(uintptr_t)fence;
-    for (; f->done < f->n; f->done++) ca_drv()->cuEventSynchronize(f->ev[f->done]);
+    const ca_driver *d = ca_drv();
+    if (!ca_capture_guard_enter()) return 0;
+    while (f->done < f->n && answer_of(d->cuEventSynchronize(f->ev[f->done])) == DONE) f->done++;
+    if (f->done < f->n && sync_device(cb) == DONE) f->done = f->n;
+    ca_capture_guard_leave();
+    return f->done == f->n;
+}
+
+/* ---- stream capture (capture.c) ---- */
+
+CUresult ca_backend_cuda_capture_probe(ca_backend *be) {
+    cuda_backend *cb = be->self;
+    const ca_driver *d = ca_drv();
+    CUevent e = __atomic_load_n(&cb->probe, __ATOMIC_ACQUIRE), mine = NULL;
+    if (!e && IN_CTX(cb, d->cuEventCreate(&mine, CU_EVENT_DISABLE_TIMING)) == CUDA_SUCCESS) {
+        if (__atomic_compare_exchange_n(&cb->probe, &e, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) e = mine;
+        else d->cuEventDestroy_v2(mine);
+    }
+    return e ? d->cuEventQuery(e) : CUDA_SUCCESS; /* never recorded: done, unless the call is refused */
+}
+
+void ca_backend_cuda_order_after_fences(ca_backend *be, CUstream s) {
+    cuda_backend *cb = be->self;
+    CUevent e = __atomic_load_n(&cb->barrier, __ATOMIC_ACQUIRE);
+    if (e) IN_CTX(cb, ca_drv()->cuStreamWaitEvent(s, e, 0));
 }
 
 void ca_backend_cuda_drop_events(ca_backend *be) {
@@ -302,7 +471,8 @@ void ca_backend_cuda_drop_events(ca_backend *be) {
     for (size_t i = 0; i < n; i++) ca_drv()->cuEventDestroy_v2(spare[i]);
     free(spare);
     if (cb->barrier) ca_drv()->cuEventDestroy_v2(cb->barrier);
-    cb->barrier = NULL;
+    if (cb->probe) ca_drv()->cuEventDestroy_v2(cb->probe);
+    cb->barrier = cb->probe = NULL;
     while (f) {
         cuda_fence *next = f->next;
         free(f);
@@ -316,7 +486,15 @@ static void b_destroy(ca_backend *be) {
     free(be);
 }
 
-ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx) {
+static int attribute(const ca_driver *d, CUdevice_attribute a, int ordinal, int otherwise) {
+    int v = otherwise;
+    if (d->cuDeviceGetAttribute && d->cuDeviceGetAttribute(&v, a, ordinal) != CUDA_SUCCESS) v = otherwise;
+    return v;
+}
+
+#define CLASSIC_GRANULE ((size_t)2 << 20) /* what the allocator rounds to where there is no VMM */
+
+ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx, bool *vmm) {
     const ca_driver *d = ca_drv();
     if (!d) return NULL;
     cuda_backend *cb = calloc(1, sizeof *cb);
@@ -327,13 +505,22 @@ ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx) {
     cb->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     cb->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     cb->prop.location.id = ordinal;
-    cb->access.location = cb->prop.location;
-    cb->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    /* as PyTorch's expandable segments ask: shareable, and usable by RDMA (NICs, NCCL) where supported */
+    if (attribute(d, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, ordinal, 0))
+        cb->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    if (attribute(d, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, ordinal, 0))
+        cb->prop.allocFlags.gpuDirectRDMACapable = 1;
     size_t granule = 0;
-    if (IN_CTX(cb, d->cuMemGetAllocationGranularity(&granule, &cb->prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)) !=
-            CUDA_SUCCESS ||
-        !granule || (granule & (granule - 1)))
+    *vmm = attribute(d, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, ordinal, 1) != 0;
+    CUresult r = *vmm ? IN_CTX(cb, d->cuMemGetAllocationGranularity(&granule, &cb->prop,
+                                                                     CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+                      : CUDA_ERROR_NOT_SUPPORTED;
+    if (r == CUDA_ERROR_NOT_SUPPORTED) { /* no VMM here: classic segments only */
+        *vmm = false;
+        granule = CLASSIC_GRANULE;
+    } else if (r != CUDA_SUCCESS || !granule || (granule & (granule - 1))) {
         goto fail;
+    }
     bool events = d->cuEventCreate && d->cuEventRecord && d->cuEventDestroy_v2 && d->cuStreamWaitEvent &&
                   d->cuStreamSynchronize && d->cuCtxSynchronize;
     bool fences = events && d->cuEventQuery && d->cuEventSynchronize;
@@ -354,6 +541,7 @@ ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx) {
         .stream_wait = events ? b_stream_wait : NULL,
         .event_destroy = events ? b_event_destroy : NULL,
         .stream_sync = events ? b_stream_sync : NULL,
+        .stream_check = b_stream_check,
         .fence_record = fences ? b_fence_record : NULL,
         .fence_query = fences ? b_fence_query : NULL,
         .fence_wait = fences ? b_fence_wait : NULL,

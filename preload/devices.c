@@ -46,11 +46,17 @@ static ca_tracker *make_tracker(ca_device *d) {
 /* A fresh allocator over a fresh backend for the device's context; the
  * allocator owns the backend, which *backend names for the device. */
 static ca_allocator *new_allocator(int ordinal, CUcontext ctx, ca_backend **backend) {
-    ca_backend *be = ca_backend_cuda_new(ordinal, ctx);
+    static uint64_t told; /* devices already said to have no VMM */
+    bool vmm = true;
+    ca_backend *be = ca_backend_cuda_new(ordinal, ctx, &vmm);
     if (!be) return NULL;
     ca_options opt;
     ca_options_default(&opt);
-    opt.expandable = ca_conf.expandable;
+    opt.expandable = ca_conf.expandable && vmm;
+    if (ca_conf.expandable && !vmm && !(__atomic_fetch_or(&told, (uint64_t)1 << (ordinal & 63), __ATOMIC_RELAXED) >> (ordinal & 63) & 1))
+        ca_warn("device %d has no virtual memory management (as some vGPUs): classic segments there, as with "
+                "expandable_segments:false",
+                ordinal);
     opt.max_reserved = ca_conf.max_reserved;
     opt.release_after = ca_conf.release_after;
     ca_allocator *a = NULL;
@@ -70,6 +76,7 @@ static ca_device *create(int ordinal, CUcontext ctx) {
     }
     d->ordinal = ordinal;
     d->ctx = ctx;
+    pthread_mutex_init(&d->reset_lock, NULL);
     if (ca_conf.tracking && !(d->tracker = make_tracker(d))) ca_warn("no memory to track allocations on device %d", ordinal);
     return d;
 }
@@ -78,17 +85,22 @@ static ca_device *get(int ordinal, CUcontext ctx) {
     if (ordinal < 0 || ordinal >= MAX_DEVICES) return NULL;
     ca_device *d = __atomic_load_n(&devices[ordinal], __ATOMIC_ACQUIRE);
     if (d || !ctx) return d;
+    bool made_one = false;
     ca_lock_acquire(&devices_lock);
     if (!(d = devices[ordinal]) && (d = create(ordinal, ctx))) {
-        ca_cupti_start();
-        ca_report_signal_start();
         made[nmade] = d;
         atomic_store_explicit(&nmade, nmade + 1, memory_order_release);
         __atomic_store_n(&devices[ordinal], d, __ATOMIC_RELEASE);
+        made_one = true;
+        /* after the device is there to report: a SIGUSR1 that came before is answered now */
+        ca_report_signal_start();
     }
     ca_lock_release(&devices_lock);
+    if (made_one) ca_cupti_start(); /* outside the lock: CUPTI's start may call our hooks back */
     return d;
 }
+
+static void rebind(ca_device *d, CUcontext ctx);
 
 ca_device *ca_current_device(CUresult *err) {
     const ca_driver *drv = ca_drv();
@@ -102,20 +114,22 @@ ca_device *ca_current_device(CUresult *err) {
         *err = r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_CONTEXT;
         return NULL;
     }
-    if (ctx == tl_ctx && tl_generation == generation) return tl_dev;
+    if (ctx == tl_ctx && tl_generation == __atomic_load_n(&generation, __ATOMIC_ACQUIRE)) return tl_dev;
     CUdevice dev;
     if ((r = drv->cuCtxGetDevice(&dev)) != CUDA_SUCCESS) {
         *err = r;
         return NULL;
     }
+    unsigned gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
     ca_device *d = get((int)dev, ctx);
+    if (d && __atomic_load_n(&d->unbound, __ATOMIC_ACQUIRE)) rebind(d, ctx);
     if (!d) {
         *err = CUDA_ERROR_OUT_OF_MEMORY; /* no allocator could be made: nothing can be allocated */
         return NULL;
     }
     tl_ctx = ctx;
     tl_dev = d;
-    tl_generation = generation;
+    tl_generation = gen;
     return d;
 }
 
@@ -140,6 +154,9 @@ void ca_device_quiesce(ca_device *d) {
     ca_backend_cuda_drop_events(d->backend);
     ca_streams_forget_ctx(d->ctx);
 }
+
+void ca_device_lock(ca_device *d) { pthread_mutex_lock(&d->reset_lock); }
+void ca_device_unlock(ca_device *d) { pthread_mutex_unlock(&d->reset_lock); }
 
 void ca_devices_foreach(void (*fn)(ca_device *d, void *ctx), void *ctx) {
     int n = atomic_load_explicit(&nmade, memory_order_acquire);
@@ -170,34 +187,79 @@ static void collect_live(void *ctx, const ca_segment_view *seg, const ca_block_v
     l->stream[l->n++] = seg->stream;
 }
 
-void ca_device_reset_begin(int ordinal) {
-    ca_device *d = get(ordinal, NULL);
+/* Every allocation of d freed (the tracker and the statistics see the frees
+ * it is), and its memory given back while the context can still take it. */
+static void empty_device(ca_device *d) {
     const ca_driver *drv = ca_drv();
-    if (!d || !drv) return;
     CUcontext popped;
     if (drv->cuCtxPushCurrent_v2(d->ctx) == CUDA_SUCCESS) { /* work queued on it ends first */
         drv->cuCtxSynchronize();
         drv->cuCtxPopCurrent_v2(&popped);
     }
     ca_device_quiesce(d); /* plain frees come back; our events go before the context does */
-    /* Each live block freed in its own stream's order, so the tracker and the
-     * statistics see the reset as the frees it is. */
+    ca_ipc_device_reset(d->ordinal);
+    /* each live block freed in its own stream's order */
     live_blocks l = {0};
     ca_visit(d->alloc, NULL, collect_live, &l);
-    for (size_t i = 0; i < l.n; i++) ca_free(d->alloc, (void *)l.addr[i], l.stream[i]);
+    for (size_t i = 0; i < l.n; i++) /* a destroyed stream's blocks as plain frees: the device is idle */
+        if (ca_free(d->alloc, (void *)l.addr[i], l.stream[i]) == CA_ERR_STREAM) ca_free_device(d->alloc, (void *)l.addr[i], 1);
     free(l.addr);
     free(l.stream);
-    ca_release(d->alloc); /* the granules go back while the context can take them */
+    ca_release(d->alloc);
+}
+
+/* A fresh allocator for ctx takes over from d's (empty) one. */
+static void replace_allocator(ca_device *d, CUcontext ctx) {
     ca_backend *be;
-    ca_allocator *fresh = new_allocator(ordinal, d->ctx, &be);
-    if (fresh) {
-        ca_allocator *old = d->alloc;
-        ca_set_observer(old, NULL, NULL);
-        if (d->tracker) ca_tracker_attach(d->tracker, fresh);
-        __atomic_store_n(&d->backend, be, __ATOMIC_RELEASE);
-        __atomic_store_n(&d->alloc, fresh, __ATOMIC_RELEASE);
-        ca_allocator_destroy(old); /* and the address ranges */
+    ca_allocator *fresh = new_allocator(d->ordinal, ctx, &be);
+    if (!fresh) return;
+    ca_allocator *old = d->alloc;
+    ca_set_observer(old, NULL, NULL);
+    if (d->tracker) ca_tracker_attach(d->tracker, fresh);
+    __atomic_store_n(&d->backend, be, __ATOMIC_RELEASE);
+    __atomic_store_n(&d->alloc, fresh, __ATOMIC_RELEASE);
+    __atomic_store_n(&d->ctx, ctx, __ATOMIC_RELEASE);
+    ca_allocator_destroy(old); /* and the address ranges */
+}
+
+/* Under the device's lock: the SIGUSR1 reporter may be reading the allocator
+ * this destroys. */
+void ca_device_reset_begin(int ordinal) {
+    ca_device *d = get(ordinal, NULL);
+    if (!d || !ca_drv()) return;
+    ca_device_lock(d);
+    empty_device(d);
+    replace_allocator(d, d->ctx);
+    ca_device_unlock(d);
+}
+
+/* The allocator's context goes (cuCtxDestroy, the primary context's last
+ * release): what was allocated in it goes with it, as cuMemAlloc memory does,
+ * and the device's next allocation binds a fresh allocator to the context
+ * current then. */
+void ca_device_ctx_gone(CUcontext ctx) {
+    ca_device *d = ca_device_by_ctx(ctx);
+    if (!d || __atomic_load_n(&d->unbound, __ATOMIC_ACQUIRE)) {
+        ca_streams_forget_ctx(ctx);
+        return;
     }
+    ca_device_lock(d);
+    empty_device(d);
+    ca_device_unlock(d);
+    __atomic_store_n(&d->unbound, true, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&generation, 1, __ATOMIC_RELEASE); /* threads' cached contexts are stale */
+}
+
+/* Under no lock: d's allocator bound to ctx, if its context went. */
+static void rebind(ca_device *d, CUcontext ctx) {
+    ca_lock_acquire(&devices_lock);
+    if (__atomic_load_n(&d->unbound, __ATOMIC_ACQUIRE)) {
+        ca_device_lock(d);
+        replace_allocator(d, ctx);
+        ca_device_unlock(d);
+        __atomic_store_n(&d->unbound, false, __ATOMIC_RELEASE);
+    }
+    ca_lock_release(&devices_lock);
 }
 
 /* The child of a fork starts with no allocator: its parent's device memory is
@@ -218,10 +280,15 @@ static void after_fork_in_child(void) {
     ca_stacks_thread_caches_fork_child();
     ca_report_after_fork();
     ca_streams_after_fork();
+    ca_peers_after_fork();
+    ca_ipc_after_fork();
+    ca_torch_after_fork();
+    ca_contexts_after_fork();
+    ca_capture_after_fork();
     ca_named_frames_fork_child();
     ca_py_fork_child();
     ca_lock_init(&devices_lock);
-    generation++;
+    __atomic_fetch_add(&generation, 1, __ATOMIC_RELEASE);
 }
 
 static void fail_config(const char *msg) {
@@ -233,6 +300,7 @@ __attribute__((constructor)) static void preload_init(void) {
     char err[512];
     if (ca_config_parse(getenv("CUDALLOC_CONF"), &ca_conf, err, sizeof err) != 0) fail_config(err);
     pthread_atfork(NULL, NULL, after_fork_in_child);
+    ca_report_signal_init();
     atexit(ca_report_exit);
     if (ca_conf.tracking) ca_stacks_init_unwinder();
 }

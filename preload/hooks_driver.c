@@ -1,6 +1,8 @@
 /* The driver API: for programs that call it directly, for cudart (static or
  * shared) which reaches it through cuGetProcAddress, and for PyTorch. Each
  * allocation is answered here exactly once. */
+#include <dlfcn.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "preload/preload.h"
@@ -8,7 +10,7 @@
 static CUresult no_driver(void) { return CUDA_ERROR_NOT_INITIALIZED; }
 
 CA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
-    return ca_drv() ? ca_do_malloc(dptr, bytesize, NULL) : no_driver();
+    return ca_drv() ? ca_do_malloc(dptr, bytesize, NULL, false) : no_driver();
 }
 
 /* Pitched memory is ours like any other (C programs use it for 2D data).
@@ -32,18 +34,22 @@ CA_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
         CUresult r = ca_do_free(dptr, NULL, true);
         if (r != CUDA_ERROR_NOT_FOUND) return r;
     }
-    return drv->cuMemFree_v2(dptr);
+    CUresult r = drv->cuMemFree_v2(dptr);
+    if (r == CUDA_SUCCESS && dptr) ca_capture_freed(dptr, NULL);
+    return r;
 }
 
 CA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-    return ca_drv() ? ca_do_malloc(dptr, bytesize, hStream) : no_driver();
+    return ca_drv() ? ca_do_malloc(dptr, bytesize, hStream, true) : no_driver();
 }
 
 static CUresult free_async(CUdeviceptr dptr, CUstream s, CUresult (*real)(CUdeviceptr, CUstream)) {
     if (!ca_drv()) return no_driver();
     CUresult r = ca_do_free(dptr, s, false);
     if (r != CUDA_ERROR_NOT_FOUND) return r;
-    return real ? real(dptr, s) : CUDA_ERROR_NOT_FOUND;
+    r = real ? real(dptr, s) : CUDA_ERROR_NOT_FOUND;
+    if (r == CUDA_SUCCESS) ca_capture_freed(dptr, s); /* a graph allocation */
+    return r;
 }
 
 CA_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
@@ -54,7 +60,7 @@ CA_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
 static CUstream per_thread(CUstream s) { return s ? s : CU_STREAM_PER_THREAD; }
 
 CA_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-    return ca_drv() ? ca_do_malloc(dptr, bytesize, per_thread(hStream)) : no_driver();
+    return ca_drv() ? ca_do_malloc(dptr, bytesize, per_thread(hStream), true) : no_driver();
 }
 
 CA_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
@@ -95,18 +101,18 @@ CA_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream) {
 CA_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
     const ca_driver *drv = ca_drv();
     if (!drv || !drv->cuDevicePrimaryCtxReset_v2) return no_driver();
+    ca_peers_primary_reset((int)dev);
     ca_device_reset_begin((int)dev);
     return drv->cuDevicePrimaryCtxReset_v2(dev);
 }
 
-/* A context that goes takes its events and streams with it: plain frees on
- * its device are waited for first, and what we keep of it is forgotten. */
+/* A context that goes takes its allocations, events and streams with it:
+ * the allocator bound to it follows (devices.c). */
 CA_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
     const ca_driver *drv = ca_drv();
     if (!drv || !drv->cuCtxDestroy_v2) return no_driver();
-    ca_device *d = ca_device_by_ctx(ctx);
-    if (d) ca_device_quiesce(d);
-    else ca_streams_forget_ctx(ctx);
+    ca_peers_ctx_gone(ctx);
+    ca_device_ctx_gone(ctx);
     return drv->cuCtxDestroy_v2(ctx);
 }
 
@@ -114,31 +120,71 @@ CA_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
                                        CUdriverProcAddressQueryResult *symbolStatus);
 CA_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 
-/* Our function for a real driver function, or NULL: the driver decides which
+
+/* The driver functions we stand in for: the driver's entry (by its name, and
+ * where ca_driver keeps its address) and ours. The driver decides which
  * entry (version, per-thread variant) a name means; we swap the ones we serve. */
+#define SWAP(entry, ours) {#entry, offsetof(ca_driver, entry), (void *)ours}
+static const struct swap {
+    const char *name;
+    size_t field;
+    void *ours;
+} swaps[] = {
+    SWAP(cuMemAlloc_v2, cuMemAlloc_v2),
+    SWAP(cuMemAllocPitch_v2, cuMemAllocPitch_v2),
+    SWAP(cuMemFree_v2, cuMemFree_v2),
+    SWAP(cuMemAllocAsync, cuMemAllocAsync),
+    SWAP(cuMemFreeAsync, cuMemFreeAsync),
+    SWAP(cuMemAllocAsync_ptsz, cuMemAllocAsync_ptsz),
+    SWAP(cuMemFreeAsync_ptsz, cuMemFreeAsync_ptsz),
+    SWAP(cuMemGetInfo_v2, cuMemGetInfo_v2),
+    SWAP(cuStreamCreate, cuStreamCreate),
+    SWAP(cuStreamCreateWithPriority, cuStreamCreateWithPriority),
+    SWAP(cuStreamDestroy_v2, cuStreamDestroy_v2),
+    {"cuStreamDestroy", offsetof(ca_driver, cuStreamDestroy_v1), (void *)cuStreamDestroy_v2},
+    SWAP(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset_v2),
+    SWAP(cuCtxDestroy_v2, cuCtxDestroy_v2),
+    SWAP(cuStreamBeginCapture_v2, cuStreamBeginCapture_v2),
+    SWAP(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture_v2_ptsz),
+    {"cuStreamBeginCapture", offsetof(ca_driver, cuStreamBeginCapture_v1), (void *)ca_begin_capture_v1},
+    {"cuStreamBeginCapture_ptsz", offsetof(ca_driver, cuStreamBeginCapture_v1_ptsz), (void *)ca_begin_capture_v1_ptsz},
+    SWAP(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph),
+    SWAP(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph_ptsz),
+    SWAP(cuStreamEndCapture, cuStreamEndCapture),
+    SWAP(cuStreamEndCapture_ptsz, cuStreamEndCapture_ptsz),
+    SWAP(cuCtxEnablePeerAccess, cuCtxEnablePeerAccess),
+    SWAP(cuCtxDisablePeerAccess, cuCtxDisablePeerAccess),
+    SWAP(cuIpcGetMemHandle, cuIpcGetMemHandle),
+    SWAP(cuIpcOpenMemHandle_v2, cuIpcOpenMemHandle_v2),
+    {"cuIpcOpenMemHandle", offsetof(ca_driver, cuIpcOpenMemHandle_v1), (void *)cuIpcOpenMemHandle_v2},
+    SWAP(cuIpcCloseMemHandle, cuIpcCloseMemHandle),
+    SWAP(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain),
+    SWAP(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease_v2),
+    {"cuDevicePrimaryCtxRelease", offsetof(ca_driver, cuDevicePrimaryCtxRelease_v1), (void *)cuDevicePrimaryCtxRelease_v2},
+    SWAP(cuGetProcAddress_v2, cuGetProcAddress_v2),
+    SWAP(cuGetProcAddress, cuGetProcAddress),
+};
+#define NSWAPS (sizeof swaps / sizeof swaps[0])
+
 void *ca_hook_for_real(void *real) {
     const ca_driver *drv = ca_drv();
     if (!real || !drv) return NULL;
-    const struct { void *real, *ours; } swaps[] = {
-        {(void *)drv->cuMemAlloc_v2, (void *)cuMemAlloc_v2},
-        {(void *)drv->cuMemAllocPitch_v2, (void *)cuMemAllocPitch_v2},
-        {(void *)drv->cuMemFree_v2, (void *)cuMemFree_v2},
-        {(void *)drv->cuMemAllocAsync, (void *)cuMemAllocAsync},
-        {(void *)drv->cuMemFreeAsync, (void *)cuMemFreeAsync},
-        {(void *)drv->cuMemAllocAsync_ptsz, (void *)cuMemAllocAsync_ptsz},
-        {(void *)drv->cuMemFreeAsync_ptsz, (void *)cuMemFreeAsync_ptsz},
-        {(void *)drv->cuMemGetInfo_v2, (void *)cuMemGetInfo_v2},
-        {(void *)drv->cuStreamCreate, (void *)cuStreamCreate},
-        {(void *)drv->cuStreamCreateWithPriority, (void *)cuStreamCreateWithPriority},
-        {(void *)drv->cuStreamDestroy_v2, (void *)cuStreamDestroy_v2},
-        {(void *)drv->cuStreamDestroy_v1, (void *)cuStreamDestroy_v2},
-        {(void *)drv->cuDevicePrimaryCtxReset_v2, (void *)cuDevicePrimaryCtxReset_v2},
-        {(void *)drv->cuCtxDestroy_v2, (void *)cuCtxDestroy_v2},
-        {(void *)drv->cuGetProcAddress_v2, (void *)cuGetProcAddress_v2},
-        {(void *)drv->cuGetProcAddress, (void *)cuGetProcAddress},
-    };
-    for (size_t i = 0; i < sizeof swaps / sizeof swaps[0]; i++)
-        if (swaps[i].real == real) return swaps[i].ours;
+    for (size_t i = 0; i < NSWAPS; i++)
+        if (*(void *const *)((const char *)drv + swaps[i].field) == real) return swaps[i].ours;
+    return NULL;
+}
+
+/* Is addr inside a loaded libcuda.so*? */
+CA_NO_SANITIZE static bool in_libcuda(void *addr) {
+    Dl_info di;
+    if (!dladdr(addr, &di) || !di.dli_fname) return false;
+    const char *base = strrchr(di.dli_fname, '/');
+    return !strncmp(base ? base + 1 : di.dli_fname, "libcuda.so", 10);
+}
+
+CA_NO_SANITIZE void *ca_hook_for_driver_name(const char *name, void *real) {
+    for (size_t i = 0; i < NSWAPS; i++)
+        if (!strcmp(swaps[i].name, name)) return in_libcuda(real) ? swaps[i].ours : NULL;
     return NULL;
 }
 

@@ -17,7 +17,13 @@
         __atomic_store_n(&real_##name##_found, real_##name, __ATOMIC_RELEASE);             \
     }
 
-static cudaError_t runtime_error(CUresult r) {
+static cudaError_t runtime_code(CUresult r) {
+    /* capture errors, sticky device errors and a few others have the runtime's numbers */
+    if ((r >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && r <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) ||
+        (r >= CUDA_ERROR_ILLEGAL_ADDRESS && r <= CUDA_ERROR_TENSOR_MEMORY_LEAK) || r == CUDA_ERROR_CONTAINED ||
+        r == CUDA_ERROR_EXTERNAL_DEVICE || r == CUDA_ERROR_DEINITIALIZED || r == CUDA_ERROR_ILLEGAL_STATE ||
+        r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_INVALID_HANDLE)
+        return (cudaError_t)r;
     switch (r) {
     case CUDA_SUCCESS: return cudaSuccess;
     case CUDA_ERROR_OUT_OF_MEMORY: return cudaErrorMemoryAllocation;
@@ -25,9 +31,13 @@ static cudaError_t runtime_error(CUresult r) {
     case CUDA_ERROR_NOT_INITIALIZED: return cudaErrorInitializationError;
     case CUDA_ERROR_NO_DEVICE: return cudaErrorNoDevice;
     case CUDA_ERROR_INVALID_CONTEXT: return cudaErrorDeviceUninitialized;
+    case CUDA_ERROR_INVALID_HANDLE: return cudaErrorInvalidResourceHandle;
     default: return cudaErrorUnknown;
     }
 }
+
+/* What we answer ourselves is also the thread's last error (last_error.c). */
+static cudaError_t runtime_error(CUresult r) { return ca_rt_answered(runtime_code(r)); }
 
 /* cudart initializes lazily on the first runtime call of a thread, making its
  * primary context current; cudaFree(0) is its documented way to force that.
@@ -39,15 +49,15 @@ static bool init_runtime(void) {
     return real_cudaFree && real_cudaFree(NULL) == cudaSuccess;
 }
 
-static cudaError_t do_malloc(void **devPtr, size_t size, cudaStream_t stream) {
-    if (!devPtr) return cudaErrorInvalidValue;
+static cudaError_t do_malloc(void **devPtr, size_t size, cudaStream_t stream, bool async) {
+    if (!devPtr) return ca_rt_answered(cudaErrorInvalidValue);
     if (!size) {
         *devPtr = NULL; /* as cudart answers a zero-byte request */
         return cudaSuccess;
     }
     CUdeviceptr p;
-    CUresult r = ca_do_malloc(&p, size, (CUstream)stream);
-    if (needs_runtime_init(r) && init_runtime()) r = ca_do_malloc(&p, size, (CUstream)stream);
+    CUresult r = ca_do_malloc(&p, size, (CUstream)stream, async);
+    if (needs_runtime_init(r) && init_runtime()) r = ca_do_malloc(&p, size, (CUstream)stream, async);
     if (r == CUDA_SUCCESS) *devPtr = (void *)p;
     return runtime_error(r);
 }
@@ -57,7 +67,7 @@ CA_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size) {
         REAL(cudaMalloc);
         return real_cudaMalloc ? real_cudaMalloc(devPtr, size) : cudaErrorInitializationError;
     }
-    return do_malloc(devPtr, size, NULL);
+    return do_malloc(devPtr, size, NULL, false);
 }
 
 /* cudaMallocPitch and cudaMalloc3D: ours when there is something to
@@ -99,7 +109,9 @@ CA_EXPORT cudaError_t cudaFree(void *devPtr) {
         CUresult r = ca_do_free((CUdeviceptr)devPtr, NULL, true);
         if (r != CUDA_ERROR_NOT_FOUND) return runtime_error(r);
     }
-    return real_cudaFree ? real_cudaFree(devPtr) : cudaErrorInitializationError;
+    cudaError_t e = real_cudaFree ? real_cudaFree(devPtr) : cudaErrorInitializationError;
+    if (e == cudaSuccess && devPtr && ca_drv()) ca_capture_freed((CUdeviceptr)devPtr, NULL);
+    return e;
 }
 
 CA_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t stream) {
@@ -107,7 +119,7 @@ CA_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t s
         REAL(cudaMallocAsync);
         return real_cudaMallocAsync ? real_cudaMallocAsync(devPtr, size, stream) : cudaErrorInitializationError;
     }
-    return do_malloc(devPtr, size, stream);
+    return do_malloc(devPtr, size, stream, true);
 }
 
 CA_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream) {
@@ -116,7 +128,9 @@ CA_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream) {
         CUresult r = ca_do_free((CUdeviceptr)devPtr, (CUstream)stream, false);
         if (r != CUDA_ERROR_NOT_FOUND) return runtime_error(r);
     }
-    return real_cudaFreeAsync ? real_cudaFreeAsync(devPtr, stream) : cudaErrorInitializationError;
+    cudaError_t e = real_cudaFreeAsync ? real_cudaFreeAsync(devPtr, stream) : cudaErrorInitializationError;
+    if (e == cudaSuccess && devPtr && ca_drv()) ca_capture_freed((CUdeviceptr)devPtr, (CUstream)stream);
+    return e;
 }
 
 /* --default-stream per-thread: stream 0 means the calling thread's stream. */

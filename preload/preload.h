@@ -4,6 +4,7 @@
 #define CA_PRELOAD_H
 
 #include <cuda.h>
+#include <pthread.h>
 #include <stdbool.h>
 #undef cuGetProcAddress /* we define both the old and the _v2 entry */
 #include <stddef.h>
@@ -22,10 +23,20 @@
 /* ---- real.c: the functions we stand in front of ---- */
 void *ca_real_dlsym(void *handle, const char *name);
 void *ca_real_dlvsym(void *handle, const char *name, const char *version);
-/* dlsym(RTLD_NEXT, name) as seen from the object containing `caller`. */
-void *ca_next_symbol(const void *caller, const char *name);
-/* hooks_driver.c: our function standing for a real driver function, or NULL. */
+/* dlsym(RTLD_NEXT, name) (dlvsym: in that version) as seen from the object
+ * containing `caller`, for names that are no TLS variable. */
+void *ca_next_symbol(const void *caller, const char *name, const char *version);
+/* glibc's dlsym and dlvsym, where hooks_dl.c's jump; found by ca_find_real_dl. */
+extern void *ca_glibc_dlsym, *ca_glibc_dlvsym;
+void ca_find_real_dl(void);
+/* hooks_dl.c: dlsym/dlvsym of a driver name (cu and a capital). */
+void *ca_dlsym_driver(void *handle, const char *name);
+void *ca_dlvsym_driver(void *handle, const char *name, const char *version);
+/* hooks_driver.c: our function standing for a real driver function, or NULL:
+ * by its address (cuGetProcAddress's answers), or by its name where it was
+ * found in libcuda (dlsym; never loads the driver). */
 void *ca_hook_for_real(void *real);
+void *ca_hook_for_driver_name(const char *name, void *real);
 
 /* The real driver, from libcuda.so.1, looked up by its exact entry names. */
 typedef struct ca_driver {
@@ -64,8 +75,38 @@ typedef struct ca_driver {
     CUresult (*cuStreamCreateWithPriority)(CUstream *, unsigned int, int);
     CUresult (*cuStreamDestroy_v2)(CUstream);
     CUresult (*cuStreamDestroy_v1)(CUstream); /* "cuStreamDestroy", where the driver has it */
+    CUresult (*cuStreamGetFlags)(CUstream, unsigned int *);
     CUresult (*cuDevicePrimaryCtxReset_v2)(CUdevice);
     CUresult (*cuCtxDestroy_v2)(CUcontext);
+    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+    CUresult (*cuDevicePrimaryCtxRelease_v2)(CUdevice);
+    CUresult (*cuDevicePrimaryCtxGetState)(CUdevice, unsigned int *, int *);
+    CUresult (*cuDevicePrimaryCtxRelease_v1)(CUdevice); /* "cuDevicePrimaryCtxRelease", where the driver has it */
+    CUresult (*cuDeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+    CUresult (*cuCtxEnablePeerAccess)(CUcontext, unsigned int);
+    CUresult (*cuCtxDisablePeerAccess)(CUcontext);
+    CUresult (*cuMemRetainAllocationHandle)(CUmemGenericAllocationHandle *, void *);
+    CUresult (*cuMemExportToShareableHandle)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType,
+                                             unsigned long long);
+    CUresult (*cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
+    CUresult (*cuIpcGetMemHandle)(CUipcMemHandle *, CUdeviceptr);
+    CUresult (*cuIpcOpenMemHandle_v2)(CUdeviceptr *, CUipcMemHandle, unsigned int);
+    CUresult (*cuIpcOpenMemHandle_v1)(CUdeviceptr *, CUipcMemHandle, unsigned int); /* "cuIpcOpenMemHandle" */
+    CUresult (*cuIpcCloseMemHandle)(CUdeviceptr);
+    /* stream capture (capture.c) */
+    CUresult (*cuStreamBeginCapture_v2)(CUstream, CUstreamCaptureMode);
+    CUresult (*cuStreamBeginCapture_v2_ptsz)(CUstream, CUstreamCaptureMode);
+    CUresult (*cuStreamBeginCapture_v1)(CUstream);      /* "cuStreamBeginCapture" (CUDA 10.0) */
+    CUresult (*cuStreamBeginCapture_v1_ptsz)(CUstream); /* "cuStreamBeginCapture_ptsz" */
+    CUresult (*cuStreamBeginCaptureToGraph)(CUstream, CUgraph, const CUgraphNode *, const CUgraphEdgeData *, size_t,
+                                            CUstreamCaptureMode);
+    CUresult (*cuStreamBeginCaptureToGraph_ptsz)(CUstream, CUgraph, const CUgraphNode *, const CUgraphEdgeData *,
+                                                 size_t, CUstreamCaptureMode);
+    CUresult (*cuStreamEndCapture)(CUstream, CUgraph *);
+    CUresult (*cuStreamEndCapture_ptsz)(CUstream, CUgraph *);
+    CUresult (*cuStreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
+    /* one event for all the context's work, CUDA 12.5+, found through cuGetProcAddress */
+    CUresult (*cuCtxRecordEvent)(CUcontext, CUevent);
 } ca_driver;
 
 /* The driver, loaded on first use; NULL when libcuda.so.1 cannot be loaded. */
@@ -86,6 +127,7 @@ typedef struct ca_config {
     bool trace_iterations; /* `iteration` rows in PREFIX.csv (our extension of RMM's format) */
     char nvtx_range[128]; /* the NVTX range that is one iteration */
     bool oom_message;     /* the OOM message on stderr */
+    bool context_fences;  /* fences are one cuCtxRecordEvent where the driver has it */
 } ca_config;
 extern ca_config ca_conf;
 /* Parse CUDALLOC_CONF (and CUDALLOC_REPORT); on a bad value write one line to
@@ -102,9 +144,11 @@ size_t ca_config_format(const ca_config *c, char *buf, size_t n);
 typedef struct ca_device {
     int ordinal;
     CUcontext ctx;        /* the context the allocator was made in */
+    bool unbound;         /* that context went: the next one used on the device takes over */
     ca_allocator *alloc;
     ca_backend *backend;  /* the allocator's (owned by it) */
     ca_tracker *tracker;  /* NULL with tracking:false */
+    pthread_mutex_t reset_lock; /* ca_device_lock */
 } ca_device;
 
 /* The allocator of the calling thread's current device. Sets *err to the
@@ -118,6 +162,11 @@ ca_device *ca_owner(const void *ptr);
 /* Before its context is reset or destroyed: plain frees waited for, the
  * backend's events destroyed, the context's streams forgotten. */
 void ca_device_quiesce(ca_device *d);
+/* Held by a reset of the device (ca_device_reset_begin, which replaces its
+ * allocator) and by whatever reads the allocator from a thread of ours or
+ * on the program's behalf (reports, cudalloc_get_stats): they take turns. */
+void ca_device_lock(ca_device *d);
+void ca_device_unlock(ca_device *d);
 void ca_devices_foreach(void (*fn)(ca_device *d, void *ctx), void *ctx);
 /* The device's primary context is about to be reset (cudaDeviceReset, which
  * cudart does with cuDevicePrimaryCtxReset): plain frees are waited for, every
@@ -125,18 +174,27 @@ void ca_devices_foreach(void (*fn)(ca_device *d, void *ctx), void *ctx);
  * the driver while the context can still take it, and a fresh allocator takes
  * over. As CUDA requires, no other thread may be using the device meanwhile. */
 void ca_device_reset_begin(int ordinal);
+/* A context is about to go (cuCtxDestroy, the primary context's last
+ * release): if it is a device's allocator's, every allocation made in it is
+ * freed, its memory given back, and the next context used on the device gets
+ * a fresh allocator; its streams are forgotten either way. */
+void ca_device_ctx_gone(CUcontext ctx);
 
 /* ---- alloc.c: what every entry point shares ---- */
-/* stream: CUstream as given, 0 for the legacy default stream. */
-CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream);
+/* stream: CUstream as given, 0 for the legacy default stream; async: in the
+ * stream's order (cudaMallocAsync), else a plain cudaMalloc. */
+CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream, bool async);
+/* The same on a given device (PyTorch's pluggable allocator). */
+CUresult ca_do_malloc_on(ca_device *d, CUdeviceptr *dptr, size_t size, CUstream stream, bool async);
 /* Pitched memory (cuMemAllocPitch, cudaMallocPitch, cudaMalloc3D): `rows`
  * rows of `width` bytes rounded up to CA_PITCH, rows = height x depth; sizes
  * nonzero. A pitch or a size past 2^64 - 1 is more than any device: out of
  * memory, with one line saying so (the allocator never sees such a size). */
 #define CA_PITCH 512 /* what GPUs give (cudaMallocPitch's rows are 512-byte multiples) */
 CUresult ca_do_malloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, size_t depth);
-/* CUDA_ERROR_NOT_FOUND when ptr is not ours (the caller passes it through). */
-CUresult ca_do_free(CUdeviceptr ptr, CUstream stream, bool sync);
+/* CUDA_ERROR_NOT_FOUND when ptr is not ours (the caller passes it through,
+ * then tells ca_capture_freed when the real free succeeded). */
+CUresult ca_do_free(CUdeviceptr ptr, CUstream stream, bool plain);
 CUresult ca_do_mem_info(size_t *free_bytes, size_t *total_bytes);
 
 /* ---- steps.c: iteration boundaries, in order of trust (ca_iter_source:
@@ -145,39 +203,123 @@ void ca_iteration_mark(ca_iter_source source);
 long ca_iterations(ca_iter_source *source);
 
 /* ---- cupti.c: device memory allocated past us ---- */
+/* Once, with no lock of ours held; steps aside for profilers (cupti.c). */
 void ca_cupti_start(void);
 /* Bytes in allocations that are not ours, and held by memory pools, on a
  * device; false when CUPTI is not watching. */
 bool ca_cupti_external(int device, uint64_t *allocations, uint64_t *pools);
 
+/* ---- last_error.c: cudart's last error, for what we answer ourselves ---- */
+/* A runtime call we answered without entering cudart returned e (an int:
+ * cudaError_t, whose header this one does not include): the thread's last
+ * error from now on, as cudart keeps it. Returns e. */
+int ca_rt_answered(int e);
+
+/* ---- contexts.c: the primary context's last release ---- */
+CA_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
+CA_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
+void ca_contexts_after_fork(void);
+
+/* ---- peers.c: peer access on expandable segments ---- */
+/* After cuMemMap in the backend: access for the owner and the peers granted
+ * on its mappings; the mapping is remembered for later grants. */
+CUresult ca_peers_map(int owner, uintptr_t addr, size_t size);
+void ca_peers_unmap(int owner, uintptr_t addr);
+/* Peer access from one context to another came or went; a context reset or
+ * destroyed takes its peer access, both ways, with it. */
+void ca_peers_enabled(CUcontext from_ctx, CUcontext to_ctx);
+void ca_peers_disabled(CUcontext from_ctx, CUcontext to_ctx);
+void ca_peers_ctx_gone(CUcontext ctx);
+/* The primary context of a device is being reset. */
+void ca_peers_primary_reset(int ordinal);
+void ca_peers_after_fork(void);
+CA_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags);
+CA_EXPORT CUresult cuCtxDisablePeerAccess(CUcontext peerContext);
+
+/* ---- ipc.c: CUDA IPC of blocks (ipc.h has the inside) ---- */
+/* A block was freed: an export of it goes (cheap when nothing is exported). */
+void ca_ipc_block_freed(const void *ptr);
+void ca_ipc_device_reset(int ordinal);
+void ca_ipc_after_fork(void);
+CA_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr);
+CA_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags);
+CA_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr);
+
+/* ---- torch.c, torch_oom.c: PyTorch's pluggable allocator ---- */
+/* Raise torch.OutOfMemoryError(message) through PyTorch's C++ (a C++
+ * exception that unwinds through the caller); returns only when the process
+ * is not a PyTorch one. No lock may be held. */
+void ca_torch_raise_oom(const char *message);
+void ca_torch_after_fork(void);
+
 /* ---- cuda_backend.c ---- */
-ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx);
+/* *vmm: whether the device has virtual memory management (else only classic
+ * segments can be made on it). */
+ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx, bool *vmm);
 /* Destroys the events the backend keeps for reuse (none may be in a fence). */
 void ca_backend_cuda_drop_events(ca_backend *be);
+/* A call that a capture forbids exactly when it forbids cudaMalloc and cudaFree
+ * (an event query): its answer, a capture error when this thread is refused
+ * (and then the capture is invalidated, as the real call would have done). */
+CUresult ca_backend_cuda_capture_probe(ca_backend *be);
+/* s waits for the last ordered fence's legacy event (streams.c). */
+void ca_backend_cuda_order_after_fences(ca_backend *be, CUstream s);
 
 /* ---- streams.c: the streams fences cover; per-thread stream keys ---- */
 /* Hooks call these around the real create (after it) and destroy (before it). */
 void ca_stream_created(CUstream s, unsigned flags);
+/* Also retires the stream's pools: a later stream with the same handle gets
+ * new ones, and theirs end once the device is past their work. */
 void ca_stream_destroying(CUstream s);
+/* Was s created through our hooks and not destroyed? */
+bool ca_streams_known(CUstream s);
 void ca_streams_forget_ctx(CUcontext ctx);
+/* The context a stream made through our hooks belongs to; NULL for the
+ * legacy and per-thread streams (the current context's) and unknown ones. */
+CUcontext ca_stream_ctx(CUstream s);
 /* Held while a fence is recorded: no stream comes or goes meanwhile. */
 void ca_streams_lock(void);
 void ca_streams_unlock(void);
 /* Under the lock: the non-blocking streams of ctx (up to cap into out; the
- * count is returned whole), forgetting a stale one, and saying that a fence
- * of a context without them was its legacy event alone. */
+ * count is returned whole), and saying that a fence of a context without
+ * them was its legacy event alone. */
 size_t ca_streams_nonblocking(CUcontext ctx, CUstream *out, size_t cap);
-void ca_streams_forget_locked(CUstream s);
 void ca_streams_fenced_ordered(void);
 /* After recording a fence's legacy event: true when that event alone orders
  * every later use of the blocks (no non-blocking stream in the process). */
 bool ca_fence_is_ordered(void);
 /* A hint, read without ordering: whether an ordered fence is worth trying. */
 bool ca_streams_none_nonblocking(void);
-/* The calling thread made a per-thread-stream pool on device d: its stream is
- * synchronized at thread exit, as a later thread may get the same key. */
+/* The calling thread made a per-thread-stream pool on device d: it is
+ * retired at thread exit, as a later thread may get the same key. */
 void ca_ptds_pool_used(const ca_device *d);
 void ca_streams_after_fork(void);
+/* The last capture ended: what waited for the legacy stream to be usable. */
+void ca_streams_captures_over(void);
+
+/* ---- capture.c: stream capture (CUDA graphs) ---- */
+/* A capture is under way somewhere in the process (a relaxed read). */
+bool ca_capture_any(void);
+/* Around device work of ours (fences, event records and waits, synchronizes):
+ * enter is false while a capture is under way, and then nothing is issued. */
+bool ca_capture_guard_enter(void);
+void ca_capture_guard_leave(void);
+/* Is s capturing (or the legacy stream unusable because a blocking stream
+ * captures)? Asked only while a capture is under way; false otherwise. */
+bool ca_stream_capturing(CUstream s);
+/* An allocation on a capturing stream: the driver's graph allocation, told to
+ * the device's tracker; its free is told with ca_capture_freed. */
+CUresult ca_capture_malloc(ca_device *d, CUdeviceptr *dptr, size_t size, CUstream stream);
+void ca_capture_freed(CUdeviceptr ptr, CUstream stream);
+void ca_capture_stream_destroyed(CUstream s);
+void ca_capture_after_fork(void);
+/* The hooks, for cuGetProcAddress's swaps (hooks_driver.c). */
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream, CUstreamCaptureMode);
+CUresult ca_begin_capture_v1(CUstream) __asm__("cuStreamBeginCapture");
+CUresult ca_begin_capture_v1_ptsz(CUstream) __asm__("cuStreamBeginCapture_ptsz");
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream, CUgraph, const CUgraphNode *, const CUgraphEdgeData *, size_t,
+                                          CUstreamCaptureMode);
+CUresult cuStreamEndCapture_ptsz(CUstream, CUgraph *);
 
 /* ---- report.c ---- */
 void ca_report_oom(ca_device *d, const ca_oom_info *oom);
@@ -185,8 +327,9 @@ void ca_report_exit(void);
 /* Write every device's report files now (when a report prefix is set); 0 when
  * all were written. Not from a signal handler. */
 int ca_report_write_all(void);
-/* SIGUSR1 writes the reports: installed once a device is in use, unless the
- * program has its own handler. */
+/* SIGUSR1 writes the reports: the handler set at load, the thread that writes
+ * started with the first device. */
+void ca_report_signal_init(void);
 void ca_report_signal_start(void);
 void ca_report_after_fork(void);
 

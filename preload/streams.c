@@ -46,6 +46,14 @@ typedef struct entry {
 
 static entry *streams;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* Events on streams destroyed during a capture, for the legacy stream to wait
+ * on once no capture is under way (it may be unusable meanwhile). */
+typedef struct deferred {
+    CUevent event;
+    CUcontext ctx;
+    struct deferred *next;
+} deferred;
+static deferred *after_captures;
 static _Atomic size_t nonblocking; /* non-blocking streams in the registry, all contexts */
 static _Atomic bool ordered_fences; /* a fence was the legacy event alone */
 
@@ -68,10 +76,12 @@ static void drop(entry *e) {
     free(e);
 }
 
-void ca_streams_forget_locked(CUstream s) {
+bool ca_streams_known(CUstream s) {
     entry *e;
+    ca_streams_lock();
     HASH_FIND_PTR(streams, &s, e);
-    if (e) drop(e);
+    ca_streams_unlock();
+    return e != NULL;
 }
 
 bool ca_streams_none_nonblocking(void) { return atomic_load_explicit(&nonblocking, memory_order_relaxed) == 0; }
@@ -96,6 +106,18 @@ static void wait_for(CUstream waiter, CUstream s) {
     d->cuEventDestroy_v2(ev);
 }
 
+/* A new non-blocking stream starts behind the plain frees that an ordered
+ * fence handed out: behind the legacy stream, or, while a capture may make
+ * that unusable, behind the last ordered fence's event. */
+static void order_after_fences(CUstream s, CUcontext ctx) {
+    if (!ca_capture_any()) {
+        wait_for(s, CU_STREAM_LEGACY);
+        return;
+    }
+    ca_device *d = ca_device_by_ctx(ctx);
+    if (d) ca_backend_cuda_order_after_fences(d->backend, s);
+}
+
 void ca_stream_created(CUstream s, unsigned flags) {
     const ca_driver *d = ca_drv();
     CUcontext ctx = NULL;
@@ -118,7 +140,7 @@ void ca_stream_created(CUstream s, unsigned flags) {
         e->flags = flags;
         if (nb && !was_nb) {
             atomic_fetch_add(&nonblocking, 1);
-            if (atomic_load(&ordered_fences)) wait_for(s, CU_STREAM_LEGACY);
+            if (atomic_load(&ordered_fences)) order_after_fences(s, ctx);
         } else if (was_nb && !nb) {
             atomic_fetch_sub(&nonblocking, 1);
         }
@@ -130,9 +152,59 @@ void ca_stream_created(CUstream s, unsigned flags) {
     ca_streams_unlock();
 }
 
+/* The legacy stream waits for a stream that goes (its work still runs), so
+ * that later fences cover that work. While a capture is under way the wait
+ * is kept for its end: no fence is recorded meanwhile, and the legacy stream
+ * may be unusable. A stream that is itself capturing has no work to wait for
+ * that a fence could see. */
+static void legacy_waits_for(CUstream s) {
+    const ca_driver *d = ca_drv();
+    if (!ca_capture_any()) {
+        wait_for(CU_STREAM_LEGACY, s);
+        return;
+    }
+    if (ca_stream_capturing(s)) return;
+    deferred *w = calloc(1, sizeof *w);
+    CUcontext ctx = NULL;
+    d->cuCtxGetCurrent(&ctx);
+    if (w && d->cuEventCreate(&w->event, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
+        d->cuEventRecord(w->event, s) == CUDA_SUCCESS) {
+        w->ctx = ctx;
+        w->next = after_captures;
+        after_captures = w;
+        return;
+    }
+    if (w && w->event) d->cuEventDestroy_v2(w->event);
+    free(w);
+    ca_warn("could not record the last work of stream %p, destroyed during a stream capture: plain frees now wait "
+            "for the device", (void *)s);
+    ca_conf.sync_free = true;
+}
+
+void ca_streams_captures_over(void) {
+    const ca_driver *d = ca_drv();
+    ca_streams_lock();
+    deferred *w = after_captures;
+    after_captures = NULL;
+    ca_streams_unlock();
+    while (w) {
+        deferred *next = w->next;
+        CUcontext popped;
+        bool pushed = d->cuCtxPushCurrent_v2 && d->cuCtxPushCurrent_v2(w->ctx) == CUDA_SUCCESS;
+        if (pushed && d->cuStreamWaitEvent(CU_STREAM_LEGACY, w->event, 0) != CUDA_SUCCESS)
+            d->cuEventSynchronize(w->event);
+        if (pushed) d->cuCtxPopCurrent_v2(&popped);
+        d->cuEventDestroy_v2(w->event);
+        free(w);
+        w = next;
+    }
+}
+
+static void retire_on(ca_device *d, void *s) { ca_retire_stream(d->alloc, ca_stream_key((CUstream)s)); }
+
 void ca_stream_destroying(CUstream s) {
     const ca_driver *d = ca_drv();
-    if (!d || !s) return;
+    if (!d || !s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) return;
     ca_streams_lock();
     entry *e;
     HASH_FIND_PTR(streams, &s, e);
@@ -140,12 +212,25 @@ void ca_stream_destroying(CUstream s) {
         CUcontext cur = NULL, popped;
         d->cuCtxGetCurrent(&cur);
         bool push = cur != e->ctx && d->cuCtxPushCurrent_v2;
-        if (push) d->cuCtxPushCurrent_v2(e->ctx);
-        wait_for(CU_STREAM_LEGACY, s);
-        if (push) d->cuCtxPopCurrent_v2(&popped);
+        bool pushed = push && d->cuCtxPushCurrent_v2(e->ctx) == CUDA_SUCCESS;
+        if (!push || pushed) legacy_waits_for(s);
+        if (pushed) d->cuCtxPopCurrent_v2(&popped);
         drop(e);
     }
     ca_streams_unlock();
+    ca_capture_stream_destroyed(s);
+    /* after the legacy stream took its work: the pools' fences cover it */
+    ca_devices_foreach(retire_on, s);
+}
+
+CUcontext ca_stream_ctx(CUstream s) {
+    if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) return NULL;
+    ca_streams_lock();
+    entry *e;
+    HASH_FIND_PTR(streams, &s, e);
+    CUcontext ctx = e ? e->ctx : NULL;
+    ca_streams_unlock();
+    return ctx;
 }
 
 void ca_streams_forget_ctx(CUcontext ctx) {
@@ -153,6 +238,15 @@ void ca_streams_forget_ctx(CUcontext ctx) {
     entry *e, *tmp;
     HASH_ITER(hh, streams, e, tmp) {
         if (e->ctx == ctx) drop(e);
+    }
+    for (deferred **w = &after_captures; *w;) { /* their events go with the context */
+        deferred *gone = *w;
+        if (gone->ctx == ctx) {
+            *w = gone->next;
+            free(gone);
+        } else {
+            w = &gone->next;
+        }
     }
     ca_streams_unlock();
 }
@@ -164,18 +258,15 @@ static __thread __attribute__((tls_model("initial-exec"))) uint64_t tl_ptds_devi
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 
-/* A new thread may get a dead thread's key (its TLS address) and with it the
- * pool: the dead thread's stream must be done with that pool's blocks first. */
+/* A new thread may get a dead thread's key (its TLS address): the dead
+ * thread's pools are retired, so that the new thread gets pools of its own,
+ * and theirs end once the device is past the dead thread's work (the legacy
+ * stream's events order themselves after every per-thread stream's). */
 static void thread_exit(void *unused) {
-    const ca_driver *d = ca_drv();
-    for (int i = 0; d && i < 64; i++) {
+    for (int i = 0; i < 64; i++) {
         if (!(tl_ptds_devices >> i & 1)) continue;
         ca_device *dev = ca_device_by_ordinal(i);
-        CUcontext popped;
-        if (dev && d->cuCtxPushCurrent_v2 && d->cuCtxPushCurrent_v2(dev->ctx) == CUDA_SUCCESS) {
-            d->cuStreamSynchronize(CU_STREAM_PER_THREAD);
-            d->cuCtxPopCurrent_v2(&popped);
-        }
+        if (dev) ca_retire_stream(dev->alloc, ca_ptds_key());
     }
     tl_ptds_devices = 0;
 }
@@ -194,5 +285,6 @@ void ca_ptds_pool_used(const ca_device *d) {
 void ca_streams_after_fork(void) {
     pthread_mutex_init(&lock, NULL);
     streams = NULL;
+    after_captures = NULL;
     atomic_store(&nonblocking, 0);
 }

@@ -3,7 +3,8 @@
 # only rooms before it in this list (reports/REPORT.md, "Rooms"):
 #   capture   call sites: native stacks, symbols, Python frames, named frames
 #   track     the tracker: lifetimes, iterations (marked or detected), ranges
-#   diagnose  leaks, fragmentation, OOM verdicts, read off the tracker's views
+#   diagnose  leaks, fragmentation, OOM verdicts, what would fit (each memory
+#             fix's peak), read off the tracker's views
 #   write     formats (UTF-8, numbers, pickle, JSON, SVG, safe files) and the
 #             reports written in them (text, JSON, HTML, CSV, pickle)
 #   read      other tools' files: the value tree, pickle and JSON readers, and
@@ -28,9 +29,9 @@ ALL_TARGETS += $(LIB)/libcareports.a
 # Check unit tests: tests/reports/test_<name>.c -> $(BUILD)/tests/reports/test_<name>
 REPORTS_TESTS := $(patsubst tests/reports/%.c,$(BUILD)/tests/reports/%,$(wildcard tests/reports/test_*.c))
 
-$(REPORTS_TESTS): $(BUILD)/tests/reports/%: $(OBJ)/tests/reports/%.o $(LIB)/libcareports.a
+$(REPORTS_TESTS): $(BUILD)/tests/reports/%: $(OBJ)/tests/reports/%.o $(LIB)/libcareports.a $(UTIL_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $< -o $@ $(LIB)/libcareports.a $(LDLIBS_CHECK) -lm -lpthread
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(LIB)/libcareports.a $(UTIL_OBJS) $(LDLIBS_CHECK) -lm -lpthread
 
 UNIT_TESTS += $(REPORTS_TESTS)
 
@@ -43,3 +44,5 @@ SYSTEM_TESTS += test-rooms
 # The tests of tracking, diagnosis and reports, cudalloc-report and their
 # benchmarks (a separate file, its own owner).
 include reports/tracking.mk
+# What would fit: its tests, recordings and validation.
+include reports/fixes.mk

@@ -2,9 +2,10 @@
 # need the allocator: tests/reports/tracking), cudalloc-report, and their
 # benchmarks. Included from reports/module.mk, which builds libcareports.a.
 
-# What a program linking libcareports.a (with $(LIBCA)) needs besides: the
-# preload's link line takes this too.
-REPORTS_LDLIBS := -lunwind -ldl -lpthread -lm
+# What a program linking libcareports.a (with $(LIBCA)) needs besides; zlib
+# for gzipped snapshots (read/snapshot_file.c: the preload never reads one,
+# and its link line leaves it out).
+REPORTS_LDLIBS := -lunwind -ldl -lpthread -lm -lz
 
 # Check tests: tests/reports/tracking/test_<name>.c
 TRACKING_TESTS := $(patsubst tests/reports/tracking/%.c,$(BUILD)/tests/reports/tracking/%,\
@@ -27,7 +28,7 @@ ALL_TARGETS += $(BIN)/cudalloc-report
 
 # The tracker inside a shared object (as in libcudalloc.so), called by a program.
 PROBE_DIR := $(BUILD)/tests/reports/tracking/so
-$(PROBE_DIR)/libprobe.so: $(OBJ)/tests/reports/tracking/so/probe_lib.o $(LIB)/libcareports.a $(LIBCA)
+$(PROBE_DIR)/libprobe.so: $(OBJ)/tests/reports/tracking/so/probe_lib.o $(LIB)/libcareports.a $(LIBCA) $(UTIL_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -shared -o $@ $^ $(REPORTS_LDLIBS)
 $(PROBE_DIR)/probe: $(OBJ)/tests/reports/tracking/so/probe_main.o $(PROBE_DIR)/libprobe.so
@@ -52,8 +53,14 @@ test-iterations: $(BIN)/cudalloc-report
 	@bash tests/reports/tracking/iterations_system.sh $(BUILD)
 SYSTEM_TESTS += test-iterations
 
+# cudalloc-report on what users hand it: touching classic segments, no trace, gzip, torch.save files.
+.PHONY: test-snapshot-inputs
+test-snapshot-inputs: $(BIN)/cudalloc-report
+	@bash tests/reports/tracking/snapshot_inputs.sh $(BIN)
+SYSTEM_TESTS += test-snapshot-inputs
+
 # Tracking cost per alloc+free pair, deep call chains, count backend.
-$(BUILD)/bench/bench_tracking: $(OBJ)/tests/reports/tracking/bench_tracking.o $(LIB)/libcareports.a $(LIBCA)
+$(BUILD)/bench/bench_tracking: $(OBJ)/tests/reports/tracking/bench_tracking.o $(LIB)/libcareports.a $(LIBCA) $(UTIL_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(REPORTS_LDLIBS)
 .PHONY: bench-tracking
@@ -63,7 +70,7 @@ BENCHES += bench-tracking
 
 # Reading a PyTorch snapshot of a million trace entries, phase by phase, and Python's
 # pickle.load of the same file for scale.
-$(BUILD)/bench/bench_snapshot: $(OBJ)/tests/reports/tracking/bench_snapshot.o $(LIB)/libcareports.a $(LIBCA)
+$(BUILD)/bench/bench_snapshot: $(OBJ)/tests/reports/tracking/bench_snapshot.o $(LIB)/libcareports.a $(LIBCA) $(UTIL_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(REPORTS_LDLIBS)
 $(BUILD)/bench/snapshot_1M.pickle: tests/data/snapshots/make_snapshots.py
@@ -86,7 +93,7 @@ $(OBJ)/tests/reports/tracking/%.o: ALL_CFLAGS += -DCA_BIN_DIR='"$(BIN)"'
 # Python frames (tests/python): a shared object Python loads with ctypes, for
 # the frame walker's tests against each Python at hand and its benchmark.
 PYPROBE := $(BUILD)/tests/python/libpyprobe.so
-$(PYPROBE): $(OBJ)/tests/python/pyprobe.o $(LIB)/libcareports.a $(LIBCA)
+$(PYPROBE): $(OBJ)/tests/python/pyprobe.o $(LIB)/libcareports.a $(LIBCA) $(UTIL_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -shared -o $@ $^ $(REPORTS_LDLIBS)
 

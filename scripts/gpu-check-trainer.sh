@@ -6,7 +6,9 @@
 #   3. bf16 MFU and tokens/s of that model;
 #   4. step time under cudalloc against native cudaMalloc/cudaFree (same run, no
 #      preload), per-tensor allocation as the trainer does it;
-#   5. the eval-grad leak seen by cudalloc on the GPU.
+#   5. the eval-grad leak seen by cudalloc on the GPU;
+#   6. what would fit: each fix's peak predicted from a plain run (its report)
+#      against the sweep's measured peaks (2.).
 # Expects `make all` done (gpu-check.sh does it). Prints "label: value" lines (the
 # rows of gpu-check.sh's table); logs go to OUT_DIR. About 2 minutes.
 #   usage: bash scripts/gpu-check-trainer.sh [OUT_DIR]
@@ -47,6 +49,23 @@ grep -E '^(baseline|accum|bf16|checkpoint|all)' "$out/trainer_sweep.log" | while
     echo "  sweep $cfg: $rest"
 done
 grep -E '^  (accum|bf16|checkpoint|all three|at )' "$out/trainer_sweep.log" | sed 's/^  /  sweep /'
+
+# 6. What would fit: the plain run's predictions against what the sweep measured.
+timeout 180 "$launch" run --report "$out/trainer_plain" -- "$trainer" "${gpt[@]}" --batch 16 --steps 3 \
+    > "$out/trainer_plain.log" 2>&1
+python3 - "$out/trainer_plain.json" "$out/trainer_sweep.json" <<'PY' || echo "what would fit: no report or sweep"
+import json, sys
+fixes = json.load(open(sys.argv[1]))["fixes"]
+rows = {r["config"]: r for r in json.load(open(sys.argv[2]))}
+for cfg, fix, factor in (("accum", "accumulation", 4), ("bf16", "bf16", 0), ("checkpoint", "checkpointing", 0),
+                         ("all", "accumulation+bf16+checkpointing", 4)):
+    f = next((f for f in fixes if f["fix"] == fix and f.get("factor", 0) == factor), None)
+    m = rows.get(cfg + "-uncapped", rows.get(cfg, {})).get("peak_allocated_bytes")
+    if f and m:
+        p = f["predicted_peak_bytes"]
+        print(f"what would fit, {fix}: predicted {p / 2**30:.2f} GiB ({f['low_bytes'] / 2**30:.2f} to "
+              f"{f['high_bytes'] / 2**30:.2f}), measured {m / 2**30:.2f} GiB ({100 * (p - m) / m:+.1f}%)")
+PY
 
 # 3. bf16 training speed of the 12-layer model under cudalloc: MFU, tokens/s.
 run_speed() { # name, launcher prefix..., -- trainer flags

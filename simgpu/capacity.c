@@ -11,6 +11,8 @@ int ca_sim_charge(int dev, size_t bytes)
         return -1;
     }
     d->used += bytes;
+    if (d->used > d->peak)
+        d->peak = d->used;
     return 0;
 }
 

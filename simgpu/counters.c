@@ -1,4 +1,5 @@
-/* What tests read back: simgpu_counters and simgpu_stream_last_wait. */
+/* What tests and tools read back: simgpu_counters, simgpu_stream_last_wait,
+ * and the activity sink of the CUPTI stand-in. */
 
 #include "simgpu/sim.h"
 
@@ -24,13 +25,14 @@ CA_EXPORT int simgpu_counters(simgpu_counters_t *out)
     out->wait_count = 0;
     for (int d = 0; d < ca_sim.ndev; d++) {
         out->device_bytes_in_use[d] = ca_sim.dev[d].used;
+        out->device_bytes_peak[d] = ca_sim.dev[d].peak;
         out->bytes_in_use += ca_sim.dev[d].used;
         add_wait(out, NULL, ca_sim.dev[d].primary.legacy_wait);
         add_wait(out, CU_STREAM_PER_THREAD, ca_sim.dev[d].primary.ptds_wait);
     }
     struct CUstream_st *st, *tmp;
     HASH_ITER(hh, ca_sim.streams, st, tmp) {
-        add_wait(out, st, st->last_wait);
+        add_wait(out, st->self, st->last_wait);
     }
     ca_sim_unlock();
     return 0;
@@ -57,4 +59,20 @@ CA_EXPORT int simgpu_stream_last_wait(void *stream, void **event)
     }
     ca_sim_unlock();
     return rc;
+}
+
+static void (*activity_sink)(const simgpu_activity *);
+
+CA_EXPORT void simgpu_activity_sink(void (*sink)(const simgpu_activity *))
+{
+    __atomic_store_n(&activity_sink, sink, __ATOMIC_RELEASE);
+}
+
+void ca_sim_activity(int kind, int device, int pool, uintptr_t address, size_t bytes)
+{
+    void (*sink)(const simgpu_activity *) = __atomic_load_n(&activity_sink, __ATOMIC_ACQUIRE);
+    if (!sink)
+        return;
+    simgpu_activity a = {.kind = kind, .device = device, .pool = pool, .address = address, .bytes = bytes};
+    sink(&a);
 }

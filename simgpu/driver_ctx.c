@@ -1,18 +1,33 @@
 /* Contexts as the real driver has them: one primary context per device,
- * retained and released by count, and a per-thread stack of current contexts.
+ * retained and released by count, contexts of their own made with cuCtxCreate
+ * and gone with cuCtxDestroy, and a per-thread stack of current contexts.
  * A thread with no current context gets CUDA_ERROR_INVALID_CONTEXT from every
- * call that needs one; that is what makes cudart's lazy initialization matter. */
+ * call that needs one; that is what makes cudart's lazy initialization matter.
+ * A context poisoned by a fault (driver_peer.c) answers that fault to every
+ * call until it is reset or destroyed. */
+#include <stdlib.h>
+
 #include "simgpu/sim.h"
 
 static __thread struct CUctx_st *stack[CA_SIM_CTX_STACK];
 static __thread int depth;
 
-static int valid_ctx(CUcontext ctx)
+int ca_sim_ctx_valid(CUcontext ctx)
 {
+    if (!ctx)
+        return 0;
     for (int d = 0; d < ca_sim.ndev; d++)
         if (ctx == &ca_sim.dev[d].primary)
             return 1;
+    for (int i = 0; i < CA_SIM_MAX_CTXS; i++)
+        if (ctx == ca_sim.ctxs[i])
+            return 1;
     return 0;
+}
+
+static int valid_ctx(CUcontext ctx)
+{
+    return ca_sim_ctx_valid(ctx);
 }
 
 struct CUctx_st *ca_sim_current_or_null(void)
@@ -26,8 +41,12 @@ CUresult ca_sim_current(struct CUctx_st **ctx)
     if (r != CUDA_SUCCESS)
         return r;
     struct CUctx_st *c = ca_sim_current_or_null();
+    if (c && c->created && !valid_ctx(c))
+        return CUDA_ERROR_CONTEXT_IS_DESTROYED; /* destroyed while current here */
     if (!c || c->refcount == 0)
         return CUDA_ERROR_INVALID_CONTEXT;
+    if (c->sticky)
+        return c->sticky;
     *ctx = c;
     return CUDA_SUCCESS;
 }
@@ -42,6 +61,8 @@ static CUresult given_or_current(CUcontext given, struct CUctx_st **ctx)
         return r;
     if (!valid_ctx(given) || given->refcount == 0)
         return CUDA_ERROR_INVALID_CONTEXT;
+    if (given->sticky)
+        return given->sticky;
     *ctx = given;
     return CUDA_SUCCESS;
 }
@@ -56,9 +77,14 @@ static void destroy_resources(struct CUctx_st *ctx)
             ca_sim_regions_remove(&ca_sim.mem, reg);
         }
     }
+    ca_sim_captures_drop_ctx(ctx);
+    ca_sim_graphs_drop_ctx(ctx);
+    ca_sim_gmem_drop_device(ctx->device);
     ca_sim_streams_drop_ctx(ctx);
     ca_sim_events_drop_ctx(ctx);
     ca_sim_holds_drop_ctx(ctx);
+    ca_sim_peers_drop_ctx(ctx);
+    ctx->sticky = CUDA_SUCCESS;
     ctx->legacy_wait = ctx->ptds_wait = NULL;
     ctx->legacy_behind = ctx->ptds_behind = NULL;
 }
@@ -95,6 +121,7 @@ CA_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 
 CA_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 {
+    CA_SIM_FAIL("cuCtxPushCurrent");
     CUresult r = ca_sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
@@ -110,6 +137,7 @@ CA_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 
 CA_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
 {
+    CA_SIM_FAIL("cuCtxPopCurrent");
     CUresult r = ca_sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
@@ -121,11 +149,18 @@ CA_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
     return CUDA_SUCCESS;
 }
 
+/* A query: answered for a poisoned context too (cudaDeviceReset needs it to
+ * find the device it resets). */
 CA_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext given)
 {
     struct CUctx_st *ctx;
     ca_sim_lock();
     CUresult r = given_or_current(given, &ctx);
+    struct CUctx_st *c = given ? given : ca_sim_current_or_null();
+    if (r != CUDA_SUCCESS && c && ca_sim_ctx_valid(c) && r == c->sticky) {
+        ctx = c;
+        r = CUDA_SUCCESS;
+    }
     ca_sim_unlock();
     if (r != CUDA_SUCCESS)
         return r;
@@ -143,9 +178,12 @@ CA_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
 /* Work is done when it is issued; synchronizing completes late events. */
 CA_EXPORT CUresult cuCtxSynchronize_v2(CUcontext given)
 {
+    CA_SIM_FAIL("cuCtxSynchronize");
     struct CUctx_st *ctx;
     ca_sim_lock();
     CUresult r = given_or_current(given, &ctx);
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_sync_ctx(ctx);
     if (r == CUDA_SUCCESS) {
         ca_sim_events_complete_ctx(ctx);
         ca_sim.n.ctx_syncs++;
@@ -235,5 +273,80 @@ CA_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flag
     ca_sim_lock();
     ca_sim.dev[dev].primary.flags = flags;
     ca_sim_unlock();
+    return CUDA_SUCCESS;
+}
+
+/* A context of its own on dev, current on the calling thread (pushed). */
+static CUresult create(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    CUresult r = check_dev(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pctx || (flags & ~(unsigned)(CU_CTX_SCHED_MASK | CU_CTX_MAP_HOST | CU_CTX_LMEM_RESIZE_TO_MAX |
+                                       CU_CTX_COREDUMP_ENABLE | CU_CTX_USER_COREDUMP_ENABLE | CU_CTX_SYNC_MEMOPS)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (depth == CA_SIM_CTX_STACK)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct CUctx_st *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    ctx->device = dev;
+    ctx->refcount = 1;
+    ctx->flags = flags;
+    ctx->created = 1;
+    ca_sim_lock();
+    int slot = -1;
+    for (int i = 0; i < CA_SIM_MAX_CTXS && slot < 0; i++)
+        if (!ca_sim.ctxs[i])
+            slot = i;
+    if (slot >= 0)
+        ca_sim.ctxs[slot] = ctx;
+    ca_sim_unlock();
+    if (slot < 0) {
+        free(ctx);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    stack[depth++] = ctx;
+    *pctx = ctx;
+    return CUDA_SUCCESS;
+}
+
+CA_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev)
+{
+    if (params && (params->execAffinityParams || params->numExecAffinityParams || params->cigParams))
+        return CUDA_ERROR_NOT_SUPPORTED; /* green contexts and CIG are not simulated */
+    return create(pctx, flags, dev);
+}
+
+CA_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    return create(pctx, flags, dev);
+}
+
+/* Its memory, streams, events and peers go with it; VMM and pool memory stay
+ * (they belong to no context). It is popped if current here; threads where it
+ * is still current get CUDA_ERROR_CONTEXT_IS_DESTROYED. The handle is never
+ * reused, so such a thread cannot reach another context through it. */
+CA_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    CUresult r = ca_sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    ca_sim_lock();
+    int slot = -1;
+    for (int i = 0; i < CA_SIM_MAX_CTXS; i++)
+        if (ctx && ca_sim.ctxs[i] == ctx)
+            slot = i;
+    if (slot < 0) {
+        ca_sim_unlock();
+        return CUDA_ERROR_INVALID_CONTEXT; /* primary contexts go with cuDevicePrimaryCtxRelease */
+    }
+    destroy_resources(ctx);
+    ca_sim.ctxs[slot] = NULL;
+    ctx->dead_next = ca_sim.dead_ctxs;
+    ca_sim.dead_ctxs = ctx;
+    ca_sim_unlock();
+    if (depth && stack[depth - 1] == ctx)
+        depth--;
     return CUDA_SUCCESS;
 }

@@ -83,6 +83,7 @@ void ca_sim_events_drop_ctx(struct CUctx_st *ctx)
     HASH_ITER(hh, ca_sim.events, e, tmp) {
         if (e->ctx == ctx) {
             HASH_DEL(ca_sim.events, e);
+            free(e->deps);
             free(e);
         }
     }
@@ -90,6 +91,7 @@ void ca_sim_events_drop_ctx(struct CUctx_st *ctx)
 
 CA_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int flags)
 {
+    CA_SIM_FAIL("cuEventCreate");
     const unsigned known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
     struct CUctx_st *ctx;
     ca_sim_lock();
@@ -111,31 +113,106 @@ CA_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int flags)
     return r;
 }
 
-CA_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream s)
+void ca_sim_event_record_now(struct CUevent_st *e, const struct ca_sim_stream_ref *ref)
 {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    e->recorded = 1;
+    e->late_left = ca_sim.late_events;
+    e->held_by = ca_sim_hold_for_record(ref);
+    e->stream = ref->handle;
+    e->thread = pthread_self();
+    e->ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    e->captured = 0;
+    free(e->deps);
+    e->deps = NULL;
+    e->ndeps = 0;
+}
+
+/* On a capturing stream nothing runs: the event stands for the capture's
+ * work so far (capture.c); with CU_EVENT_RECORD_EXTERNAL it becomes an event
+ * record node instead, which records it when the graph runs. */
+static CUresult record(CUevent hEvent, CUstream s, unsigned flags)
+{
+    CA_SIM_FAIL("cuEventRecord");
     struct ca_sim_stream_ref ref;
+    struct ca_sim_cstate *cs = NULL;
     ca_sim_lock();
     CUresult r = ca_sim_check_init();
     struct CUevent_st *e = r == CUDA_SUCCESS ? ca_sim_find_event(hEvent) : NULL;
     if (r == CUDA_SUCCESS && !e)
         r = CUDA_ERROR_INVALID_HANDLE;
+    if (r == CUDA_SUCCESS && (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL))
+        r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS)
         r = ca_sim_stream_resolve(s, &ref);
     if (r == CUDA_SUCCESS && ref.ctx != e->ctx)
         r = CUDA_ERROR_INVALID_HANDLE;
-    if (r == CUDA_SUCCESS) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        e->recorded = 1;
-        e->late_left = ca_sim.late_events;
-        e->held_by = ca_sim_hold_for_record(&ref);
-        e->stream = ref.handle;
-        e->thread = pthread_self();
-        e->ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_issue(&ref, &cs);
+    if (r == CUDA_SUCCESS && (flags & CU_EVENT_RECORD_EXTERNAL) && !cs)
+        r = CUDA_ERROR_INVALID_VALUE; /* "invalid outside of stream capture" */
+    if (r == CUDA_SUCCESS && cs && (flags & CU_EVENT_RECORD_EXTERNAL)) {
+        struct CUgraphNode_st *n = ca_sim_graph_capture_node(cs, CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+        if (n)
+            n->u.event = hEvent;
+        else
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (r == CUDA_SUCCESS && cs) {
+        r = ca_sim_capture_record(e, cs);
+    } else if (r == CUDA_SUCCESS) {
+        ca_sim_event_record_now(e, &ref);
+    }
+    if (r == CUDA_SUCCESS)
         ca_sim.n.event_records++;
+    ca_sim_unlock();
+    return r;
+}
+
+/* All the context's work now, one event (CUDA 12.5): complete when every
+ * stream of the context has run what it had; refused, invalidating them,
+ * while a stream of the context captures (cuCtxRecordEvent's note). */
+CA_EXPORT CUresult cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)
+{
+    CA_SIM_FAIL("cuCtxRecordEvent");
+    ca_sim_lock();
+    CUresult r = ca_sim_check_init();
+    int known = 0;
+    for (int d = 0; r == CUDA_SUCCESS && d < ca_sim.ndev; d++)
+        known |= hCtx == &ca_sim.dev[d].primary && hCtx->refcount > 0;
+    struct CUevent_st *e = NULL;
+    if (r == CUDA_SUCCESS && !known)
+        r = CUDA_ERROR_INVALID_CONTEXT;
+    else if (r == CUDA_SUCCESS && (!(e = ca_sim_find_event(hEvent)) || e->ctx != hCtx))
+        r = CUDA_ERROR_INVALID_HANDLE;
+    else if (r == CUDA_SUCCESS && ca_sim_ctx_capturing(hCtx, 1)) {
+        ca_sim.n.capture_refusals++;
+        r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    if (r == CUDA_SUCCESS) {
+        struct ca_sim_stream_ref ref = {.ctx = hCtx};
+        ca_sim_event_record_now(e, &ref);
+        e->stream = CA_SIM_WHOLE_CONTEXT; /* no stream's synchronize covers it: the context's does */
+        e->held_by = ca_sim_hold_for_context(hCtx);
+        ca_sim.n.ctx_records++;
     }
     ca_sim_unlock();
     return r;
+}
+
+CA_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream s)
+{
+    return record(hEvent, s, 0);
+}
+
+CA_EXPORT CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream s, unsigned int flags)
+{
+    return record(hEvent, s, flags);
+}
+
+CA_EXPORT CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream s, unsigned int flags)
+{
+    return record(hEvent, ca_sim_ptsz(s), flags);
 }
 
 CA_EXPORT CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream s)
@@ -143,14 +220,18 @@ CA_EXPORT CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream s)
     return cuEventRecord(hEvent, ca_sim_ptsz(s));
 }
 
-/* An event never recorded counts as complete, as in CUDA. */
+/* An event never recorded counts as complete, as in CUDA. A query is a
+ * potentially unsafe call during capture (capture.c). */
 CA_EXPORT CUresult cuEventQuery(CUevent hEvent)
 {
+    CA_SIM_FAIL("cuEventQuery");
     ca_sim_lock();
     CUresult r = ca_sim_check_init();
     struct CUevent_st *e = r == CUDA_SUCCESS ? ca_sim_find_event(hEvent) : NULL;
     if (r == CUDA_SUCCESS && !e)
         r = CUDA_ERROR_INVALID_HANDLE;
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_sync_event(e);
     if (r == CUDA_SUCCESS && e->held_by) {
         ca_sim.n.not_ready++;
         r = CUDA_ERROR_NOT_READY;
@@ -165,11 +246,14 @@ CA_EXPORT CUresult cuEventQuery(CUevent hEvent)
 
 CA_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
 {
+    CA_SIM_FAIL("cuEventSynchronize");
     ca_sim_lock();
     CUresult r = ca_sim_check_init();
     struct CUevent_st *e = r == CUDA_SUCCESS ? ca_sim_find_event(hEvent) : NULL;
     if (r == CUDA_SUCCESS && !e)
         r = CUDA_ERROR_INVALID_HANDLE;
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_sync_event(e);
     if (r == CUDA_SUCCESS) {
         e->late_left = 0;
         e->held_by = NULL;
@@ -181,6 +265,7 @@ CA_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
 
 CA_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent)
 {
+    CA_SIM_FAIL("cuEventDestroy");
     ca_sim_lock();
     CUresult r = ca_sim_check_init();
     struct CUevent_st *e = r == CUDA_SUCCESS ? ca_sim_find_event(hEvent) : NULL;
@@ -188,6 +273,7 @@ CA_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent)
         r = CUDA_ERROR_INVALID_HANDLE;
     if (r == CUDA_SUCCESS) {
         HASH_DEL(ca_sim.events, e);
+        free(e->deps);
         free(e);
     }
     ca_sim_unlock();

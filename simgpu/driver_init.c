@@ -38,9 +38,10 @@ __attribute__((constructor)) static void register_fork_handlers(void)
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 }
 
+/* A sticky error (inject.c) answers every call after it, as on a GPU. */
 CUresult ca_sim_check_init(void)
 {
-    return __atomic_load_n(&ca_sim.initialized, __ATOMIC_ACQUIRE) ? CUDA_SUCCESS
+    return __atomic_load_n(&ca_sim.initialized, __ATOMIC_ACQUIRE) ? ca_sim_sticky()
                                                                    : CUDA_ERROR_NOT_INITIALIZED;
 }
 
@@ -66,6 +67,6 @@ CA_EXPORT CUresult cuDriverGetVersion(int *version)
 {
     if (!version)
         return CUDA_ERROR_INVALID_VALUE;
-    *version = CUDA_VERSION;
+    *version = ca_sim_driver_version();
     return CUDA_SUCCESS;
 }

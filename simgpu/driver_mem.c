@@ -16,6 +16,7 @@ static size_t page_round(size_t n)
 void ca_sim_linear_unmap(struct ca_sim_region *reg)
 {
     munmap((void *)reg->base, page_round(reg->size));
+    ca_sim_ipc_forget(reg);
     if (reg->charged)
         ca_sim_uncharge(reg->device, reg->charged);
 }
@@ -34,7 +35,7 @@ static CUresult linear_alloc(enum ca_sim_kind kind, struct CUctx_st *ctx, size_t
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     struct ca_sim_region reg = {
         .base = (uintptr_t)p, .size = size, .kind = kind, .device = ctx->device, .ctx = ctx,
-        .id = ca_sim.next_id++, .charged = charged, .prot = PROT_READ | PROT_WRITE,
+        .id = ca_sim.next_id++, .charged = charged, .prot = PROT_READ | PROT_WRITE, .ipc_fd = -1,
     };
     if (p == MAP_FAILED || ca_sim_regions_insert(&ca_sim.mem, &reg) != 0) {
         if (p != MAP_FAILED)
@@ -65,10 +66,13 @@ static void linear_free(struct ca_sim_region *reg)
 
 CA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
+    CA_SIM_FAIL("cuMemAlloc");
     struct CUctx_st *ctx;
     uintptr_t p;
     ca_sim_lock();
     CUresult r = ca_sim_current(&ctx);
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_unsafe(); /* the example of cuThreadExchangeStreamCaptureMode */
     if (r == CUDA_SUCCESS && (!dptr || bytesize == 0))
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS)
@@ -77,7 +81,10 @@ CA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
         *dptr = p;
         ca_sim.n.mem_alloc++;
     }
+    int dev = r == CUDA_SUCCESS ? ctx->device : -1;
     ca_sim_unlock();
+    if (dev >= 0)
+        ca_sim_activity(SIMGPU_ACT_ALLOC, dev, 0, p, bytesize);
     return r;
 }
 
@@ -92,6 +99,8 @@ CA_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
     size_t pitch = 0, bytes = 0;
     ca_sim_lock();
     CUresult r = ca_sim_current(&ctx);
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_unsafe();
     if (r == CUDA_SUCCESS && (!dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
                               (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16)))
         r = CUDA_ERROR_INVALID_VALUE;
@@ -111,14 +120,32 @@ CA_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
     return r;
 }
 
+/* A release, for the CUPTI stand-in, once the lock is dropped. */
+struct released {
+    int device, pool;
+    size_t size;
+};
+
+static struct released release_of(const struct ca_sim_region *reg)
+{
+    return (struct released){reg->device, reg->kind == CA_SIM_POOL, reg->size};
+}
+
+/* cuMemFree synchronizes: a potentially unsafe call during capture. A
+ * graph allocation may be freed here too (graph_mem.c). */
 CA_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
+    CA_SIM_FAIL("cuMemFree");
     struct CUctx_st *ctx;
+    struct released rel = {-1, 0, 0};
     ca_sim_lock();
     CUresult r = ca_sim_current(&ctx);
-    if (r == CUDA_SUCCESS && dptr) {
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_unsafe();
+    if (r == CUDA_SUCCESS && dptr && !ca_sim_gmem_free_at(dptr, &r)) {
         struct ca_sim_region *reg = device_alloc_at(dptr);
         if (reg) {
+            rel = release_of(reg);
             linear_free(reg);
             ca_sim.n.mem_free++;
         } else {
@@ -126,44 +153,67 @@ CA_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
         }
     }
     ca_sim_unlock();
+    if (rel.device >= 0)
+        ca_sim_activity(SIMGPU_ACT_RELEASE, rel.device, rel.pool, dptr, rel.size);
     return r;
 }
 
 /* Stream-ordered allocation: the work is already done, so it is immediate.
- * Pool memory belongs to no context (CU_POINTER_ATTRIBUTE_CONTEXT is NULL). */
+ * Pool memory belongs to no context (CU_POINTER_ATTRIBUTE_CONTEXT is NULL).
+ * In a capture, an allocation node instead: an address fixed for the graph's
+ * life, backed while a launch has it allocated (graph_mem.c). */
 CA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream)
 {
+    CA_SIM_FAIL("cuMemAllocAsync");
     struct ca_sim_stream_ref ref;
+    struct ca_sim_cstate *cs = NULL;
     uintptr_t p;
     ca_sim_lock();
     CUresult r = ca_sim_stream_resolve(stream, &ref);
     if (r == CUDA_SUCCESS && (!dptr || bytesize == 0))
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS)
-        r = linear_alloc(CA_SIM_POOL, ref.ctx, bytesize, &p);
+        r = ca_sim_capture_issue(&ref, &cs);
+    if (r == CUDA_SUCCESS)
+        r = cs ? ca_sim_gmem_reserve(cs, bytesize, &p) : linear_alloc(CA_SIM_POOL, ref.ctx, bytesize, &p);
     if (r == CUDA_SUCCESS) {
         *dptr = p;
         ca_sim.n.mem_alloc_async++;
     }
+    int dev = r == CUDA_SUCCESS ? ref.ctx->device : -1;
     ca_sim_unlock();
+    if (dev >= 0)
+        ca_sim_activity(SIMGPU_ACT_ALLOC, dev, 1, p, bytesize);
     return r;
 }
 
+/* In a capture, a free node, for a graph allocation only. */
 CA_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)
 {
+    CA_SIM_FAIL("cuMemFreeAsync");
     struct ca_sim_stream_ref ref;
+    struct released rel = {-1, 0, 0};
+    struct ca_sim_cstate *cs = NULL;
     ca_sim_lock();
     CUresult r = ca_sim_stream_resolve(stream, &ref);
-    if (r == CUDA_SUCCESS) {
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_issue(&ref, &cs);
+    if (r == CUDA_SUCCESS && cs) {
+        r = ca_sim_gmem_capture_free(cs, dptr);
+    } else if (r == CUDA_SUCCESS && !ca_sim_gmem_free_at(dptr, &r)) {
         struct ca_sim_region *reg = device_alloc_at(dptr);
         if (reg) {
+            rel = release_of(reg);
             linear_free(reg);
-            ca_sim.n.mem_free_async++;
         } else {
             r = CUDA_ERROR_INVALID_VALUE;
         }
     }
+    if (r == CUDA_SUCCESS)
+        ca_sim.n.mem_free_async++;
     ca_sim_unlock();
+    if (rel.device >= 0)
+        ca_sim_activity(SIMGPU_ACT_RELEASE, rel.device, rel.pool, dptr, rel.size);
     return r;
 }
 
@@ -179,6 +229,7 @@ CA_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream)
 
 CA_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 {
+    CA_SIM_FAIL("cuMemGetInfo");
     struct CUctx_st *ctx;
     ca_sim_lock();
     CUresult r = ca_sim_current(&ctx);
@@ -200,6 +251,8 @@ CA_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags
     uintptr_t p;
     ca_sim_lock();
     CUresult r = ca_sim_current(&ctx);
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_unsafe();
     if (r == CUDA_SUCCESS &&
         (!pp || bytesize == 0 ||
          (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
@@ -223,6 +276,8 @@ CA_EXPORT CUresult cuMemFreeHost(void *p)
     struct CUctx_st *ctx;
     ca_sim_lock();
     CUresult r = ca_sim_current(&ctx);
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_unsafe();
     if (r == CUDA_SUCCESS) {
         struct ca_sim_region *reg = ca_sim_regions_find(&ca_sim.mem, (uintptr_t)p);
         if (reg && reg->base == (uintptr_t)p && reg->kind == CA_SIM_HOST)

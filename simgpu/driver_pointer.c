@@ -28,7 +28,9 @@ static CUresult answer(CUpointer_attribute a, const struct view *v, CUdeviceptr 
     case CU_POINTER_ATTRIBUTE_CONTEXT:
         if (!reg)
             return CUDA_ERROR_INVALID_VALUE;
-        *(CUcontext *)data = reg->kind == CA_SIM_LINEAR || reg->kind == CA_SIM_HOST ? reg->ctx : NULL;
+        *(CUcontext *)data = reg->kind == CA_SIM_LINEAR || reg->kind == CA_SIM_HOST || reg->kind == CA_SIM_IMPORTED
+                                  ? reg->ctx
+                                  : NULL;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
         if (!reg)

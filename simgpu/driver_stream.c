@@ -4,8 +4,33 @@
  * CU_STREAM_LEGACY are the legacy default stream, CU_STREAM_PER_THREAD the
  * calling thread's own; both belong to the current context. */
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "simgpu/sim.h"
+
+/* Stream handles are addresses of a reserved range nothing is mapped at,
+ * never handed out twice (a driver may or may not reuse a destroyed stream's
+ * handle; this one does not): a destroyed stream's handle stays invalid, so
+ * a program or interposer that keeps using it, or keys anything by it, is
+ * caught. 256 MiB of address space a range (more would fail under valgrind):
+ * 2^24 handles before the next. */
+#define HANDLE_STRIDE 16
+#define HANDLE_RANGE ((size_t)256 << 20)
+
+static CUstream new_handle(void)
+{
+    static uintptr_t next, end;
+    if (next == end) {
+        void *p = mmap(NULL, HANDLE_RANGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED)
+            return NULL;
+        next = (uintptr_t)p;
+        end = next + HANDLE_RANGE;
+    }
+    CUstream h = (CUstream)next;
+    next += HANDLE_STRIDE;
+    return h;
+}
 
 struct CUstream_st *ca_sim_find_stream(CUstream s)
 {
@@ -28,6 +53,8 @@ CUresult ca_sim_stream_resolve(CUstream s, struct ca_sim_stream_ref *out)
     struct CUstream_st *st = ca_sim_find_stream(s);
     if (!st)
         return CUDA_ERROR_INVALID_HANDLE;
+    if (st->ctx->sticky)
+        return st->ctx->sticky;
     out->ctx = st->ctx;
     out->handle = s;
     out->obj = st;
@@ -39,6 +66,7 @@ void ca_sim_streams_drop_ctx(struct CUctx_st *ctx)
     struct CUstream_st *st, *tmp;
     HASH_ITER(hh, ca_sim.streams, st, tmp) {
         if (st->ctx == ctx) {
+            ca_sim_capture_stream_gone(&st->cs);
             HASH_DEL(ca_sim.streams, st);
             free(st);
         }
@@ -56,12 +84,18 @@ CA_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int f
     struct CUstream_st *st = NULL;
     if (r == CUDA_SUCCESS && !(st = calloc(1, sizeof *st)))
         r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS && !(st->self = new_handle())) {
+        free(st);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if (r == CUDA_SUCCESS) {
-        st->self = st;
         st->ctx = ctx;
         st->flags = flags;
+        st->cs.ctx = ctx;
+        st->cs.handle = st;
+        st->cs.blocking = !(flags & CU_STREAM_NON_BLOCKING);
         HASH_ADD_PTR(ca_sim.streams, self, st);
-        *phStream = st;
+        *phStream = st->self;
     }
     ca_sim_unlock();
     return r;
@@ -80,6 +114,7 @@ CA_EXPORT CUresult cuStreamDestroy_v2(CUstream s)
     if (r == CUDA_SUCCESS && !st)
         r = CUDA_ERROR_INVALID_HANDLE;
     if (r == CUDA_SUCCESS) {
+        ca_sim_capture_stream_gone(&st->cs); /* its capture is invalidated, or ends with it */
         HASH_DEL(ca_sim.streams, st);
         free(st);
     }
@@ -89,9 +124,12 @@ CA_EXPORT CUresult cuStreamDestroy_v2(CUstream s)
 
 CA_EXPORT CUresult cuStreamSynchronize(CUstream s)
 {
+    CA_SIM_FAIL("cuStreamSynchronize");
     struct ca_sim_stream_ref ref;
     ca_sim_lock();
     CUresult r = ca_sim_stream_resolve(s, &ref);
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_sync_stream(&ref);
     if (r == CUDA_SUCCESS) {
         ca_sim_events_complete_stream(&ref);
         ca_sim.n.stream_syncs++;
@@ -104,9 +142,12 @@ CA_EXPORT CUresult cuStreamSynchronize(CUstream s)
  * each query counts for all its late events. */
 CA_EXPORT CUresult cuStreamQuery(CUstream s)
 {
+    CA_SIM_FAIL("cuStreamQuery");
     struct ca_sim_stream_ref ref;
     ca_sim_lock();
     CUresult r = ca_sim_stream_resolve(s, &ref);
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_sync_stream(&ref);
     if (r == CUDA_SUCCESS && ca_sim_events_pending_query(&ref)) {
         ca_sim.n.not_ready++;
         r = CUDA_ERROR_NOT_READY;
@@ -115,12 +156,26 @@ CA_EXPORT CUresult cuStreamQuery(CUstream s)
     return r;
 }
 
+void ca_sim_stream_wait_now(const struct ca_sim_stream_ref *ref, struct CUevent_st *ev)
+{
+    if (ref->obj)
+        ref->obj->last_wait = ev;
+    else if (ref->handle == CU_STREAM_PER_THREAD)
+        ref->ctx->ptds_wait = ev;
+    else
+        ref->ctx->legacy_wait = ev;
+    ca_sim_hold_wait(ref, ev->held_by);
+}
+
 /* Nothing to wait for when work is done at once; the wait is recorded so that
  * tests can see which event each stream was made to wait on. Waiting on an
- * event behind a held stream puts the waiting stream behind it too. */
+ * event behind a held stream puts the waiting stream behind it too. In a
+ * capture, a wait joins streams and captures (capture.c). */
 CA_EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
 {
+    CA_SIM_FAIL("cuStreamWaitEvent");
     struct ca_sim_stream_ref ref;
+    int done = 0;
     ca_sim_lock();
     CUresult r = ca_sim_stream_resolve(s, &ref);
     struct CUevent_st *ev = r == CUDA_SUCCESS ? ca_sim_find_event(e) : NULL;
@@ -128,18 +183,33 @@ CA_EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
         r = CUDA_ERROR_INVALID_HANDLE;
     if (r == CUDA_SUCCESS && (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL))
         r = CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS) {
-        if (ref.obj)
-            ref.obj->last_wait = e;
-        else if (ref.handle == CU_STREAM_PER_THREAD)
-            ref.ctx->ptds_wait = e;
-        else
-            ref.ctx->legacy_wait = e;
-        ca_sim_hold_wait(&ref, ev->held_by);
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_wait(&ref, ev, flags, &done);
+    if (r == CUDA_SUCCESS && !done)
+        ca_sim_stream_wait_now(&ref, ev);
+    if (r == CUDA_SUCCESS)
         ca_sim.n.stream_waits++;
-    }
     ca_sim_unlock();
     return r;
+}
+
+/* The legacy and per-thread streams are blocking (flags 0). */
+CA_EXPORT CUresult cuStreamGetFlags(CUstream s, unsigned int *flags)
+{
+    struct ca_sim_stream_ref ref;
+    ca_sim_lock();
+    CUresult r = ca_sim_stream_resolve(s, &ref);
+    if (r == CUDA_SUCCESS && !flags)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        *flags = ref.obj ? ref.obj->flags : 0;
+    ca_sim_unlock();
+    return r;
+}
+
+CA_EXPORT CUresult cuStreamGetFlags_ptsz(CUstream s, unsigned int *flags)
+{
+    return cuStreamGetFlags(ca_sim_ptsz(s), flags);
 }
 
 CA_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s)

@@ -12,13 +12,19 @@
 
 #define G CA_SIM_GRANULARITY
 
-static CUresult enter(void)
+/* Every VMM call: cuInit done, the device has VMM (CUDALLOC_SIM_VMM=0: it
+ * has not, as some vGPU setups), and after fork the child's memory its own. */
+CUresult ca_sim_vmm_enter(void)
 {
     CUresult r = ca_sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
+    if (!ca_sim.vmm)
+        return CUDA_ERROR_NOT_SUPPORTED;
     return ca_sim_phys_settle() == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
+
+#define enter ca_sim_vmm_enter
 
 static CUresult check_prop(const CUmemAllocationProp *prop)
 {
@@ -29,7 +35,7 @@ static CUresult check_prop(const CUmemAllocationProp *prop)
                                                                       : CUDA_ERROR_INVALID_DEVICE;
 }
 
-static struct ca_sim_phys *find_phys(CUmemGenericAllocationHandle handle)
+struct ca_sim_phys *ca_sim_find_phys(CUmemGenericAllocationHandle handle)
 {
     struct ca_sim_phys *ph;
     unsigned long long key = handle;
@@ -38,12 +44,16 @@ static struct ca_sim_phys *find_phys(CUmemGenericAllocationHandle handle)
 }
 
 /* A handle dies when released and unmapped everywhere. */
-static void maybe_destroy(struct ca_sim_phys *ph)
+void ca_sim_phys_maybe_destroy(struct ca_sim_phys *ph)
 {
     if (ph->refs || ph->maps)
         return;
-    ca_sim_phys_free(ph->off, ph->size);
-    ca_sim_uncharge(ph->prop.location.id, ph->size);
+    if (ph->own_fd >= 0)
+        close(ph->own_fd); /* the memory lives on while another process holds it */
+    else
+        ca_sim_phys_free(ph->off, ph->size);
+    if (!ph->imported)
+        ca_sim_uncharge(ph->prop.location.id, ph->size);
     HASH_DEL(ca_sim.phys, ph);
     free(ph);
 }
@@ -56,7 +66,7 @@ static void drop_mapping(struct ca_sim_region *m)
          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
     ca_sim_regions_remove(&ca_sim.mem, m);
     ph->maps--;
-    maybe_destroy(ph);
+    ca_sim_phys_maybe_destroy(ph);
 }
 
 /* [ptr, ptr+size) must be made of whole mappings, back to back: gives the
@@ -87,6 +97,8 @@ CA_EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUme
     CUresult r = ca_sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
+    if (!ca_sim.vmm)
+        return CUDA_ERROR_NOT_SUPPORTED;
     if (!granularity || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
                          option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
         return CUDA_ERROR_INVALID_VALUE;
@@ -101,6 +113,7 @@ CA_EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUme
 CA_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
                                        CUdeviceptr addr, unsigned long long flags)
 {
+    CA_SIM_FAIL("cuMemAddressReserve");
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     const int anon = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
     ca_sim_lock();
@@ -133,7 +146,7 @@ CA_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t ali
                 munmap(p + size, (size_t)(raw + size + align - (p + size)));
         }
     }
-    struct ca_sim_region reg = {.base = (uintptr_t)p, .size = size, .kind = CA_SIM_RESERVED};
+    struct ca_sim_region reg = {.base = (uintptr_t)p, .size = size, .kind = CA_SIM_RESERVED, .ipc_fd = -1};
     if (p == MAP_FAILED || ca_sim_regions_insert(&ca_sim.resv, &reg) != 0) {
         if (p != MAP_FAILED)
             munmap(p, size);
@@ -148,6 +161,7 @@ CA_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t ali
 /* Mappings still inside the range go with it, as with the real driver. */
 CA_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
+    CA_SIM_FAIL("cuMemAddressFree");
     ca_sim_lock();
     CUresult r = enter();
     struct ca_sim_region *resv = ca_sim_regions_find(&ca_sim.resv, ptr);
@@ -167,12 +181,16 @@ CA_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 CA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                                const CUmemAllocationProp *prop, unsigned long long flags)
 {
+    CA_SIM_FAIL("cuMemCreate");
     ca_sim_lock();
     CUresult r = enter();
     if (r == CUDA_SUCCESS && (!handle || flags || size == 0 || size % G))
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS)
         r = check_prop(prop);
+    if (r == CUDA_SUCCESS && (prop->requestedHandleTypes & ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+                              (prop->requestedHandleTypes && ca_sim.vmm == CA_SIM_VMM_NO_FD)))
+        r = CUDA_ERROR_NOT_SUPPORTED; /* Windows and fabric handles are not simulated */
     if (r == CUDA_SUCCESS && ca_sim_charge(prop->location.id, size) != 0)
         r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS) {
@@ -184,6 +202,7 @@ CA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
             r = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
             ph->handle = ca_sim.next_id++;
+            ph->own_fd = -1;
             ph->size = size;
             ph->refs = 1;
             ph->prop = *prop;
@@ -199,14 +218,15 @@ CA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
 /* Released while mapped, the memory lives until its last mapping goes. */
 CA_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
+    CA_SIM_FAIL("cuMemRelease");
     ca_sim_lock();
     CUresult r = enter();
-    struct ca_sim_phys *ph = find_phys(handle);
+    struct ca_sim_phys *ph = ca_sim_find_phys(handle);
     if (r == CUDA_SUCCESS && (!ph || ph->refs == 0))
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS) {
         ph->refs--;
-        maybe_destroy(ph);
+        ca_sim_phys_maybe_destroy(ph);
         ca_sim.n.mem_release++;
     }
     ca_sim_unlock();
@@ -217,9 +237,10 @@ CA_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 CA_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                             CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
+    CA_SIM_FAIL("cuMemMap");
     ca_sim_lock();
     CUresult r = enter();
-    struct ca_sim_phys *ph = find_phys(handle);
+    struct ca_sim_phys *ph = ca_sim_find_phys(handle);
     struct ca_sim_region *resv = ca_sim_regions_find(&ca_sim.resv, ptr);
     if (r == CUDA_SUCCESS &&
         (flags || size == 0 || ptr % G || size % G || offset % G || !ph || ph->refs == 0 ||
@@ -229,10 +250,11 @@ CA_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     if (r == CUDA_SUCCESS) {
         struct ca_sim_region m = {
             .base = ptr, .size = size, .kind = CA_SIM_MAPPING, .device = ph->prop.location.id,
-            .id = ca_sim.next_id++, .phys = ph, .phys_off = offset, .prot = PROT_NONE,
+            .id = ca_sim.next_id++, .phys = ph, .phys_off = offset, .prot = PROT_NONE, .ipc_fd = -1,
         };
-        void *p = mmap((void *)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, ca_sim_phys_fd(),
-                       ph->off + (off_t)offset);
+        off_t at;
+        int fd = ca_sim_phys_fd_of(ph, &at);
+        void *p = mmap((void *)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, fd, at + (off_t)offset);
         if (p == MAP_FAILED || ca_sim_regions_insert(&ca_sim.mem, &m) != 0) {
             if (p != MAP_FAILED)
                 mmap(p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
@@ -250,6 +272,7 @@ CA_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 /* Whole mappings only: a sub-range of one cannot be unmapped. */
 CA_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
+    CA_SIM_FAIL("cuMemUnmap");
     size_t first, count;
     ca_sim_lock();
     CUresult r = enter();
@@ -264,12 +287,14 @@ CA_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     return r;
 }
 
-/* Every device is the host here, so the access is the union over the
- * descriptors. */
+/* Access is per device: the descriptors set it for the devices they name and
+ * leave the others' as they were (CU_MEM_ACCESS_FLAGS_PROT_NONE takes it
+ * away). Every device is the host here, so the host's protection is the
+ * union over the devices; who may touch what is checked by ca_sim_touch. */
 CA_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
+    CA_SIM_FAIL("cuMemSetAccess");
     size_t first, n;
-    int prot = PROT_NONE;
     ca_sim_lock();
     CUresult r = enter();
     if (r == CUDA_SUCCESS && (!desc || count == 0))
@@ -279,20 +304,27 @@ CA_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcces
             r = CUDA_ERROR_INVALID_VALUE;
         else if (desc[i].location.id < 0 || desc[i].location.id >= ca_sim.ndev)
             r = CUDA_ERROR_INVALID_DEVICE;
-        else if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READ)
-            prot |= PROT_READ;
-        else if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
-            prot |= PROT_READ | PROT_WRITE;
-        else if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE)
+        else if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+                 desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE &&
+                 desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE)
             r = CUDA_ERROR_INVALID_VALUE;
     }
     if (r == CUDA_SUCCESS)
         r = whole_mappings(ptr, size, &first, &n);
-    if (r == CUDA_SUCCESS && mprotect((void *)ptr, size, prot) != 0)
-        r = CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS)
-        for (size_t i = first; i < first + n; i++)
-            ca_sim.mem.v[i].prot = prot;
+    for (size_t m = first; r == CUDA_SUCCESS && m < first + n; m++) {
+        struct ca_sim_region *reg = &ca_sim.mem.v[m];
+        for (size_t i = 0; i < count; i++)
+            reg->access[desc[i].location.id] = (unsigned char)desc[i].flags;
+        int prot = PROT_NONE;
+        for (int d = 0; d < ca_sim.ndev; d++)
+            prot |= reg->access[d] == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE
+                  : reg->access[d] == CU_MEM_ACCESS_FLAGS_PROT_READ      ? PROT_READ
+                                                                         : PROT_NONE;
+        if (mprotect((void *)reg->base, reg->size, prot) != 0)
+            r = CUDA_ERROR_INVALID_VALUE;
+        else
+            reg->prot = prot;
+    }
     ca_sim_unlock();
     return r;
 }
@@ -308,9 +340,7 @@ CA_EXPORT CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation
     else if (r == CUDA_SUCCESS && (location->id < 0 || location->id >= ca_sim.ndev))
         r = CUDA_ERROR_INVALID_DEVICE;
     if (r == CUDA_SUCCESS)
-        *flags = m->prot & PROT_WRITE ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
-               : m->prot & PROT_READ  ? CU_MEM_ACCESS_FLAGS_PROT_READ
-                                      : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+        *flags = m->access[location->id];
     ca_sim_unlock();
     return r;
 }
@@ -320,7 +350,7 @@ CA_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *p
 {
     ca_sim_lock();
     CUresult r = enter();
-    struct ca_sim_phys *ph = find_phys(handle);
+    struct ca_sim_phys *ph = ca_sim_find_phys(handle);
     if (r == CUDA_SUCCESS && (!prop || !ph))
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS)

@@ -24,11 +24,45 @@ static int parse_uint(const char *s, unsigned max, unsigned *out)
     return 0;
 }
 
+/* CUDALLOC_SIM_DRIVER_VERSION: the driver's version (1000 x major + 10 x
+ * minor, as cuDriverGetVersion gives it), 10000 to 13000; entry points
+ * newer than it are not found. Read on first use (cuGetProcAddress works
+ * before cuInit), checked again by cuInit. */
+static int parse_version(const char *v, int *out)
+{
+    unsigned n;
+    if (parse_uint(v, CUDA_VERSION, &n) != 0 || n < 10000)
+        return -1;
+    *out = (int)n;
+    return 0;
+}
+
+int ca_sim_driver_version(void)
+{
+    static int version; /* 0: not read yet */
+    int v = __atomic_load_n(&version, __ATOMIC_RELAXED);
+    if (!v) {
+        const char *env = getenv("CUDALLOC_SIM_DRIVER_VERSION");
+        if (!env || !*env || parse_version(env, &v) != 0)
+            v = CUDA_VERSION;
+        __atomic_store_n(&version, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
 int ca_sim_read_env(void)
 {
+    const char *version = getenv("CUDALLOC_SIM_DRIVER_VERSION");
+    int v;
+    if (version && *version && parse_version(version, &v) != 0) {
+        fprintf(stderr, "simgpu: CUDALLOC_SIM_DRIVER_VERSION='%s' is not a driver version; use 1000 x major + "
+                        "10 x minor, 10000 to %d (12040 is CUDA 12.4)\n", version, CUDA_VERSION);
+        return -1;
+    }
     const char *mem = getenv("CUDALLOC_SIM_MEMORY");
     const char *late = getenv("CUDALLOC_SIM_LATE_EVENTS");
     const char *devs = getenv("CUDALLOC_SIM_DEVICES");
+    const char *vmm = getenv("CUDALLOC_SIM_VMM");
     unsigned ndev = 1;
 
     /* one size syntax across cudalloc: util/size.h (KB, MB, GB are powers of 1024 too) */
@@ -51,5 +85,15 @@ int ca_sim_read_env(void)
         return -1;
     }
     ca_sim.ndev = (int)ndev;
-    return 0;
+    ca_sim.vmm = 1;
+    if (vmm && *vmm && strcmp(vmm, "1") != 0 && strcmp(vmm, "0") != 0 && strcmp(vmm, "nofd") != 0) {
+        fprintf(stderr, "simgpu: CUDALLOC_SIM_VMM='%s' is not 0, 1 or nofd; use 0 for devices without "
+                        "virtual memory management, nofd for VMM without shareable handles\n", vmm);
+        return -1;
+    }
+    if (vmm && !strcmp(vmm, "0"))
+        ca_sim.vmm = 0;
+    if (vmm && !strcmp(vmm, "nofd"))
+        ca_sim.vmm = CA_SIM_VMM_NO_FD;
+    return ca_sim_read_fail(getenv("CUDALLOC_SIM_FAIL"));
 }

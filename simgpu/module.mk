@@ -6,9 +6,10 @@ else
 
 SIMGPU_DRIVER_SRC := $(addprefix simgpu/,driver_init.c env.c capacity.c regions.c \
     driver_device.c driver_ctx.c driver_mem.c driver_copy.c driver_pointer.c \
-    physmem.c driver_vmm.c driver_stream.c driver_events.c stream_hold.c proc_address.c errors.c counters.c)
+    physmem.c driver_vmm.c driver_peer.c driver_ipc.c driver_stream.c driver_events.c stream_hold.c capture.c \
+    graph.c graph_mem.c inject.c proc_address.c errors.c counters.c)
 SIMGPU_RUNTIME_SRC := $(addprefix simgpu/,runtime_init.c runtime_device.c runtime_mem.c \
-    runtime_stream.c runtime_launch.c runtime_errors.c)
+    runtime_stream.c runtime_graph.c runtime_launch.c runtime_errors.c runtime_peer.c runtime_ipc.c)
 
 $(OBJ)/simgpu/%.o: ALL_CFLAGS += -I$(CUDA_INC)
 
@@ -23,19 +24,31 @@ $(SIM)/libcudart.so.13: $(SIMGPU_RUNTIME_SRC:%.c=$(OBJ)/%.o) simgpu/cudart.map
 	$(CC) $(SANFLAGS) -shared -Wl,-soname,libcudart.so.13 -Wl,--version-script=simgpu/cudart.map \
 	    -Wl,-z,defs -o $@ $(filter %.o,$^) -ldl -lpthread
 
+# The CUPTI stand-in (simgpu/cupti.c): one subscriber, the driver's activity.
+$(SIM)/libcupti.so.13: $(OBJ)/simgpu/cupti.o
+	@mkdir -p $(@D)
+	$(CC) $(SANFLAGS) -shared -Wl,-soname,libcupti.so.13 -Wl,-z,defs -o $@ $^ -ldl -lpthread
+$(SIM)/libcupti.so: $(SIM)/libcupti.so.13
+	ln -sf libcupti.so.13 $@
+
+# build/ is laid out as an installed tree (install.mk): lib/cudalloc/sim, where the
+# launcher looks, is a link to $(SIM).
 $(SIM)/libcuda.so: $(SIM)/libcuda.so.1
 	ln -sf libcuda.so.1 $@
+	@mkdir -p $(LIB)/cudalloc && ln -sfn ../../sim $(LIB)/cudalloc/sim
 $(SIM)/libcudart.so: $(SIM)/libcudart.so.13
 	ln -sf libcudart.so.13 $@
+	@mkdir -p $(LIB)/cudalloc && ln -sfn ../../sim $(LIB)/cudalloc/sim
 
-SIMGPU_LIBS := $(SIM)/libcuda.so.1 $(SIM)/libcuda.so $(SIM)/libcudart.so.13 $(SIM)/libcudart.so
+SIMGPU_LIBS := $(SIM)/libcuda.so.1 $(SIM)/libcuda.so $(SIM)/libcudart.so.13 $(SIM)/libcudart.so \
+               $(SIM)/libcupti.so.13 $(SIM)/libcupti.so
 ALL_TARGETS += $(SIMGPU_LIBS)
 
 # Unit tests (tests/sim). They find the simulated libraries through their
 # RUNPATH, so they run as `make unit` runs them, with no LD_LIBRARY_PATH; both
 # libraries are linked, and cudart's dlopen("libcuda.so.1") finds the loaded one.
 $(OBJ)/tests/sim/%.o: ALL_CFLAGS += -I$(CUDA_INC)
-SIMGPU_UNITS := $(addprefix $(BUILD)/tests/sim_,driver vmm events proc runtime)
+SIMGPU_UNITS := $(addprefix $(BUILD)/tests/sim_,driver vmm events proc runtime peer ipc capture faults)
 $(SIMGPU_UNITS): $(BUILD)/tests/sim_%: $(OBJ)/tests/sim/test_%.o $(SIMGPU_LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(SANFLAGS) -o $@ $< -L$(SIM) -Wl,--no-as-needed -lcudart -lcuda -Wl,--as-needed \

@@ -140,7 +140,7 @@ int ca_sim_phys_settle(void)
     }
     for (size_t i = 0; i < ca_sim.mem.n; i++) {
         struct ca_sim_region *m = &ca_sim.mem.v[i];
-        if (m->kind == CA_SIM_MAPPING)
+        if (m->kind == CA_SIM_MAPPING && m->phys->own_fd < 0) /* a memfd of its own is shared anyway */
             mmap((void *)m->base, m->size, m->prot, MAP_SHARED | MAP_FIXED, nfd,
                  m->phys->off + (off_t)m->phys_off);
     }

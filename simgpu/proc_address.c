@@ -3,7 +3,9 @@
  * version the caller was built for; the answer is the newest variant introduced
  * at or before that version (cuMemAlloc_v2 from 3020 on). With
  * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM the _ptds/_ptsz variant wins
- * where there is one. Versions are those of cudaTypedefs.h (PFN_cuX_vNNNN). */
+ * where there is one. Versions are those of cudaTypedefs.h (PFN_cuX_vNNNN).
+ * With CUDALLOC_SIM_DRIVER_VERSION, entries newer than that driver are not
+ * found (cuCtxRecordEvent needs 12050). */
 #include <string.h>
 
 #include "simgpu/sim.h"
@@ -42,6 +44,12 @@ static const struct entry table[] = {
     E("cuDevicePrimaryCtxGetState", 7000, cuDevicePrimaryCtxGetState),
     E("cuDevicePrimaryCtxSetFlags", 7000, cuDevicePrimaryCtxSetFlags_v2),
     E("cuDevicePrimaryCtxSetFlags", 11000, cuDevicePrimaryCtxSetFlags_v2),
+    E("cuCtxCreate", 3020, cuCtxCreate_v2),
+    E("cuCtxCreate", 12050, cuCtxCreate_v4),
+    E("cuCtxDestroy", 4000, cuCtxDestroy_v2),
+    E("cuDeviceCanAccessPeer", 4000, cuDeviceCanAccessPeer),
+    E("cuCtxEnablePeerAccess", 4000, cuCtxEnablePeerAccess),
+    E("cuCtxDisablePeerAccess", 4000, cuCtxDisablePeerAccess),
     E("cuCtxGetCurrent", 4000, cuCtxGetCurrent),
     E("cuCtxSetCurrent", 4000, cuCtxSetCurrent),
     E("cuCtxPushCurrent", 2000, cuCtxPushCurrent_v2),
@@ -108,6 +116,11 @@ static const struct entry table[] = {
     E("cuMemGetAllocationGranularity", 10020, cuMemGetAllocationGranularity),
     E("cuMemGetAllocationPropertiesFromHandle", 10020, cuMemGetAllocationPropertiesFromHandle),
     E("cuMemRetainAllocationHandle", 11000, cuMemRetainAllocationHandle),
+    E("cuMemExportToShareableHandle", 10020, cuMemExportToShareableHandle),
+    E("cuMemImportFromShareableHandle", 10020, cuMemImportFromShareableHandle),
+    E("cuIpcGetMemHandle", 4010, cuIpcGetMemHandle),
+    E("cuIpcOpenMemHandle", 11000, cuIpcOpenMemHandle_v2),
+    E("cuIpcCloseMemHandle", 4010, cuIpcCloseMemHandle),
 
     E("cuStreamCreate", 2000, cuStreamCreate),
     E("cuStreamCreateWithPriority", 5050, cuStreamCreateWithPriority),
@@ -117,6 +130,8 @@ static const struct entry table[] = {
     PT("cuStreamSynchronize", 7000, cuStreamSynchronize_ptsz),
     E("cuStreamQuery", 2000, cuStreamQuery),
     PT("cuStreamQuery", 7000, cuStreamQuery_ptsz),
+    E("cuStreamGetFlags", 5050, cuStreamGetFlags),
+    PT("cuStreamGetFlags", 7000, cuStreamGetFlags_ptsz),
     E("cuStreamWaitEvent", 3020, cuStreamWaitEvent),
     PT("cuStreamWaitEvent", 7000, cuStreamWaitEvent_ptsz),
     E("cuEventCreate", 2000, cuEventCreate),
@@ -128,15 +143,42 @@ static const struct entry table[] = {
     E("cuEventDestroy", 4000, cuEventDestroy_v2),
     E("cuEventElapsedTime", 2000, cuEventElapsedTime),
     E("cuEventElapsedTime", 12080, cuEventElapsedTime_v2),
+    E("cuEventRecordWithFlags", 11010, cuEventRecordWithFlags),
+    PT("cuEventRecordWithFlags", 11010, cuEventRecordWithFlags_ptsz),
+
+    E("cuStreamBeginCapture", 10000, cuStreamBeginCapture),
+    PT("cuStreamBeginCapture", 10000, cuStreamBeginCapture_ptsz),
+    E("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2),
+    PT("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2_ptsz),
+    E("cuStreamEndCapture", 10000, cuStreamEndCapture),
+    PT("cuStreamEndCapture", 10000, cuStreamEndCapture_ptsz),
+    E("cuStreamIsCapturing", 10000, cuStreamIsCapturing),
+    PT("cuStreamIsCapturing", 10000, cuStreamIsCapturing_ptsz),
+    E("cuStreamGetCaptureInfo", 10010, cuStreamGetCaptureInfo),
+    PT("cuStreamGetCaptureInfo", 10010, cuStreamGetCaptureInfo_ptsz),
+    E("cuStreamGetCaptureInfo", 11030, cuStreamGetCaptureInfo_v2),
+    PT("cuStreamGetCaptureInfo", 11030, cuStreamGetCaptureInfo_v2_ptsz),
+    E("cuStreamGetCaptureInfo", 12030, cuStreamGetCaptureInfo_v3),
+    PT("cuStreamGetCaptureInfo", 12030, cuStreamGetCaptureInfo_v3_ptsz),
+    E("cuThreadExchangeStreamCaptureMode", 10010, cuThreadExchangeStreamCaptureMode),
+    E("cuGraphInstantiateWithFlags", 11040, cuGraphInstantiateWithFlags),
+    E("cuGraphLaunch", 10000, cuGraphLaunch),
+    PT("cuGraphLaunch", 10000, cuGraphLaunch_ptsz),
+    E("cuGraphExecDestroy", 10000, cuGraphExecDestroy),
+    E("cuGraphDestroy", 10000, cuGraphDestroy),
+    E("cuGraphGetNodes", 10000, cuGraphGetNodes),
+    E("cuGraphNodeGetType", 10000, cuGraphNodeGetType),
+    E("cuCtxRecordEvent", 12050, cuCtxRecordEvent),
 };
 
 /* The newest entry of the wanted kind for symbol at or before version. */
 static const struct entry *best(const char *symbol, int version, int per_thread, int *seen)
 {
     const struct entry *found = NULL;
+    int driver = ca_sim_driver_version(); /* an older driver does not know newer entries */
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         const struct entry *e = &table[i];
-        if (strcmp(e->name, symbol) != 0)
+        if (strcmp(e->name, symbol) != 0 || e->version > driver)
             continue;
         *seen = 1;
         if (e->per_thread == per_thread && e->version <= version &&

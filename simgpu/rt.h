@@ -35,6 +35,12 @@ struct ca_rt_streamfns {
     PFN_cuStreamQuery_v2000 StreamQuery;
     PFN_cuStreamWaitEvent_v3020 StreamWaitEvent;
     PFN_cuEventRecord_v2000 EventRecord;
+    PFN_cuEventRecordWithFlags_v11010 EventRecordWithFlags;
+    PFN_cuStreamBeginCapture_v10010 StreamBeginCapture;
+    PFN_cuStreamEndCapture_v10000 StreamEndCapture;
+    PFN_cuStreamIsCapturing_v10000 StreamIsCapturing;
+    PFN_cuStreamGetCaptureInfo_v12030 StreamGetCaptureInfo;
+    PFN_cuGraphLaunch_v10000 GraphLaunch;
 };
 
 struct ca_rt_driver {
@@ -48,6 +54,12 @@ struct ca_rt_driver {
     PFN_cuDeviceGetUuid_v11040 DeviceGetUuid;
     PFN_cuDevicePrimaryCtxRetain_v7000 DevicePrimaryCtxRetain;
     PFN_cuDevicePrimaryCtxReset_v11000 DevicePrimaryCtxReset;
+    PFN_cuDeviceCanAccessPeer_v4000 DeviceCanAccessPeer;
+    PFN_cuCtxEnablePeerAccess_v4000 CtxEnablePeerAccess;
+    PFN_cuCtxDisablePeerAccess_v4000 CtxDisablePeerAccess;
+    PFN_cuIpcGetMemHandle_v4010 IpcGetMemHandle;
+    PFN_cuIpcOpenMemHandle_v11000 IpcOpenMemHandle;
+    PFN_cuIpcCloseMemHandle_v4010 IpcCloseMemHandle;
     PFN_cuCtxGetCurrent_v4000 CtxGetCurrent;
     PFN_cuCtxSetCurrent_v4000 CtxSetCurrent;
     PFN_cuCtxGetDevice_v13000 CtxGetDevice;
@@ -66,6 +78,12 @@ struct ca_rt_driver {
     PFN_cuEventSynchronize_v2000 EventSynchronize;
     PFN_cuEventDestroy_v4000 EventDestroy;
     PFN_cuEventElapsedTime_v12080 EventElapsedTime;
+    PFN_cuThreadExchangeStreamCaptureMode_v10010 ThreadExchangeStreamCaptureMode;
+    PFN_cuGraphInstantiateWithFlags_v11040 GraphInstantiateWithFlags;
+    PFN_cuGraphExecDestroy_v10000 GraphExecDestroy;
+    PFN_cuGraphDestroy_v10000 GraphDestroy;
+    PFN_cuGraphGetNodes_v10000 GraphGetNodes;
+    PFN_cuGraphNodeGetType_v10000 GraphNodeGetType;
     struct ca_rt_streamfns legacy;     /* fetched with flags 0 (CU_GET_PROC_ADDRESS_DEFAULT) */
     struct ca_rt_streamfns ptsz;       /* ... with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM */
 };
@@ -92,6 +110,8 @@ cudaError_t ca_rt_enter(void);
 /* The calling thread's device as cudaSetDevice left it (0 by default). */
 int ca_rt_thread_device(void);
 cudaError_t ca_rt_bind_device(int device);
+/* The runtime's primary context of `device`, retained once per process. */
+cudaError_t ca_rt_primary(int device, CUcontext *ctx);
 
 /* Records err as the thread's last error (cudaGetLastError); returns it. */
 cudaError_t ca_rt_ret(cudaError_t err);

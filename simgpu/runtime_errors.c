@@ -15,6 +15,12 @@ SAME(cudaErrorSymbolNotFound, CUDA_ERROR_NOT_FOUND);
 SAME(cudaErrorNotReady, CUDA_ERROR_NOT_READY);
 SAME(cudaErrorNotSupported, CUDA_ERROR_NOT_SUPPORTED);
 SAME(cudaErrorNoKernelImageForDevice, CUDA_ERROR_NO_BINARY_FOR_GPU);
+SAME(cudaErrorIllegalAddress, CUDA_ERROR_ILLEGAL_ADDRESS);
+SAME(cudaErrorPeerAccessAlreadyEnabled, CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+SAME(cudaErrorPeerAccessNotEnabled, CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+SAME(cudaErrorTooManyPeers, CUDA_ERROR_TOO_MANY_PEERS);
+SAME(cudaErrorMapBufferObjectFailed, CUDA_ERROR_MAP_FAILED);
+SAME(cudaIpcMemLazyEnablePeerAccess, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
 /* Flags the runtime hands to the driver as they are. */
 SAME(cudaStreamNonBlocking, CU_STREAM_NON_BLOCKING);
 SAME(cudaEventBlockingSync, CU_EVENT_BLOCKING_SYNC);

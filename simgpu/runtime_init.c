@@ -48,6 +48,12 @@ static const struct wanted wanted[] = {
     W(DeviceGetUuid, "cuDeviceGetUuid", 11040),
     W(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000),
     W(DevicePrimaryCtxReset, "cuDevicePrimaryCtxReset", 11000),
+    W(DeviceCanAccessPeer, "cuDeviceCanAccessPeer", 4000),
+    W(CtxEnablePeerAccess, "cuCtxEnablePeerAccess", 4000),
+    W(CtxDisablePeerAccess, "cuCtxDisablePeerAccess", 4000),
+    W(IpcGetMemHandle, "cuIpcGetMemHandle", 4010),
+    W(IpcOpenMemHandle, "cuIpcOpenMemHandle", 11000),
+    W(IpcCloseMemHandle, "cuIpcCloseMemHandle", 4010),
     W(CtxGetCurrent, "cuCtxGetCurrent", 4000),
     W(CtxSetCurrent, "cuCtxSetCurrent", 4000),
     W(CtxGetDevice, "cuCtxGetDevice", 13000),
@@ -66,6 +72,12 @@ static const struct wanted wanted[] = {
     W(EventSynchronize, "cuEventSynchronize", 2000),
     W(EventDestroy, "cuEventDestroy", 4000),
     W(EventElapsedTime, "cuEventElapsedTime", 12080),
+    W(ThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", 10010),
+    W(GraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", 11040),
+    W(GraphExecDestroy, "cuGraphExecDestroy", 10000),
+    W(GraphDestroy, "cuGraphDestroy", 10000),
+    W(GraphGetNodes, "cuGraphGetNodes", 10000),
+    W(GraphNodeGetType, "cuGraphNodeGetType", 10000),
     S(Memcpy, "cuMemcpy", 4000, 7000),
     S(MemcpyAsync, "cuMemcpyAsync", 4000, 7000),
     S(MemcpyHtoD, "cuMemcpyHtoD", 3020, 7000),
@@ -82,6 +94,12 @@ static const struct wanted wanted[] = {
     S(StreamQuery, "cuStreamQuery", 2000, 7000),
     S(StreamWaitEvent, "cuStreamWaitEvent", 3020, 7000),
     S(EventRecord, "cuEventRecord", 2000, 7000),
+    S(EventRecordWithFlags, "cuEventRecordWithFlags", 11010, 11010),
+    S(StreamBeginCapture, "cuStreamBeginCapture", 10010, 10010),
+    S(StreamEndCapture, "cuStreamEndCapture", 10000, 10000),
+    S(StreamIsCapturing, "cuStreamIsCapturing", 10000, 10000),
+    S(StreamGetCaptureInfo, "cuStreamGetCaptureInfo", 12030, 12030),
+    S(GraphLaunch, "cuGraphLaunch", 10000, 10000),
 };
 
 /* A symbol the driver does not give stays NULL: calls needing it answer
@@ -129,8 +147,7 @@ int ca_rt_thread_device(void)
     return thread_device;
 }
 
-/* Makes the primary context of `device` current on this thread. */
-cudaError_t ca_rt_bind_device(int device)
+cudaError_t ca_rt_primary(int device, CUcontext *ctx)
 {
     int count = 0;
     cudaError_t e = CA_RT_CALL(ca_rt.DeviceGetCount, &count);
@@ -141,8 +158,16 @@ cudaError_t ca_rt_bind_device(int device)
     pthread_mutex_lock(&lock);
     if (!primary[device])
         e = CA_RT_CALL(ca_rt.DevicePrimaryCtxRetain, &primary[device], device);
-    CUcontext ctx = primary[device];
+    *ctx = primary[device];
     pthread_mutex_unlock(&lock);
+    return e;
+}
+
+/* Makes the primary context of `device` current on this thread. */
+cudaError_t ca_rt_bind_device(int device)
+{
+    CUcontext ctx = NULL;
+    cudaError_t e = ca_rt_primary(device, &ctx);
     if (e == cudaSuccess)
         e = CA_RT_CALL(ca_rt.CtxSetCurrent, ctx);
     if (e == cudaSuccess)

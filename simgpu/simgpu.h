@@ -7,6 +7,7 @@
 #ifndef SIMGPU_H
 #define SIMGPU_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define SIMGPU_MAX_DEVICES 8
@@ -40,11 +41,23 @@ typedef struct simgpu_counters {
     uint64_t ctx_syncs;         /* cuCtxSynchronize (what cudaDeviceSynchronize calls) */
     uint64_t proc_lookups;      /* cuGetProcAddress(_v2) calls */
 
+    /* Stream capture and graphs. */
+    uint64_t captures;          /* capture sequences begun */
+    uint64_t captures_invalidated;
+    uint64_t capture_refusals;  /* calls answered with a capture error (unsafe, implicit, ...) */
+    uint64_t graph_allocs;      /* allocation nodes captured (cuMemAllocAsync in a capture) */
+    uint64_t graph_launches;    /* cuGraphLaunch calls that ran a graph */
+    uint64_t ctx_records;       /* cuCtxRecordEvent */
+    uint64_t injected;          /* errors answered because CUDALLOC_SIM_FAIL asked */
+
     /* The last event each stream was made to wait on, for streams that waited.
      * The legacy default stream shows as NULL, the per-thread one as
      * CU_STREAM_PER_THREAD ((void *)2); the first SIMGPU_MAX_WAITS streams only. */
     int wait_count;
     struct { void *stream; void *event; } last_wait[SIMGPU_MAX_WAITS];
+
+    /* The most each device had in use at once since the process started. */
+    uint64_t device_bytes_peak[SIMGPU_MAX_DEVICES];
 } simgpu_counters_t;
 
 /* Fills *out; 0 on success, -1 when out is NULL. Works before cuInit (zeros). */
@@ -68,5 +81,26 @@ int simgpu_stream_last_wait(void *stream, void **event);
  * the old handle) or synchronized. 0, or -1 for a stream that is not a live
  * stream (hold 1), not held (hold 0), or when SIMGPU_MAX_HOLDS are held. */
 int simgpu_stream_hold(void *stream, int hold);
+
+/* What a kernel on the current context's device reading (write 0) or writing
+ * (write 1) [ptr, ptr+size) would meet, as a CUresult: 0, or
+ * CUDA_ERROR_ILLEGAL_ADDRESS (700) when that device may not touch it (a VMM
+ * mapping without access for it, another device's linear memory without peer
+ * access), which poisons the context as a faulting kernel does; or another
+ * error for memory the driver never handed out. Tests use it where a program on
+ * a GPU would launch a kernel. */
+int simgpu_kernel_access(void *ptr, size_t size, int write);
+
+/* What the driver did, as CUPTI's activity records tell it: the CUPTI
+ * stand-in (libcupti.so.13 of build/sim) registers the one sink. */
+enum { SIMGPU_ACT_ALLOC = 1, SIMGPU_ACT_RELEASE, SIMGPU_ACT_MEMCPY, SIMGPU_ACT_MEMSET };
+typedef struct simgpu_activity {
+    int kind;         /* SIMGPU_ACT_* */
+    int device;
+    int pool;         /* memory of the stream-ordered pool (cuMemAllocAsync) */
+    uint64_t address; /* allocations and releases; the destination of copies and sets */
+    uint64_t bytes;
+} simgpu_activity;
+void simgpu_activity_sink(void (*sink)(const simgpu_activity *));
 
 #endif

@@ -41,6 +41,22 @@ CUstream ca_sim_hold_for_record(const struct ca_sim_stream_ref *ref)
     return still_held(ref->ctx->legacy_behind);
 }
 
+/* Work of the whole context (cuCtxRecordEvent) is behind any held stream of
+ * it, and behind what a stream of it waits behind. */
+CUstream ca_sim_hold_for_context(struct CUctx_st *ctx)
+{
+    for (int i = 0; i < ca_sim.nholds; i++)
+        if (ca_sim.holds[i].ctx == ctx)
+            return ca_sim.holds[i].handle;
+    struct CUstream_st *st, *tmp;
+    HASH_ITER(hh, ca_sim.streams, st, tmp) {
+        if (st->ctx == ctx && still_held(st->behind))
+            return st->behind;
+    }
+    CUstream s = still_held(ctx->legacy_behind);
+    return s ? s : still_held(ctx->ptds_behind);
+}
+
 static CUstream *behind_of(const struct ca_sim_stream_ref *ref)
 {
     if (ref->obj)

@@ -11,13 +11,19 @@
 #include "tools/replay.h"
 #include "util/checked.h"
 #include "util/size.h"
+#include "util/version.h"
 
+/* The help is the man page's SYNOPSIS and OPTIONS too (man/, built from it). */
 static void usage(FILE *f) {
     fprintf(f,
             "usage: cudalloc-replay [--mode expandable|classic] [--backend count|host]\n"
             "                       [--capacity SIZE] [--min-capacity] [--runs N]\n"
             "                       [--compare] [--threads N] [--timeline[=N]]\n"
             "                       [--release-after N] FILE.csv...\n"
+            "       cudalloc-replay --version | --help\n"
+            "Replays RMM-style CSV allocation logs (Thread,Time,Action,Pointer,Size,Stream) through\n"
+            "cudalloc's allocator and prints, per file, peak_requested, peak_reserved, utilization,\n"
+            "ooms, cold_ns_per_op and ns_per_op.\n"
             "  --mode        expandable segments (default) or classic (PyTorch's default)\n"
             "  --backend     count: accounting only (default); host: real memory\n"
             "  --capacity    device size, e.g. 16GiB (default: unlimited on count,\n"
@@ -32,7 +38,10 @@ static void usage(FILE *f) {
             "                iteration of the trace (its iteration rows), or every N calls\n"
             "                with =N or without iteration rows (N 1000), over 2 passes\n"
             "  --release-after N  every N allocations, give back the granules not needed\n"
-            "                over the last N to 2N (0: never; default %d)\n", CA_RELEASE_AFTER);
+            "                over the last N to 2N (0: never; default %d)\n"
+            "  --version     print the version and exit\n"
+            "  --help        print this help and exit\n"
+            "Bad input: FILE:LINE: what is wrong, exit 2.\n", CA_RELEASE_AFTER);
 }
 
 /* Twice the trace's peak plus 64 MiB, the host backend's default and where
@@ -61,6 +70,7 @@ int main(int argc, char **argv) {
         {"runs", required_argument, 0, 'r'},     {"compare", no_argument, 0, 'x'},
         {"threads", required_argument, 0, 't'},  {"help", no_argument, 0, 'h'},
         {"timeline", optional_argument, 0, 'T'}, {"release-after", required_argument, 0, 'R'},
+        {"version", no_argument, 0, 'V'},
         {"time-malloc", no_argument, 0, 'M'}, /* internal: --compare's jemalloc child */
         {0, 0, 0, 0}};
     int c;
@@ -103,6 +113,7 @@ int main(int argc, char **argv) {
         }
         case 'M': time_malloc = 1; break;
         case 'h': usage(stdout); return 0;
+        case 'V': ca_print_version("cudalloc-replay"); return 0;
         default: usage(stderr); return 2;
         }
     }
@@ -122,6 +133,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "%s\n", err);
             return 2;
         }
+        ca_trace_warn_cut(&t, "cudalloc-replay", argv[i], stderr);
         if (time_malloc) { /* only the malloc this process has, as a number */
             printf("%.1f\n", replay_foreign(&t, argv[i], "preloaded", runs));
             ca_trace_free(&t);
@@ -157,7 +169,28 @@ int main(int argc, char **argv) {
             else /* a request larger than any device: no capacity replays it */
                 printf(" min_capacity=none");
         }
+        /* The failures the log recorded: the replay skips them; say so, and
+         * with a device size whether cudalloc would fail there too. */
+        size_t recorded = t.count[CA_TRACE_ALLOC_FAIL], too = SIZE_MAX;
+        if (recorded && cfg.capacity) {
+            replay_config fc = cfg;
+            fc.host = 0; /* the count backend decides alike */
+            too = replay_recorded_failures(&t, &fc);
+        }
+        if (recorded) printf(" recorded_failures=%zu", recorded);
+        if (too != SIZE_MAX) printf(" failed_too=%zu", too);
         printf("\n");
+        if (recorded && too != SIZE_MAX) {
+            char cap[CA_SIZE_BUF];
+            printf("  recorded failures: %zu allocation%s failed when the log was written; on a %s device "
+                   "cudalloc's allocator fails %zu of them too and serves the other %zu\n",
+                   recorded, recorded == 1 ? "" : "s", ca_format_size(cfg.capacity, cap, sizeof cap), too,
+                   recorded - too);
+        } else if (recorded) {
+            printf("  recorded failures: %zu allocation%s failed when the log was written (the replay skips "
+                   "them); whether cudalloc's allocator fails there too needs the device's size: --capacity\n",
+                   recorded, recorded == 1 ? "" : "s");
+        }
         if (compare) {
             const char *libs[] = {"glibc", "mimalloc", "jemalloc"};
             printf("  compare: cudalloc %.1f ns/op", r.ns_per_op);

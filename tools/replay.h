@@ -26,6 +26,12 @@ typedef struct replay_result {
 /* Replays once on a fresh allocator (the figures, and the cold time), then
  * `runs` times more on it (the steady-state time). CA_OK or the failure. */
 int replay_run(const ca_trace *t, const replay_config *cfg, int runs, replay_result *out);
+/* The trace's recorded failures (its `allocate failure` rows), which a
+ * replay otherwise skips: at each, on a fresh allocator replaying the trace,
+ * the same size is asked in the state reached (and given back at once, as
+ * the program never had it). Returns how many fail under cudalloc too;
+ * SIZE_MAX when the allocator cannot start. */
+size_t replay_recorded_failures(const ca_trace *t, const replay_config *cfg);
 /* The smallest capacity, to 1 MiB, at which the replay has no OOM; 0 when
  * even hi (at most CA_MAX_BYTES) has one. */
 size_t replay_min_capacity(const ca_trace *t, const replay_config *cfg, size_t hi);

@@ -104,6 +104,33 @@ int replay_run(const ca_trace *t, const replay_config *cfg, int runs, replay_res
     return CA_OK;
 }
 
+size_t replay_recorded_failures(const ca_trace *t, const replay_config *cfg) {
+    void **ptrs = calloc(t->n_ids ? t->n_ids : 1, sizeof *ptrs);
+    ca_allocator *a = replay_allocator(cfg);
+    size_t failed = 0;
+    if (!ptrs || !a) {
+        free(ptrs);
+        if (a) ca_allocator_destroy(a);
+        return SIZE_MAX;
+    }
+    for (size_t i = 0; i < t->n_ops; i++) {
+        const ca_trace_op *op = &t->ops[i];
+        void *p;
+        if (op->kind == CA_TRACE_ALLOC) {
+            if (ca_malloc(a, op->size, 0, &ptrs[op->id], NULL) != CA_OK) ptrs[op->id] = NULL;
+        } else if (op->kind == CA_TRACE_FREE && ptrs[op->id]) {
+            ca_free(a, ptrs[op->id], 0);
+            ptrs[op->id] = NULL;
+        } else if (op->kind == CA_TRACE_ALLOC_FAIL) {
+            if (ca_malloc(a, op->size, 0, &p, NULL) != CA_OK) failed++;
+            else ca_free(a, p, 0);
+        }
+    }
+    ca_allocator_destroy(a);
+    free(ptrs);
+    return failed;
+}
+
 size_t replay_min_capacity(const ca_trace *t, const replay_config *cfg, size_t hi) {
     const size_t mib = (size_t)1 << 20;
     size_t lo = 0; /* in MiB: lo fails (or is zero), hi fits */

@@ -8,7 +8,8 @@
  *    code as a live run's; call sites are the requested sizes, since traces
  *    carry no stacks;
  *  - a PyTorch memory snapshot, the pickle of torch.cuda.memory.
- *    _dump_snapshot() (first byte 0x80): its trace fed to the tracker as
+ *    _dump_snapshot() (first byte 0x80), or gzipped (0x1f 0x8b; a zip
+ *    archive, "PK", is refused as torch.save()'s): its trace fed to the tracker as
  *    recorded, sites being the recorded frames, then replayed through
  *    cudalloc's allocator (report_snapshot.c);
  *  - one or more JSON reports, as the preload writes them per rank: one
@@ -19,28 +20,39 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reports/diagnose/fixes_track.h"
 #include "reports/diagnose/oom.h"
 #include "reports/write/fileout.h"
 #include "tools/report_tool.h"
 #include "tools/trace.h"
 #include "util/size.h"
+#include "util/version.h"
 
+/* The help is the man page's SYNOPSIS and OPTIONS too (man/, built from it). */
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: cudalloc-report TRACE.csv|SNAPSHOT.pickle [--txt OUT] [--json OUT] [--html OUT] [--pickle OUT]\n"
+            "usage: cudalloc-report TRACE.csv|SNAPSHOT.pickle[.gz] [--txt OUT] [--json OUT] [--html OUT] [--pickle OUT]\n"
             "                       [--capacity SIZE] [--mode expandable|classic] [--warmup N] [--device N]\n"
             "       cudalloc-report RANK0.json [RANK1.json ...]\n"
-            "  A CSV trace (RMM's format) or a PyTorch snapshot (torch.cuda.memory._dump_snapshot)\n"
-            "  is diagnosed: leaks, fragmentation, OOMs. With no output named, the text report goes\n"
-            "  to stdout. OUT '-' is stdout.\n"
-            "  --capacity  the device's size (e.g. 80GiB): allocations beyond it fail as on the\n"
-            "              device, leaks get a projected out-of-memory iteration, and a snapshot's\n"
-            "              replay says whether the run fits in it\n"
-            "  --mode      the allocator replayed: expandable segments (default) or classic\n"
-            "  --warmup    iterations whose growth is never called a leak (default 1)\n"
-            "  --device    a snapshot's device to report (default: each one with data)\n"
-            "  JSON reports written by cudalloc (one per rank, report:PREFIX_%%r) give one table:\n"
-            "  each rank's peaks, leak rate and verdict, and the rank that runs out first.\n"
+            "       cudalloc-report --version | --help\n"
+            "A CSV trace (RMM's format) or a PyTorch snapshot (torch.cuda.memory._dump_snapshot)\n"
+            "is diagnosed: leaks, fragmentation, OOMs. JSON reports written by cudalloc (one per\n"
+            "rank, report:PREFIX_%%r) give one table: each rank's peaks, leak rate and verdict,\n"
+            "and the rank that runs out first.\n"
+            "  --txt OUT    write the text report to OUT; with no output named, the text report\n"
+            "               goes to stdout; OUT '-' (for every output) is stdout\n"
+            "  --json OUT   write the JSON report to OUT\n"
+            "  --html OUT   write the HTML page to OUT\n"
+            "  --pickle OUT  write a snapshot for PyTorch's memory_viz to OUT\n"
+            "  --capacity SIZE  the device's size (e.g. 80GiB): allocations beyond it fail as on\n"
+            "               the device, leaks get a projected out-of-memory iteration, and a\n"
+            "               snapshot's replay says whether the run fits in it\n"
+            "  --mode expandable|classic  the allocator replayed: expandable segments (default)\n"
+            "               or classic\n"
+            "  --warmup N   iterations whose growth is never called a leak (default 1)\n"
+            "  --device N   a snapshot's device to report (default: each one with data)\n"
+            "  --version    print the version and exit\n"
+            "  --help       print this help and exit\n"
             "Iteration boundaries come from the trace's `iteration` rows or the snapshot's step\n"
             "annotations (ProfilerStep#N, else Optimizer.step ends); without them the repeating\n"
             "pattern of the loop is detected (not the layers of one pass). With fewer than two\n"
@@ -113,30 +125,37 @@ int report_read_file(const char *path, char **buf, size_t *len, char *err, size_
     return 0;
 }
 
-/* What the file holds, from its first bytes: 'p' pickle, 'j' JSON, 'c' CSV
- * (or anything else: the CSV reader says what is wrong). */
+/* What the file holds, from its first bytes: 'p' a snapshot (a pickle, a
+ * gzipped one, or a zip archive, which its reader refuses as torch.save()'s),
+ * 'j' JSON, 'c' CSV (or anything else: the CSV reader says what is wrong). */
 static int sniff(const char *path) {
     FILE *f = fopen(path, "rb");
-    int c = EOF;
+    int c = EOF, c2 = EOF;
     if (f) { /* else the extension picks the reader, which says why it cannot open it */
         while ((c = fgetc(f)) == ' ' || c == '\t' || c == '\n' || c == '\r') {
         }
+        c2 = fgetc(f);
         fclose(f);
     }
-    if (c == 0x80) return 'p';
+    if (c == 0x80 || (c == 0x1f && c2 == 0x8b) || (c == 'P' && c2 == 'K')) return 'p';
     if (c == '{') return 'j';
     const char *dot = strrchr(path, '.');
-    if (dot && (!strcmp(dot, ".pickle") || !strcmp(dot, ".pkl"))) return 'p'; /* its reader says why not */
+    if (dot && (!strcmp(dot, ".pickle") || !strcmp(dot, ".pkl") || !strcmp(dot, ".gz") || !strcmp(dot, ".pt") ||
+                !strcmp(dot, ".pth")))
+        return 'p'; /* its reader says why not */
     if (dot && !strcmp(dot, ".json")) return 'j';
     return 'c';
 }
 
-/* What the allocator would have said about a failure it did not see itself. */
-static void oom_info(ca_allocator *a, size_t size, ca_oom_info *o) {
+/* What the allocator would have said about a failure it did not see itself.
+ * Without --capacity the device is not known (the count backend has no
+ * limit): its size and free memory stay 0, and the failure is judged on the
+ * request against what was free and cached. */
+static void oom_info(ca_allocator *a, size_t size, int device_known, ca_oom_info *o) {
     memset(o, 0, sizeof *o);
     const ca_backend *be = ca_allocator_backend(a);
     size_t fr = 0, tot = 0;
-    be->mem_info(be->self, &fr, &tot);
+    if (device_known) be->mem_info(be->self, &fr, &tot);
     ca_stats st;
     ca_get_stats(a, &st);
     o->requested = size;
@@ -148,41 +167,36 @@ static void oom_info(ca_allocator *a, size_t size, ca_oom_info *o) {
     o->largest_free = ca_largest_free(a);
 }
 
-int report_trace(const char *path, const report_args *args) {
-    char err[1024];
-    ca_trace tr;
-    if (ca_trace_parse_file(path, &tr, err, sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        return 2;
-    }
-    ca_backend *be = ca_backend_count_new(args->capacity, (size_t)2 << 20);
+/* The trace through cudalloc's allocator on a device of `capacity` bytes (0:
+ * without limit), watched by a tracker. NULL (with *a NULL) when memory ran out. */
+static ca_tracker *replay_tracked(const ca_trace *tr, const report_args *args, size_t capacity, ca_allocator **a_out) {
+    *a_out = NULL;
+    ca_backend *be = ca_backend_count_new(capacity, (size_t)2 << 20);
     ca_options aopt;
     ca_options_default(&aopt);
     aopt.expandable = args->expandable;
     ca_allocator *a = NULL;
-    if (!be || ca_allocator_new(be, &aopt, &a) != CA_OK) {
-        fprintf(stderr, "cudalloc-report: cannot create the allocator\n");
-        ca_trace_free(&tr);
-        return 1;
-    }
+    if (!be || ca_allocator_new(be, &aopt, &a) != CA_OK) return NULL;
     ca_tracker_options topt;
     ca_tracker_options_default(&topt);
     topt.capture_stacks = 0;
     topt.time_is_index = 1;
     topt.warmup = args->warmup;
     /* Keep the whole trace: the ring and detection see every event. */
-    size_t events = 2 * tr.n_ops + 1024;
+    size_t events = 2 * tr->n_ops + 1024;
     if (events > topt.trace_events) topt.trace_events = events;
     topt.detect_events = topt.trace_events;
     ca_tracker *t = ca_tracker_new(&topt);
-    void **ptrs = calloc(tr.n_ids ? tr.n_ids : 1, sizeof *ptrs);
+    void **ptrs = calloc(tr->n_ids ? tr->n_ids : 1, sizeof *ptrs);
     if (!t || !ptrs) {
-        fprintf(stderr, "cudalloc-report: out of memory\n");
-        return 1;
+        free(ptrs);
+        ca_tracker_destroy(t);
+        ca_allocator_destroy(a);
+        return NULL;
     }
     ca_tracker_attach(t, a);
-    for (size_t i = 0; i < tr.n_ops; i++) {
-        const ca_trace_op *op = &tr.ops[i];
+    for (size_t i = 0; i < tr->n_ops; i++) {
+        const ca_trace_op *op = &tr->ops[i];
         ca_oom_info oom;
         switch (op->kind) {
         case CA_TRACE_ALLOC:
@@ -199,7 +213,7 @@ int report_trace(const char *path, const report_args *args) {
             /* Failed when recorded: judge it against the replayed state. */
             ca_trace_event ev = {CA_EV_OOM, 0, op->size, op->size, op->stream};
             ca_tracker_record(t, &ev, ca_tracker_size_site(t, op->size), 0, 0);
-            oom_info(a, op->size, &oom);
+            oom_info(a, op->size, capacity != 0, &oom);
             oom.stream = op->stream;
             ca_oom_diagnose(t, &oom);
             break;
@@ -208,17 +222,60 @@ int report_trace(const char *path, const report_args *args) {
         default: break;
         }
     }
+    free(ptrs);
+    *a_out = a;
+    return t;
+}
+
+static void tracked_free(ca_tracker *t, ca_allocator *a) {
+    if (t) ca_tracker_detach(t, a);
+    ca_tracker_destroy(t);
+    ca_allocator_destroy(a);
+}
+
+/* What would fit, from the run as recorded (a replay on a device too small
+ * loses the allocations that failed), judged against `capacity`. */
+static int recorded_fixes(const ca_trace *tr, const report_args *args, ca_fix_report *out) {
+    ca_allocator *a;
+    ca_tracker *t = replay_tracked(tr, args, 0, &a);
+    ca_track_snap s;
+    int rc = -1;
+    if (t && ca_tracker_snapshot(t, &s) == 0) {
+        rc = ca_fixes_from_track(&s, args->capacity, 0, out);
+        ca_track_snap_free(&s);
+    }
+    tracked_free(t, a);
+    return rc;
+}
+
+int report_trace(const char *path, const report_args *args) {
+    char err[1024];
+    ca_trace tr;
+    if (ca_trace_parse_file(path, &tr, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+    }
+    ca_trace_warn_cut(&tr, "cudalloc-report", path, stderr);
+    ca_allocator *a;
+    ca_tracker *t = replay_tracked(&tr, args, args->capacity, &a);
+    ca_fix_report fixes = {0};
+    if (!t || (args->capacity && recorded_fixes(&tr, args, &fixes) != 0)) {
+        fprintf(stderr, "cudalloc-report: out of memory\n");
+        tracked_free(t, a);
+        ca_fix_report_free(&fixes);
+        ca_trace_free(&tr);
+        return 1;
+    }
     ca_report_options ropt;
     ca_report_options_default(&ropt);
     ropt.expandable = args->expandable;
     ropt.source_name = path;
     ropt.device_unknown = args->capacity == 0;
     ropt.title = "cudalloc report (offline)";
+    if (args->capacity) ropt.fixes = &fixes;
     int rc = report_write(t, a, args, &ropt);
-    ca_tracker_detach(t, a);
-    ca_tracker_destroy(t);
-    ca_allocator_destroy(a);
-    free(ptrs);
+    tracked_free(t, a);
+    ca_fix_report_free(&fixes);
     ca_trace_free(&tr);
     return rc;
 }
@@ -230,7 +287,8 @@ int main(int argc, char **argv) {
         {"html", required_argument, 0, 'w'},     {"pickle", required_argument, 0, 'p'},
         {"capacity", required_argument, 0, 'c'}, {"mode", required_argument, 0, 'm'},
         {"warmup", required_argument, 0, 'u'},   {"device", required_argument, 0, 'd'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+        {"help", no_argument, 0, 'h'},           {"version", no_argument, 0, 'V'},
+        {0, 0, 0, 0}};
     int c;
     long v;
     char *end;
@@ -260,6 +318,7 @@ int main(int argc, char **argv) {
             args.device = (int)v;
             break;
         case 'h': usage(stdout); return 0;
+        case 'V': ca_print_version("cudalloc-report"); return 0;
         default: usage(stderr); return 2;
         }
     }

@@ -68,8 +68,9 @@ static int read_row(const char *path, rank_row *row) {
     const ca_val *leaks = ca_val_get(r, "leak_bytes_per_iteration");
     memset(row, 0, sizeof *row);
     row->path = path;
-    if (!gen || strcmp(gen, "cudalloc")) {
-        rc = bad_report(path, "not a cudalloc JSON report (no \"generator\": \"cudalloc\")");
+    /* "cudalloc VERSION (git COMMIT)"; before the version was there, "cudalloc" */
+    if (!gen || (strcmp(gen, "cudalloc") && strncmp(gen, "cudalloc ", 9))) {
+        rc = bad_report(path, "not a cudalloc JSON report (no \"generator\": \"cudalloc ...\")");
     } else if (int_at(r, "version", NULL, &version) || version != 1) {
         rc = bad_report(path, "JSON report of another version: this cudalloc-report reads version 1");
     } else if (int_at(r, "summary", "peak_allocated_bytes", &row->peak_allocated) ||

@@ -102,6 +102,7 @@ static int one_device(const char *path, const ca_torch_snapshot *s, int device, 
     ropt.marks_name = s->steps_from == CA_SNAP_STEPS_PROFILER    ? "ProfilerStep annotations"
                       : s->steps_from == CA_SNAP_STEPS_OPTIMIZER ? "Optimizer.step annotations"
                                                                  : NULL;
+    ropt.no_trace = run.trace_entries == 0; /* segments only: _record_memory_history() was not called */
     int rc = report_write(t, NULL, args, &ropt);
     ca_tracker_destroy(t);
     ca_snap_run_free(&run);

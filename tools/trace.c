@@ -47,6 +47,8 @@ typedef struct parser {
     uint32_t *free_ids; /* ids of freed allocations, reused last-freed first */
     uint32_t n_free_ids, cap_ids;
     unsigned __int128 live_bytes; /* live sizes can add up past 2^64 */
+    int out_of_memory;            /* the error is ours, not the input's */
+    size_t why_at;                /* where the error says what is wrong, after "NAME:LINE: " */
 } parser;
 
 typedef struct field {
@@ -58,6 +60,7 @@ static int fail(parser *p, const char *fmt, ...)
 {
     if (p->err && p->errlen) {
         int k = snprintf(p->err, p->errlen, "%s:%u: ", p->name, p->line);
+        p->why_at = k >= 0 && (size_t)k < p->errlen ? (size_t)k : 0;
         if (k >= 0 && (size_t)k < p->errlen) {
             va_list ap;
             va_start(ap, fmt);
@@ -66,6 +69,12 @@ static int fail(parser *p, const char *fmt, ...)
         }
     }
     return -1;
+}
+
+static int nomem(parser *p)
+{
+    p->out_of_memory = 1;
+    return fail(p, "out of memory");
 }
 
 static int blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
@@ -201,7 +210,7 @@ static int row(parser *p, const char *s, size_t n)
         if (e)
             return fail(p, "pointer 0x%llx allocated again while live (allocated at line %u)",
                         (unsigned long long)op.ptr, e->line);
-        if (!(e = new_entry(p))) return fail(p, "out of memory");
+        if (!(e = new_entry(p))) return nomem(p);
         if (p->n_free_ids) {
             op.id = p->free_ids[--p->n_free_ids];
         } else {
@@ -209,7 +218,7 @@ static int row(parser *p, const char *s, size_t n)
             if (p->t.n_ids == p->cap_ids) {
                 uint32_t cap = p->cap_ids ? 2 * p->cap_ids : 1024;
                 uint32_t *ids = cap > p->cap_ids ? realloc(p->free_ids, cap * sizeof *ids) : NULL;
-                if (!ids) return fail(p, "out of memory");
+                if (!ids) return nomem(p);
                 p->free_ids = ids;
                 p->cap_ids = cap;
             }
@@ -218,7 +227,7 @@ static int row(parser *p, const char *s, size_t n)
         *e = (live){.ptr = op.ptr, .size = op.size, .id = op.id, .line = p->line};
         int hash_oom = 0;
         HASH_ADD(hh, p->table, ptr, sizeof e->ptr, e);
-        if (hash_oom) return fail(p, "out of memory");
+        if (hash_oom) return nomem(p);
         p->live_bytes += op.size;
         if (p->live_bytes > p->t.peak_live_bytes) /* saturates at UINT64_MAX */
             p->t.peak_live_bytes = p->live_bytes > UINT64_MAX ? UINT64_MAX : (uint64_t)p->live_bytes;
@@ -242,7 +251,7 @@ static int row(parser *p, const char *s, size_t n)
         break; /* failures and iteration marks change nothing that is live */
     }
     ca_trace_op *o = push_op(p);
-    if (!o) return fail(p, "out of memory");
+    if (!o) return nomem(p);
     *o = op;
     p->t.count[kind]++;
     return 0;
@@ -285,6 +294,16 @@ int ca_trace_parse_buffer(const char *name, const char *buf, size_t len, ca_trac
             continue;
         }
         rc = row(&p, l.s, l.n);
+        /* The last line, with no newline after it, is not a whole row: the
+         * writer was killed mid-line (RMM's log loses its tail so). Left out,
+         * and said; the rows before it stand. row() fails before changing
+         * anything, so they are as they were. */
+        if (rc && !nl && !p.out_of_memory) {
+            snprintf(p.t.cut_why, sizeof p.t.cut_why, "%s", err && errlen ? err + p.why_at : "");
+            p.t.cut_line = p.line;
+            if (err && errlen) err[0] = '\0';
+            rc = 0;
+        }
     }
     if (rc == 0 && !have_header) {
         p.line = p.line ? p.line : 1;
@@ -343,6 +362,14 @@ int ca_trace_parse_file(const char *path, ca_trace *out, char *err, size_t errle
     rc = ca_trace_parse_buffer(path, buf, n, out, err, errlen);
     free(buf);
     return rc;
+}
+
+void ca_trace_warn_cut(const ca_trace *t, const char *tool, const char *name, FILE *f)
+{
+    if (!t->cut_line) return;
+    fprintf(f, "%s: %s:%u: warning: the last line is cut short (no newline at its end: the program writing the "
+               "log was stopped mid-line) and is not a whole row (%s): left out; the %zu rows before it are read\n",
+            tool, name, t->cut_line, t->cut_why, t->n_ops);
 }
 
 void ca_trace_free(ca_trace *t)

@@ -12,7 +12,11 @@
  * be 0, else it must equal the allocation's size); each is any value that fits
  * in 64 bits, read exactly (a larger one is an error); Time is kept as opaque text
  * (RMM writes a clock time, converted traces an index) and is not read. CRLF,
- * blank lines and blanks around fields are tolerated.
+ * blank lines and blanks around fields are tolerated. A bad row is an error,
+ * except the last line when no newline ends it and it is not a whole row: the
+ * tail of a log whose writer was killed (RMM's documentation warns the tail
+ * is lost so). That line is left out and named (cut_line); the rows before
+ * it are read.
  *
  * Each allocation gets a dense id: the id most recently given up by a free,
  * else a new one, so n_ids is the most allocations live at once and a replay
@@ -22,6 +26,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef enum {
     CA_TRACE_ALLOC,
@@ -51,6 +56,8 @@ typedef struct ca_trace {
     uint64_t peak_live_bytes;        /* sum of live allocation sizes, at its highest
                                         (UINT64_MAX when it passed 2^64 - 1) */
     size_t live_at_end;              /* allocations never freed */
+    uint32_t cut_line;               /* the last line, cut short and left out; 0 none */
+    char cut_why[160];               /* what is wrong with it, as an error would say */
 } ca_trace;
 
 /* Parse a whole file (name used in messages) or a buffer. 0 on success, with
@@ -61,6 +68,9 @@ int ca_trace_parse_file(const char *path, ca_trace *out, char *err, size_t errle
 int ca_trace_parse_buffer(const char *name, const char *buf, size_t len, ca_trace *out,
                           char *err, size_t errlen);
 void ca_trace_free(ca_trace *t);
+/* One line on f when the last line was cut short (cut_line): "TOOL: NAME:LINE:
+ * warning: ..."; nothing otherwise. */
+void ca_trace_warn_cut(const ca_trace *t, const char *tool, const char *name, FILE *f);
 
 const char *ca_trace_kind_name(ca_trace_kind k); /* "allocate", "free", ... */
 

@@ -1,9 +1,11 @@
 /* Fragmentation: how the reserved memory is split between live allocations
  * and free pieces, per segment and in total.
  *
- * Segments are the mapped ranges the tracker saw (what PyTorch's snapshot
- * calls a segment for expandable segments: one per contiguous mapped range);
- * free pieces are the gaps between live allocations inside them, so a free
+ * Segments are the mapped ranges the tracker saw, as their allocator made
+ * them (reports/track/ranges.h): a classic segment is one, however its
+ * neighbours touch it; expandable memory is one segment per contiguous
+ * mapped range, as PyTorch's snapshot has it. Free pieces are the gaps
+ * between live allocations inside a segment (never across two), so a free
  * piece is always backed by physical memory and can serve a request without
  * the allocator growing. fragmentation = 1 - largest free piece / free bytes
  * (0 when nothing is free): 0 means all free memory is in one piece.
@@ -31,6 +33,7 @@ typedef struct ca_frag_segment {
     uint16_t stream;            /* index in the snapshot's streams */
     int pool;                   /* 0 unknown, 1 small, 2 large */
     int expandable;             /* 1, 0, or -1 unknown */
+    int64_t pool_id[2];         /* PyTorch's segment_pool_id ((0, 0): its default pool) */
 } ca_frag_segment;
 
 typedef struct ca_frag {

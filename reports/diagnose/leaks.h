@@ -1,4 +1,4 @@
-/* Room diagnose/: leaks, fragmentation and OOM verdicts, judged on the tracker's views.
+/* Room diagnose/: leaks, fragmentation, OOM verdicts and what would fit, judged on the tracker's views.
  * May include: allocator/, util/, capture/, track/ and diagnose/.
  *
  * Leak diagnosis: which call sites pile up allocations across iterations.

@@ -39,8 +39,11 @@ static uint64_t add_sat(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX 
 
 ca_oom_verdict ca_oom_judge(const ca_oom_info *info, uint64_t leaked_bytes) {
     /* Larger than the whole device (device_total is the cap under one; 0:
-     * unknown): no freeing, no defragmenting, no fixed leak makes room. */
-    if (info->device_total && info->requested > info->device_total) return CA_OOM_BEYOND;
+     * unknown): no freeing, no defragmenting, no fixed leak makes room. A
+     * total inferred offline (reserved + free) is not the device's: other
+     * processes may hold the rest, so it never says "beyond". */
+    if (info->device_total && !info->device_total_inferred && info->requested > info->device_total)
+        return CA_OOM_BEYOND;
     uint64_t free_bytes = add_sat(info->device_free, info->free_cached);
     if (free_bytes >= info->requested) return CA_OOM_FRAGMENTED;
     if (leaked_bytes && add_sat(free_bytes, leaked_bytes) >= info->requested) return CA_OOM_LEAK;
@@ -71,17 +74,20 @@ const char *ca_oom_verdict_text(ca_oom_verdict v) {
     }
 }
 
+#define NOT_THERE_GENERAL                                                                            \
+    "Keep metrics as numbers (.item()) and evaluate under torch.no_grad(), so no graph is kept.",      \
+        "Empty the cache between phases of different shapes (training and evaluation): "              \
+        "torch.cuda.empty_cache().",                                                                  \
+        NULL
 static const char *const not_there[] = {
     "Gradient accumulation: run smaller micro-batches and step every k of them, dividing the loss by k "
     "(loss / k) so the gradients stay the same.",
     "Mixed precision: torch.autocast(device_type='cuda', dtype=torch.bfloat16) halves the activations.",
     "Activation checkpointing (torch.utils.checkpoint): recompute activations in backward instead of "
     "keeping them.",
-    "Keep metrics as numbers (.item()) and evaluate under torch.no_grad(), so no graph is kept.",
-    "Empty the cache between phases of different shapes (training and evaluation): "
-    "torch.cuda.empty_cache().",
-    NULL,
+    NOT_THERE_GENERAL,
 };
+static const char *const not_there_general[] = {NOT_THERE_GENERAL};
 static const char *const beyond[] = {
     "A request larger than the whole device is most often a size computed wrong: a negative number "
     "passed as size_t, or a product of dimensions that overflowed. Check the size at the call site.",
@@ -103,6 +109,10 @@ static const char *const leak[] = {
     "Until then, the leak's projected out-of-memory iteration says how long a run can last.",
     NULL,
 };
+
+const char *const *ca_oom_advice_general(ca_oom_verdict v) {
+    return v == CA_OOM_NOT_THERE ? not_there_general : ca_oom_advice(v);
+}
 
 const char *const *ca_oom_advice(ca_oom_verdict v) {
     switch (v) {

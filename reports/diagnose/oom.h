@@ -9,7 +9,11 @@
  *   CA_OOM_NOT_THERE   otherwise: the working set does not fit.
  * And first of all, named "not_there" too:
  *   CA_OOM_BEYOND      the request > device_total (the device, or the cap):
- *                      it could never fit, whatever is freed. */
+ *                      it could never fit, whatever is freed. Not said when
+ *                      the total is inferred (device_total_inferred) or
+ *                      not known (0).
+ * Offline without the device's figures (device_total 0, device_free 0), the
+ * request is judged against what the allocator had free and cached. */
 #ifndef CA_OOM_H
 #define CA_OOM_H
 #include <stddef.h>
@@ -33,7 +37,10 @@ const char *ca_oom_verdict_name(ca_oom_verdict v); /* "not_there", "fragmented",
 const char *ca_oom_verdict_text(ca_oom_verdict v); /* one sentence */
 
 /* The advice that fits the verdict, as a list of one-line items (static
- * storage, NULL-terminated). */
+ * storage, NULL-terminated). For CA_OOM_NOT_THERE it starts with the memory
+ * fixes in general words; ca_oom_advice_general leaves them out, for reports
+ * that name the fixes predicted for the run (reports/write/fixes_text.h). */
 const char *const *ca_oom_advice(ca_oom_verdict v);
+const char *const *ca_oom_advice_general(ca_oom_verdict v);
 
 #endif

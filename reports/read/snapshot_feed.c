@@ -32,13 +32,13 @@ void ca_snap_run_feed(const ca_snap_run *r, ca_tracker *t, uint64_t device_total
             ev.kind = CA_EV_SEGMENT_MAP;
             ev.requested = o->size;
             reserved += o->size;
-            ca_tracker_record(t, &ev, CA_SITE_NONE, 0, 0);
+            ca_tracker_record_range(t, &ev, &r->kinds[o->range_kind], 0);
             break;
         case CA_RUN_UNMAP:
             ev.kind = CA_EV_SEGMENT_UNMAP;
             ev.requested = o->size;
             reserved -= o->size < reserved ? o->size : reserved;
-            ca_tracker_record(t, &ev, CA_SITE_NONE, 0, 0);
+            ca_tracker_record_range(t, &ev, &r->kinds[o->range_kind], 0);
             break;
         case CA_RUN_ALLOC:
             ev.kind = CA_EV_ALLOC;
@@ -61,6 +61,7 @@ void ca_snap_run_feed(const ca_snap_run *r, ca_tracker *t, uint64_t device_total
                                 .free_cached = (size_t)(reserved > allocated ? reserved - allocated : 0),
                                 .stream = (ca_stream)o->stream};
             info.device_total = (size_t)(device_total ? device_total : o->addr + reserved);
+            info.device_total_inferred = !device_total; /* the snapshot records no device size */
             info.largest_free = (size_t)largest_free(t);
             ca_oom_diagnose(t, &info);
             break;

@@ -277,6 +277,22 @@ static int dict_at(sr *r, const ca_val *v, const char *where) {
     return 0;
 }
 
+/* segment_pool_id: a pair of ints ((0, 0), PyTorch's default pool, when
+ * missing or None; a CUDA graph's private pool otherwise). */
+static int get_pool_id(sr *r, const ca_val *g, const char *where, int64_t out[2]) {
+    const ca_val *v = ca_val_get(g, "segment_pool_id");
+    out[0] = out[1] = 0;
+    if (!v || v->kind == CA_VAL_NONE) return 0;
+    const ca_val *a = ca_val_is_seq(v) && ca_val_len(v) == 2 ? ca_val_item(v, 0) : NULL;
+    const ca_val *b = a ? ca_val_item(v, 1) : NULL;
+    if (!a || a->kind != CA_VAL_INT || b->kind != CA_VAL_INT)
+        return fail(r, "%s: 'segment_pool_id' is %s, expected a pair of ints", where,
+                    ca_val_is_seq(v) ? "not a pair of ints" : kind_of(v));
+    out[0] = a->i;
+    out[1] = b->i;
+    return 0;
+}
+
 static int read_segments(sr *r, const ca_val *segs) {
     ca_torch_snapshot *s = r->s;
     size_t n = ca_val_len(segs), nb = 0;
@@ -296,7 +312,7 @@ static int read_segments(sr *r, const ca_val *segs) {
         int exp;
         if (get_int(r, g, "device", where, 0, &zero, &dev) || get_u64(r, g, "address", where, NULL, &sg->addr) ||
             get_u64(r, g, "total_size", where, NULL, &sg->total_size) || get_stream(r, g, where, &sg->stream) ||
-            get_str(r, g, "segment_type", where, &type))
+            get_str(r, g, "segment_type", where, &type) || get_pool_id(r, g, where, sg->pool_id))
             return -1;
         if (dev >= MAX_DEVICES) return fail(r, "%s: device %lld: only devices 0 to %d are read", where, (long long)dev, MAX_DEVICES - 1);
         sg->device = (int)dev;
@@ -502,7 +518,7 @@ fail:
 
 int ca_torch_snapshot_read(const void *buf, size_t len, ca_torch_snapshot *s, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
-    ca_doc *doc = ca_unpickle(buf, len, err, errlen);
+    ca_doc *doc = ca_snapshot_unpickle(buf, len, CA_SNAPSHOT_MAX_INFLATED, err, errlen);
     if (!doc) return -1;
     int rc = ca_torch_snapshot_from_doc(ca_doc_root(doc), s, err, errlen);
     ca_doc_free(doc); /* frames live on as named frames; nothing else points into it */

@@ -21,7 +21,13 @@
  * ca_snap_run_build() then lays out one device's run, in order:
  *  1. the mapped ranges at the start of the trace: the final segments with
  *     the trace's segment events undone from the newest back, as PyTorch's
- *     viewer does;
+ *     viewer does. Segments stay as the allocator made them
+ *     (reports/track/ranges.h): a classic segment (segment_alloc and
+ *     segment_free, or is_expandable false) is one range however its
+ *     neighbours touch it; expandable memory (segment_map and
+ *     segment_unmap) is one range per contiguous mapped piece. Each range
+ *     keeps the pool, pool id and expandability of the final segment it
+ *     lies in;
  *  2. the allocations live before the trace began (the trace is a ring that
  *     drops old entries): blocks still active in the segments that no alloc
  *     of the trace made, and addresses the trace frees before allocating;
@@ -83,6 +89,7 @@ typedef struct ca_snap_segment {
     uint64_t addr, total_size, stream;
     int large;            /* segment_type: 1 large, 0 small, -1 not said */
     int expandable;       /* 1, 0, -1 not said */
+    int64_t pool_id[2];   /* segment_pool_id ((0, 0) when not said) */
     size_t first_block, n_blocks; /* in blocks[] */
 } ca_snap_segment;
 
@@ -115,8 +122,17 @@ typedef struct ca_torch_snapshot {
     char alloc_conf[256];            /* allocator_settings PYTORCH_CUDA_ALLOC_CONF ("" when absent) */
 } ca_torch_snapshot;
 
-/* Reads a snapshot from a pickle in buf[0..len). 0, or -1 with a one-line
- * message in err (the caller adds the file name). */
+/* A snapshot file's bytes as a document (snapshot_file.c): the pickle, or a
+ * gzipped pickle (snapshot.pickle.gz: zlib, every member, inflated up to
+ * max_bytes). A zip archive, or the legacy format, of torch.save() (a model,
+ * tensors: what people take for a snapshot) is refused as what it is, with
+ * how to make a snapshot. NULL with a one-line message in err. */
+ca_doc *ca_snapshot_unpickle(const void *buf, size_t len, size_t max_bytes, char *err, size_t errlen);
+#define CA_SNAPSHOT_MAX_INFLATED ((size_t)1 << 40) /* 1 TiB: only memory limits it */
+
+/* Reads a snapshot from a file's bytes buf[0..len) (ca_snapshot_unpickle,
+ * CA_SNAPSHOT_MAX_INFLATED). 0, or -1 with a one-line message in err (the
+ * caller adds the file name). */
 int ca_torch_snapshot_read(const void *buf, size_t len, ca_torch_snapshot *out, char *err, size_t errlen);
 /* The same from a document already read. */
 int ca_torch_snapshot_from_doc(const ca_val *root, ca_torch_snapshot *out, char *err, size_t errlen);
@@ -133,6 +149,7 @@ typedef struct ca_run_op {
     ca_run_kind kind;
     uint32_t site;            /* ALLOC, OOM */
     uint32_t id;              /* ALLOC, FREE: dense allocation id (< n_ids), reused after a free */
+    uint32_t range_kind;      /* MAP, UNMAP: the range's kind, an index in the run's kinds */
     uint64_t addr;            /* OOM: the device's free bytes PyTorch recorded */
     uint64_t size;            /* ALLOC, FREE: block bytes; MAP, UNMAP: bytes; OOM: requested */
     uint64_t requested;       /* ALLOC, FREE */
@@ -143,6 +160,10 @@ typedef struct ca_snap_run {
     int device;
     ca_run_op *ops;
     size_t n_ops;
+    ca_range_kind *kinds;           /* of the ranges MAP and UNMAP name: whole (a classic
+                                       segment, segment_alloc/free), pool, pool id, as the
+                                       segment at that address has them */
+    size_t n_kinds;
     uint32_t n_ids;                 /* most allocations live at once */
     size_t seeded_ranges, seeded_allocs; /* steps 1 and 2 above */
     uint64_t seeded_bytes;

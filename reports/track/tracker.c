@@ -1,5 +1,5 @@
 /* The tracker: live allocations, call-site histories, the event ring and
- * OOM records; iterations are in iterations.c, the mapped ranges in
+ * OOM records; iterations are in iterations.c, the mapped-range table in
  * ranges.c. See tracker.h. */
 #define _GNU_SOURCE
 #include "reports/track/tracker_internal.h"
@@ -84,7 +84,7 @@ void ca_tracker_destroy(ca_tracker *t) {
     free(t->threads);
     free(t->streams);
     free(t->bounds);
-    free(t->ranges);
+    ca_ranges_free(&t->ranges);
     free(t->ooms);
     free(t);
 }
@@ -193,13 +193,14 @@ static void live_put(ca_tracker *t, live *e) {
 
 /* ---- the ring ---- */
 
-static void log_event(ca_tracker *t, ca_evk kind, uint64_t addr, uint64_t bytes, uint64_t block,
-                      uint64_t ticks, uint32_t site, uint16_t thread, uint16_t stream) {
+/* The event logged, or NULL when no ring is kept. */
+static ca_ev *log_event(ca_tracker *t, ca_evk kind, uint64_t addr, uint64_t bytes, uint64_t block,
+                        uint64_t ticks, uint32_t site, uint16_t thread, uint16_t stream) {
     uint64_t seq = t->seq++;
-    if (!t->ring_cap) return;
+    if (!t->ring_cap) return NULL;
     if (!t->ring && !(t->ring = malloc(t->ring_cap * sizeof *t->ring))) {
         t->ring_cap = 0;
-        return;
+        return NULL;
     }
     const uint64_t max48 = (UINT64_C(1) << 48) - 1;
     uint64_t b = bytes > max48 ? max48 : bytes;
@@ -213,12 +214,13 @@ static void log_event(ca_tracker *t, ca_evk kind, uint64_t addr, uint64_t bytes,
     e->site = site;
     e->thread = thread;
     e->stream = stream;
+    return e;
 }
 
 /* ---- recording ---- */
 
-void ca_tracker_record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint64_t thread,
-                       uint64_t ticks) {
+static void record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint64_t thread, uint64_t ticks,
+                   const ca_range_kind *kind) {
     int stamp = !ticks && !t->opt.time_is_index;
     if (stamp) ticks = ca_ticks();
     ca_lock_acquire(&t->lock);
@@ -287,18 +289,23 @@ void ca_tracker_record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, u
         live_put(t, l);
         break;
     }
-    case CA_EV_SEGMENT_MAP:
-        ca_track_ranges_map(t, ev->addr, ev->size, sm);
+    case CA_EV_SEGMENT_MAP: {
+        ca_range r = {ev->addr, ev->size, sm, *kind};
+        ca_ranges_map(&t->ranges, &r); /* out of memory: the range goes unseen, the figures stay right */
         t->reserved += ev->size;
         if (t->reserved > t->peak_reserved) t->peak_reserved = t->reserved;
         if (t->reserved > t->iter_peak_reserved) t->iter_peak_reserved = t->reserved;
-        log_event(t, CA_EVK_MAP, ev->addr, ev->size, ev->size, ticks, site, th, sm);
+        ca_ev *e = log_event(t, CA_EVK_MAP, ev->addr, ev->size, ev->size, ticks, site, th, sm);
+        if (e && kind->whole) e->packed |= CA_EV_WHOLE_BIT;
         break;
-    case CA_EV_SEGMENT_UNMAP:
-        ca_track_ranges_unmap(t, ev->addr, ev->size);
+    }
+    case CA_EV_SEGMENT_UNMAP: {
+        ca_ranges_unmap(&t->ranges, ev->addr, ev->size, kind->whole);
         t->reserved -= ev->size < t->reserved ? ev->size : t->reserved;
-        log_event(t, CA_EVK_UNMAP, ev->addr, ev->size, ev->size, ticks, site, th, sm);
+        ca_ev *e = log_event(t, CA_EVK_UNMAP, ev->addr, ev->size, ev->size, ticks, site, th, sm);
+        if (e && kind->whole) e->packed |= CA_EV_WHOLE_BIT;
         break;
+    }
     case CA_EV_OOM: {
         uint64_t idx = t->n_ooms;
         if (t->n_ooms < CA_MAX_OOM_RECORDS) {
@@ -319,6 +326,16 @@ void ca_tracker_record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, u
     }
     }
     ca_lock_release(&t->lock);
+}
+
+void ca_tracker_record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint64_t thread,
+                       uint64_t ticks) {
+    ca_range_kind kind = ca_range_kind_default();
+    record(t, ev, site, thread, ticks, &kind);
+}
+
+void ca_tracker_record_range(ca_tracker *t, const ca_trace_event *ev, const ca_range_kind *kind, uint64_t ticks) {
+    record(t, ev, CA_SITE_NONE, 0, ticks, kind);
 }
 
 void ca_tracker_observe(void *tracker, const ca_trace_event *ev) {
@@ -371,7 +388,7 @@ size_t ca_tracker_memory(ca_tracker *t, size_t *live_allocations) {
     ca_lock_acquire(&t->lock);
     size_t bytes = sizeof *t + t->n_slabs * sizeof(slab) + t->cap_sites * (sizeof *t->sites + 1) +
                    t->cap_dirty * sizeof *t->dirty_list + t->cap_bounds * sizeof *t->bounds +
-                   t->cap_ranges * sizeof *t->ranges + CA_MAX_OOM_RECORDS * sizeof *t->ooms +
+                   t->ranges.cap * sizeof *t->ranges.v + CA_MAX_OOM_RECORDS * sizeof *t->ooms +
                    (t->cap_threads + t->cap_streams) * sizeof(uint64_t);
     if (t->live) bytes += t->live->hh.tbl->num_buckets * sizeof(UT_hash_bucket) + sizeof(UT_hash_table);
     if (t->ring) bytes += (t->seq < t->ring_cap ? t->seq : t->ring_cap) * sizeof *t->ring;
@@ -437,8 +454,8 @@ int ca_tracker_snapshot(ca_tracker *t, ca_track_snap *s) {
     s->n_events = kept;
     DUP(s->bounds, t->bounds, t->n_bounds);
     s->n_bounds = t->n_bounds;
-    DUP(s->ranges, t->ranges, t->n_ranges);
-    s->n_ranges = t->n_ranges;
+    DUP(s->ranges, t->ranges.v, t->ranges.n);
+    s->n_ranges = t->ranges.n;
     DUP(s->ooms, t->ooms, t->n_ooms);
     s->n_ooms = t->n_ooms;
     DUP(s->threads, t->threads, t->n_threads);

@@ -169,7 +169,7 @@ typedef struct ca_ev {
     uint64_t packed;   /* bytes (48 bits: requested, or mapped for MAP/UNMAP;
                           OOM: index of its record in ooms), block bytes past
                           the requested size rounded up to 512 (12 bits, in
-                          512 B units), kind (4 bits) */
+                          512 B units; MAP/UNMAP: CA_EV_WHOLE_BIT), kind (4 bits) */
     uint64_t ticks;
     uint32_t site;     /* ALLOC/FREE: the allocation's site; OOM: the failing call's;
                           MAP/UNMAP: the call that made it (0 offline) */
@@ -184,6 +184,13 @@ static inline uint64_t ca_ev_bytes(const ca_ev *e) {
 }
 /* OOM: the index of its record in ooms (>= n_ooms when it was not kept). */
 static inline uint64_t ca_ev_oom_record(const ca_ev *e) { return e->packed & ((UINT64_C(1) << 48) - 1); }
+/* MAP/UNMAP of a whole segment (ca_range_kind.whole): PyTorch's
+ * segment_alloc and segment_free rather than segment_map and segment_unmap. */
+#define CA_EV_WHOLE_BIT (UINT64_C(1) << 48)
+static inline int ca_ev_whole(const ca_ev *e) {
+    ca_evk k = ca_ev_kind(e);
+    return (k == CA_EVK_MAP || k == CA_EVK_UNMAP) && (e->packed & CA_EV_WHOLE_BIT);
+}
 /* The block's size for ALLOC/FREE: the request rounded up to 512 bytes,
  * plus what a classic segment's block kept beyond that. */
 static inline uint64_t ca_ev_block(const ca_ev *e) {
@@ -208,11 +215,29 @@ typedef struct ca_live_view {
     uint16_t thread, stream;
 } ca_live_view;
 
+/* What made a mapped range, as far as its allocator says (the snapshot's
+ * segments do; cudalloc's live allocator leaves the defaults, { 0, 0, -1,
+ * (0, 0) }). */
+typedef struct ca_range_kind {
+    uint8_t whole;       /* 1: a segment of its own (PyTorch's classic segments, one cudaMalloc
+                            each): made and released whole, never joined to its neighbours */
+    uint8_t pool;        /* 0 not said, 1 small (blocks up to 1 MiB), 2 large */
+    int8_t expandable;   /* 1, 0, or -1 not said */
+    int64_t pool_id[2];  /* PyTorch's segment_pool_id: (0, 0) is its default pool */
+} ca_range_kind;
+
 typedef struct ca_range {
     uintptr_t addr;
     uint64_t size;
-    uint16_t stream;
+    uint64_t stream;     /* the tracker's index in streams[] (the snapshot reader's ranges: the
+                            stream itself); ranges join only within one */
+    ca_range_kind kind;
 } ca_range;
+
+/* ca_tracker_record for a CA_EV_SEGMENT_MAP or CA_EV_SEGMENT_UNMAP whose
+ * range's kind is known (offline: a snapshot's segments; ca_tracker_record
+ * gives ranges ca_range_kind_default()'s, reports/track/ranges.h). */
+void ca_tracker_record_range(ca_tracker *t, const ca_trace_event *ev, const ca_range_kind *kind, uint64_t ticks);
 
 #define CA_OOM_TOP 5
 /* BEYOND is a kind of NOT_THERE (same name, "not_there"): the request is

@@ -9,6 +9,7 @@
 
 #include "allocator/lock.h"
 #include "reports/track/period.h"
+#include "reports/track/ranges.h"
 #include "reports/track/tracker.h"
 
 /* Out of memory inside uthash: drop the entry, never exit the program. */
@@ -86,8 +87,7 @@ struct ca_tracker {
     ca_period period;
     ca_period_matcher matcher;
 
-    ca_range *ranges;
-    size_t n_ranges, cap_ranges;
+    ca_range_set ranges;
 
     ca_oom_record *ooms;
     size_t n_ooms;
@@ -98,11 +98,6 @@ struct ca_tracker {
 /* Grows *arr (elements of `size` bytes) to hold `need`; 0 on success. */
 int ca_track_grow(void **arr, size_t *cap, size_t need, size_t size);
 #define GROW(arr, cap, need) ca_track_grow((void **)&(arr), &(cap), (need), sizeof *(arr))
-
-/* ranges.c: the mapped-range table, joined where neighbours of one stream
- * touch, split where the middle of a range is unmapped. */
-void ca_track_ranges_map(ca_tracker *t, uintptr_t addr, uint64_t size, uint16_t stream);
-void ca_track_ranges_unmap(ca_tracker *t, uintptr_t addr, uint64_t size);
 
 /* iterations.c: the iteration in progress ends now (before event number
  * t->seq); and one try at finding the loop in the ring (detect_state

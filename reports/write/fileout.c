@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "reports/write/fileout.h"
 
+#include "util/prefix.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -62,8 +64,9 @@ int ca_rank_env(void)
 
 char *ca_path_expand(const char *tmpl, char *err, size_t errlen)
 {
-    if (!tmpl || !*tmpl) {
-        set_err(err, errlen, "empty report path");
+    char why[400];
+    if (ca_prefix_check(tmpl, why, sizeof why) != 0) { /* the rules people are told at start */
+        set_err(err, errlen, "%s", why);
         return NULL;
     }
     char pid[24];
@@ -83,25 +86,11 @@ char *ca_path_expand(const char *tmpl, char *err, size_t errlen)
             out[len++] = *s;
             continue;
         }
-        const char *ins;
-        switch (s[1]) {
-        case 'p': ins = pid; break;
-        case 'r': ins = rank; break;
-        case '%': ins = "%"; break;
-        case '\0':
-            set_err(err, errlen, "report path '%s' ends with a lone '%%' (write %%%% for a '%%')", tmpl);
-            free(out);
-            return NULL;
-        default:
-            set_err(err, errlen, "report path '%s' has unknown '%%%c' (known: %%p pid, %%r rank, %%%%)",
-                    tmpl, s[1]);
-            free(out);
-            return NULL;
-        }
+        s++; /* p, r or %, as checked */
+        const char *ins = *s == 'p' ? pid : *s == 'r' ? rank : "%";
         size_t n = strlen(ins);
         memcpy(out + len, ins, n);
         len += n;
-        s++;
     }
     out[len] = '\0';
     return out;

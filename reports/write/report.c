@@ -14,6 +14,8 @@
 #include "reports/capture/pyframes.h"
 #include "reports/write/report_internal.h"
 
+#include "reports/diagnose/fixes_track.h"
+
 /* No loop and fewer allocations than this: one line, nothing to judge. */
 #define CA_SMALL_PROGRAM_ALLOCS 1000
 /* A caching allocator on top asks for few segments: past this many
@@ -46,6 +48,26 @@ const ca_oom_record *ca_report_ran_out(const ca_report_ctx *c) {
     return NULL;
 }
 
+static int by_free(const void *a, const void *b) {
+    const ca_frag_segment *x = *(const ca_frag_segment *const *)a, *y = *(const ca_frag_segment *const *)b;
+    if (x->cached_free != y->cached_free) return x->cached_free < y->cached_free ? 1 : -1;
+    return (x->addr > y->addr) - (x->addr < y->addr);
+}
+static int by_addr(const void *a, const void *b) {
+    const ca_frag_segment *x = *(const ca_frag_segment *const *)a, *y = *(const ca_frag_segment *const *)b;
+    return (x->addr > y->addr) - (x->addr < y->addr);
+}
+
+size_t ca_report_segments_shown(const ca_report_ctx *c, size_t max, const ca_frag_segment ***out) {
+    const ca_frag *fr = &c->frag;
+    size_t n = fr->n_segs < max ? fr->n_segs : max;
+    if (!n || !(*out = malloc(fr->n_segs * sizeof **out))) return *out = NULL, 0;
+    for (size_t i = 0; i < fr->n_segs; i++) (*out)[i] = &fr->segs[i];
+    if (fr->n_segs > n) qsort(*out, fr->n_segs, sizeof **out, by_free);
+    qsort(*out, n, sizeof **out, by_addr);
+    return n;
+}
+
 double ca_report_time(const ca_report_ctx *c, uint64_t ticks) {
     if (c->snap.time_is_index) return (double)ticks;
     return (double)ca_clock_since_start_ns(&c->snap.clock, ticks) / 1e9;
@@ -72,6 +94,72 @@ static void want_site(ca_report_ctx *c, uint32_t site) {
     const uintptr_t *ips;
     unsigned n = ca_stacks_get(c->snap.stacks, site, &ips);
     for (unsigned i = 0; i < n; i++) ca_symtab_add(c->sym, ips[i]);
+}
+
+/* The sites holding the most live bytes now. */
+static void find_live_sites(ca_report_ctx *c) {
+    const ca_track_snap *s = &c->snap;
+    for (size_t i = 0; i < s->n_sites; i++) {
+        const ca_site_stat *st = &s->sites[i];
+        if (!st->live_bytes) continue;
+        size_t k = c->n_live_sites;
+        while (k > 0 && c->live_sites[k - 1]->live_bytes < st->live_bytes) k--;
+        if (k >= CA_LIVE_SITES_SHOWN) continue;
+        size_t end = c->n_live_sites < CA_LIVE_SITES_SHOWN ? c->n_live_sites : CA_LIVE_SITES_SHOWN - 1;
+        memmove(&c->live_sites[k + 1], &c->live_sites[k], (end - k) * sizeof c->live_sites[0]);
+        c->live_sites[k] = st;
+        if (c->n_live_sites < CA_LIVE_SITES_SHOWN) c->n_live_sites++;
+    }
+}
+
+static int copy_fixes(ca_fix_report *to, const ca_fix_report *from) {
+    *to = *from;
+    to->by_group = NULL, to->group_site = NULL, to->group_frame = NULL;
+    uint32_t n = from->n_groups;
+    if (from->by_group && !(to->by_group = malloc(n * sizeof *to->by_group))) return -1;
+    if (from->group_site && !(to->group_site = malloc(n * sizeof *to->group_site))) return -1;
+    if (from->group_frame && !(to->group_frame = malloc(n * sizeof *to->group_frame))) return -1;
+    if (to->by_group) memcpy(to->by_group, from->by_group, n * sizeof *to->by_group);
+    if (to->group_site) memcpy(to->group_site, from->group_site, n * sizeof *to->group_site);
+    if (to->group_frame) memcpy(to->group_frame, from->group_frame, n * sizeof *to->group_frame);
+    return 0;
+}
+
+/* The fixes' groups by name: "micro_step (train.c:27), calling gpt_forward",
+ * the phase frame and the function it calls, cudalloc's own leading frames
+ * left out (as ca_report_frames does). 0, or -1 out of memory. */
+static int fix_frame_names(ca_report_ctx *c) {
+    const ca_fix_report *r = &c->fixes;
+    if (r->n_groups < 2 || !r->group_site) return 0;
+    if (!(c->fix_frames = calloc(r->n_groups, sizeof *c->fix_frames))) return -1;
+    for (uint32_t g = 1; g < r->n_groups; g++) {
+        const uintptr_t *ips;
+        const ca_frame *fr[CA_STACK_MAX_FRAMES];
+        unsigned raw = ca_stacks_get(c->snap.stacks, r->group_site[g], &ips);
+        size_t n = ca_report_frames(c, r->group_site[g], fr, CA_STACK_MAX_FRAMES);
+        long k = (long)r->group_frame[g] - (long)(raw - n); /* raw index to the frames kept */
+        if (!n || k >= (long)n) continue;
+        if (k < 0) k = 0; /* the phase frame is cudalloc's own: the program's first instead */
+        const ca_frame *f = fr[k], *callee = k ? fr[k - 1] : NULL;
+        char buf[1024];
+        int len = f->line ? snprintf(buf, sizeof buf, "%s (%s:%u)", f->function, f->file, f->line)
+                          : snprintf(buf, sizeof buf, "%s (%s)", f->function, f->module);
+        if (callee && len > 0 && (size_t)len < sizeof buf)
+            snprintf(buf + len, sizeof buf - (size_t)len, ", calling %s", callee->function);
+        if (!(c->fix_frames[g] = strdup(buf))) return -1;
+    }
+    return 0;
+}
+
+size_t ca_report_oom_advice(const ca_report_ctx *c, const ca_oom_record *r, char (*lines)[CA_FIX_LINE], size_t max) {
+    size_t n = 0;
+    const char *const *a = ca_oom_advice(r->verdict);
+    if (r->have_info && r->verdict == CA_OOM_NOT_THERE) { /* the fixes named for this run, when predicted */
+        n = ca_fixes_advice(&c->fixes, r->info.device_total, lines, max < CA_FIX_ADVICE_MAX ? max : CA_FIX_ADVICE_MAX);
+        if (c->fixes.have) a = ca_oom_advice_general(r->verdict);
+    }
+    for (; *a && n < max; a++) snprintf(lines[n++], CA_FIX_LINE, "%s", *a);
+    return n;
 }
 
 /* PyTorch's caching allocator under the preload: it asks for segments (2
@@ -141,6 +229,7 @@ int ca_report_ctx_init(ca_report_ctx *c, ca_tracker *t, ca_allocator *a, const c
      * one pass say what the trace holds (a period search: not at every exit
      * summary of a live run). */
     if (c->snap.time_is_index && c->snap.iteration < 3) c->have_blocks = ca_tracker_blocks(t, &c->blocks);
+    find_live_sites(c);
     c->leak_oom_iteration = c->have_headroom && c->snap.iteration
                                 ? ca_leak_projection(c->snap.iteration - 1, c->headroom, c->leak_rate)
                                 : -1;
@@ -150,8 +239,23 @@ int ca_report_ctx_init(ca_report_ctx *c, ca_tracker *t, ca_allocator *a, const c
         for (size_t i = 0; i < c->n_growing; i++) c->leaks[i].projected_oom_iteration = -1;
         for (size_t i = 0; i < c->n_findings; i++) c->findings[i].projected_oom_iteration = -1;
     }
+    /* What would fit, against the device the run ran out on, else the device */
+    uint64_t capacity = c->frag.have_device ? c->frag.device_total : 0;
+    for (size_t i = c->snap.n_ooms; i-- > 0;)
+        if (c->snap.ooms[i].have_info && c->snap.ooms[i].verdict != CA_OOM_BEYOND) {
+            capacity = c->snap.ooms[i].info.device_total;
+            break;
+        }
+    const ca_oom_record *out = ca_report_ran_out(c);
+    uint64_t needed = out && out->have_info ? out->info.allocated + out->requested : 0;
+    if (c->opt.fixes) { /* the caller's: a deep copy, so the context owns what it frees */
+        if (copy_fixes(&c->fixes, c->opt.fixes) != 0) goto fail;
+    } else if (ca_fixes_from_track(&c->snap, capacity, needed, &c->fixes) != 0) {
+        goto fail;
+    }
     if (c->snap.site_mode == CA_SITES_STACK) {
         if (!(c->sym = ca_symtab_new())) goto fail;
+        for (uint32_t g = 1; g < c->fixes.n_groups && c->fixes.group_site; g++) want_site(c, c->fixes.group_site[g]);
         /* Every site with allocations for the snapshot; the failing calls of
          * OOMs (sites with no allocation of their own) always. */
         if (full) {
@@ -166,11 +270,13 @@ int ca_report_ctx_init(ca_report_ctx *c, ca_tracker *t, ca_allocator *a, const c
         for (size_t i = 0; i < c->n_growing; i++) want_site(c, c->leaks[i].site);
         for (size_t i = 0; c->have_peak && i < c->peak.n_sites && i < CA_REPORT_PEAK_SITES; i++)
             want_site(c, c->peak.sites[i].site);
+        for (size_t i = 0; i < c->n_live_sites; i++) want_site(c, c->live_sites[i]->site);
         for (size_t i = 0; i < c->snap.n_ooms; i++) {
             want_site(c, c->snap.ooms[i].site);
             for (uint32_t k = 0; k < c->snap.ooms[i].n_top; k++) want_site(c, c->snap.ooms[i].top_site[k]);
         }
         ca_symtab_resolve(c->sym, c->opt.symbolize, c->opt.symbolize_timeout_ms);
+        if (fix_frame_names(c) != 0) goto fail;
     }
     ca_report_peak_holders(c);
     ca_report_decide_verdict(c);
@@ -181,6 +287,9 @@ fail:
 }
 
 void ca_report_ctx_free(ca_report_ctx *c) {
+    for (uint32_t g = 0; c->fix_frames && g < c->fixes.n_groups; g++) free(c->fix_frames[g]);
+    free(c->fix_frames);
+    ca_fix_report_free(&c->fixes);
     ca_track_snap_free(&c->snap);
     ca_frag_free(&c->frag);
     ca_peak_free(&c->peak);
@@ -272,6 +381,58 @@ int ca_report_write_file(ca_tracker *t, ca_allocator *a, unsigned format, const 
     return -1;
 }
 
+/* The summary's lines on what would fit: the peak's parts and the single
+ * fixes' predicted peaks; after running out, what fits on that device. */
+static void fix_summary(const ca_report_ctx *c, FILE *f) {
+    const ca_fix_report *r = &c->fixes;
+    char b1[32], b2[32], b3[32], b4[32], b5[32];
+    if (!r->have) {
+        if (c->snap.n_ooms) fprintf(f, "cudalloc:   what would fit: no prediction: %s\n", r->why);
+        return;
+    }
+    fprintf(f, "cudalloc:   the peak of iteration %u, %s: activations %s, persistent %s, kept %s, temporaries %s\n",
+            r->iteration, ca_report_bytes((double)r->peak, b1, sizeof b1),
+            ca_report_bytes((double)r->total.activations, b2, sizeof b2),
+            ca_report_bytes((double)r->total.persistent, b3, sizeof b3), ca_report_bytes((double)r->total.kept, b4, sizeof b4),
+            ca_report_bytes((double)r->total.temporaries, b5, sizeof b5));
+    char line[1024];
+    size_t k = r->batch_scale > 1
+                   ? (size_t)snprintf(line, sizeof line,
+                                      "cudalloc:   predicted peak of the failing iteration (batch-scaled memory x%.2f) with",
+                                      r->batch_scale)
+                   : (size_t)snprintf(line, sizeof line, "cudalloc:   predicted peak with");
+    unsigned seen = 0;
+    for (size_t i = 0; i < r->n_fix && k < sizeof line; i++) {
+        const ca_fix *x = &r->fix[i];
+        if ((x->kinds & (x->kinds - 1)) || (seen & x->kinds) || (x->kinds == CA_FIX_ACCUM && x->factor != 4)) continue;
+        seen |= x->kinds;
+        char label[160], fig[128];
+        ca_fix_label(x, label, sizeof label);
+        ca_fix_figures(x, fig, sizeof fig);
+        k += (size_t)snprintf(line + k, sizeof line - k, "%s %s: %s", seen == x->kinds ? "" : ";", label, fig);
+    }
+    if (seen) fprintf(f, "%s\n", line);
+    if (r->checkpoint_why[0]) fprintf(f, "cudalloc:   checkpointing cannot be predicted: %s\n", r->checkpoint_why);
+    if (c->snap.n_ooms && r->capacity) { /* what fits the device it ran out on: singles, else combinations */
+        k = (size_t)snprintf(line, sizeof line, "cudalloc:   would fit in %s:",
+                             ca_report_bytes((double)r->capacity, b1, sizeof b1));
+        size_t found = 0;
+        seen = 0;
+        for (int pass = 0; pass < 2 && !found; pass++)
+            for (size_t i = 0; i < r->n_fix && k < sizeof line; i++) {
+                const ca_fix *x = &r->fix[i];
+                int single = !(x->kinds & (x->kinds - 1));
+                if (single != !pass || x->predicted > r->capacity || (single && (seen & x->kinds))) continue;
+                seen |= x->kinds;
+                char label[160];
+                ca_fix_label(x, label, sizeof label);
+                k += (size_t)snprintf(line + k, sizeof line - k, "%s %s (%s)", found++ ? "," : "", label,
+                                      ca_report_bytes((double)x->predicted, b2, sizeof b2));
+            }
+        fprintf(f, "%s%s\n", line, found ? "" : " no fix predicted here");
+    }
+}
+
 void ca_report_summary(ca_tracker *t, ca_allocator *a, FILE *f) {
     ca_report_options o;
     ca_report_options_default(&o);
@@ -319,6 +480,7 @@ void ca_report_summary(ca_tracker *t, ca_allocator *a, FILE *f) {
                 ca_report_bytes((double)r->requested, b1, sizeof b1),
                 r->have_info ? ca_oom_verdict_name(r->verdict) : "unjudged");
     }
+    fix_summary(&c, f);
     fprintf(f, "cudalloc: reserved %s, allocated %s, cached free %s (largest piece %s, fragmentation %.0f%%)\n",
             ca_report_bytes((double)c.frag.reserved, b1, sizeof b1), ca_report_bytes((double)c.frag.allocated, b2, sizeof b2),
             ca_report_bytes((double)c.frag.cached_free, b3, sizeof b3),

@@ -58,6 +58,12 @@ typedef struct ca_report_options {
     int device_unknown;       /* offline without a capacity: no device figures, no projection */
     uint64_t device_total;    /* offline without an allocator: the device's size (free = size - reserved) */
     const ca_report_replay *replay; /* offline: a replay under cudalloc to report; NULL: none */
+    int no_trace;             /* offline: a snapshot of segments with no trace (taken without
+                                 _record_memory_history()): what is live, from its blocks, and nothing over time */
+    /* What would fit, computed by the caller (offline: from the run as
+     * recorded, not from a replay on a device too small); NULL: from the
+     * tracker. Copied: the caller keeps ownership. */
+    const struct ca_fix_report *fixes;
     int rank;                 /* the process's rank (RANK, else LOCAL_RANK); -1 unknown (default) */
     /* Device memory allocated past cudalloc (CUPTI, filled by the preload):
      * shown as its own line in the fragmentation and OOM sections. */

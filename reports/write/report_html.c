@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "reports/diagnose/oom.h"
+#include "reports/write/fixes_out.h"
 #include "reports/write/report_internal.h"
 #include "reports/write/svg.h"
 
@@ -188,9 +189,32 @@ static void replay_section(const ca_report_ctx *c, FILE *f) {
     (void)b1;
 }
 
+/* What is live now, by call site: for a snapshot without a trace. */
+static void live_section(const ca_report_ctx *c, FILE *f) {
+    char label[512];
+    fputs("<h2>Live now, by call site</h2>\n<table>\n<tr><th>live</th><th>allocations</th><th>call site</th></tr>\n", f);
+    for (size_t i = 0; i < c->n_live_sites; i++) {
+        const ca_site_stat *st = c->live_sites[i];
+        fputs("<tr>", f);
+        td_bytes(f, (double)st->live_bytes);
+        fprintf(f, "<td class=\"num\">%" PRIu64 "</td><td>", st->live_count);
+        ca_report_site_label(c, st->site, label, sizeof label);
+        ca_html_escape(f, label);
+        fputs("</td></tr>\n", f);
+    }
+    fputs("</table>\n", f);
+}
+
 static void leak_section(const ca_report_ctx *c, FILE *f) {
     const ca_track_snap *s = &c->snap;
     fputs("<h2>Leaks</h2>\n", f);
+    if (c->opt.no_trace) {
+        fputs("<p>No trace: leaks show over time, and the snapshot holds its segments only. ", f);
+        ca_html_escape(f, CA_HOW_TO_RECORD);
+        fputs("</p>\n", f);
+        live_section(c, f);
+        return;
+    }
     if (c->base_verdict == CA_VERDICT_SINGLE_PASS)
         fputs("<p>Not judged: fewer than two whole iterations.</p>\n", f);
     else if (!c->n_leak_findings)
@@ -242,7 +266,10 @@ int ca_report_html(const ca_report_ctx *c, FILE *f) {
     fputs("</table>\n", f);
 
     leak_section(c, f);
-    peak_section(c, f);
+    /* what held the peak answers a run whose iterations say nothing (a single
+     * pass, no loop, an OOM); a leak's page has its findings, a healthy one
+     * its breakdown under "what would fit" */
+    if (c->base_verdict != CA_VERDICT_LEAK && c->base_verdict != CA_VERDICT_HEALTHY) peak_section(c, f);
 
     fputs("<h2>Memory</h2>\n", f);
     ca_report_html_time(c, f);
@@ -277,6 +304,7 @@ int ca_report_html(const ca_report_ctx *c, FILE *f) {
     fputs("</table>\n", f);
 
     replay_section(c, f);
+    ca_fixes_html(f, &c->fixes, (const char *const *)c->fix_frames);
 
     fputs("<h2>Out of memory</h2>\n", f);
     if (!s->n_ooms) fputs("<p>No allocation failed.</p>\n", f);
@@ -290,17 +318,25 @@ int ca_report_html(const ca_report_ctx *c, FILE *f) {
             fputs("</strong>: ", f);
             ca_html_escape(f, ca_oom_verdict_text(r->verdict));
             fputs(".</p>\n<table>\n", f);
-            row_bytes(f, "device free", (double)r->info.device_free);
-            row_bytes(f, "device total", (double)r->info.device_total);
+            if (!r->info.device_total) {
+                fputs("<tr><th>device</th><td>size and free memory not recorded (--capacity gives the size)</td></tr>\n", f);
+            } else {
+                row_bytes(f, "device free", (double)r->info.device_free);
+                row_bytes(f, r->info.device_total_inferred ? "device total (inferred: reserved + free; not recorded)"
+                                                           : "device total",
+                          (double)r->info.device_total);
+            }
             row_bytes(f, "allocated", (double)r->info.allocated);
             row_bytes(f, "reserved", (double)r->info.reserved);
             row_bytes(f, "cached", (double)r->info.free_cached);
             row_bytes(f, "largest free block", (double)r->info.largest_free);
             row_bytes(f, "held by leaks", (double)r->leaked_bytes);
             fputs("</table>\n<ul>\n", f);
-            for (const char *const *a = ca_oom_advice(r->verdict); *a; a++) {
+            char lines[CA_REPORT_ADVICE_MAX][CA_FIX_LINE];
+            size_t n = ca_report_oom_advice(c, r, lines, CA_REPORT_ADVICE_MAX);
+            for (size_t k = 0; k < n; k++) {
                 fputs("<li>", f);
-                ca_html_escape(f, *a);
+                ca_html_escape(f, lines[k]);
                 fputs("</li>\n", f);
             }
             fputs("</ul>\n", f);

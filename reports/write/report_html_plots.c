@@ -10,7 +10,7 @@
 #include "reports/write/report_internal.h"
 #include "reports/write/svg.h"
 
-#define MAX_SEGMENTS_DRAWN 64
+#define MAX_SEGMENTS_DRAWN 256
 #define MAX_HOVER_FRAMES 12
 
 /* ---- memory event by event, with hover ---- */
@@ -379,25 +379,39 @@ static void collect(void *ctx, uintptr_t addr, uint64_t size, const ca_live_view
     a->b[a->n++] = (ca_svg_block){addr, size, live ? CA_SVG_ALLOCATED : CA_SVG_INACTIVE, NULL};
 }
 
+/* Every segment, a bar each, as its allocator made it; past
+ * MAX_SEGMENTS_DRAWN, those holding the most cached free memory, in address
+ * order. */
 void ca_report_html_segments(const ca_report_ctx *c, FILE *f) {
     const ca_frag *fr = &c->frag;
-    size_t n = fr->n_segs < MAX_SEGMENTS_DRAWN ? fr->n_segs : MAX_SEGMENTS_DRAWN;
-    if (!n) {
+    if (!fr->n_segs) {
         fputs("<p>No mapped memory.</p>\n", f);
         return;
     }
-    ca_svg_segment *segs = calloc(n, sizeof *segs);
-    blocks_acc *acc = calloc(n, sizeof *acc);
-    if (segs && acc) {
+    const ca_frag_segment **pick;
+    size_t n = ca_report_segments_shown(c, MAX_SEGMENTS_DRAWN, &pick);
+    ca_svg_segment *segs = calloc(n ? n : 1, sizeof *segs);
+    blocks_acc *acc = calloc(n ? n : 1, sizeof *acc);
+    char (*labels)[64] = calloc(n ? n : 1, sizeof *labels);
+    if (n && segs && acc && labels) {
         for (size_t i = 0; i < n; i++) {
-            ca_frag_walk(&c->snap, &fr->segs[i], collect, &acc[i]);
-            segs[i] = (ca_svg_segment){fr->segs[i].addr, fr->segs[i].reserved, NULL, NULL, acc[i].b, acc[i].n};
+            const ca_frag_segment *g = pick[i];
+            char sz[32];
+            ca_report_bytes((double)g->reserved, sz, sizeof sz);
+            snprintf(labels[i], sizeof labels[i], "0x%" PRIxPTR " %s%s%s", g->addr,
+                     g->pool == 1 ? "small " : g->pool == 2 ? "large " : "", sz, g->expandable == 1 ? " exp." : "");
+            ca_frag_walk(&c->snap, g, collect, &acc[i]);
+            segs[i] = (ca_svg_segment){g->addr, g->reserved, labels[i], NULL, acc[i].b, acc[i].n};
         }
         ca_svg_segmap_opts o = {"Segments (blue: allocated, grey: free, cached)", 0, 1};
         ca_svg_segment_map(f, &o, segs, n);
-        if (fr->n_segs > n) fprintf(f, "<p>%zu more segments not drawn.</p>\n", fr->n_segs - n);
+        if (fr->n_segs > n)
+            fprintf(f, "<p>%zu segments; the %zu holding the most free cached memory are drawn, %zu more are not.</p>\n",
+                    fr->n_segs, n, fr->n_segs - n);
     }
     for (size_t i = 0; acc && i < n; i++) free(acc[i].b);
     free(acc);
     free(segs);
+    free(labels);
+    free(pick);
 }

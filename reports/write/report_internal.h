@@ -4,9 +4,11 @@
 #include <stdio.h>
 
 #include "allocator/stats.h"
+#include "reports/diagnose/fixes.h"
 #include "reports/diagnose/fragmentation.h"
 #include "reports/diagnose/leaks.h"
 #include "reports/diagnose/peak.h"
+#include "reports/write/fixes_text.h"
 #include "reports/write/report.h"
 #include "reports/capture/symbolize.h"
 
@@ -18,6 +20,7 @@ typedef enum {
     CA_VERDICT_FEW_ITERATIONS,
     CA_VERDICT_SINGLE_PASS,  /* offline: fewer than two whole iterations; what held the peak */
     CA_VERDICT_DOES_NOT_FIT, /* offline: the replay does not fit the --capacity given */
+    CA_VERDICT_NO_TRACE,     /* a snapshot of segments with no trace: what is live, by call site */
 } ca_verdict;
 
 /* What held the peak, by the frame that names each call site (its label). */
@@ -28,6 +31,9 @@ typedef struct ca_report_holder {
     uint64_t bytes, count;
     uint32_t sites;
 } ca_report_holder;
+/* What is live now, by call site: the sites holding the most, shown when
+ * there is nothing over time to judge (a snapshot without a trace). */
+#define CA_LIVE_SITES_SHOWN 10
 
 typedef struct ca_report_ctx {
     ca_report_options opt;
@@ -59,6 +65,8 @@ typedef struct ca_report_ctx {
     /* A program with a handful of allocations and no loop: nothing to judge,
      * one line says so. */
     int small_program;
+    const ca_site_stat *live_sites[CA_LIVE_SITES_SHOWN]; /* most live bytes first */
+    size_t n_live_sites;
     ca_symtab *sym;
     /* The peak and what held it (reports/diagnose/peak.h), by label, most
      * bytes first: holders[0 .. n_holders), the rest summed in others. */
@@ -76,6 +84,10 @@ typedef struct ca_report_ctx {
     int does_not_fit;
     uint64_t missing;
     ca_verdict base_verdict;      /* what the verdict would be without the capacity */
+    /* What would fit (reports/diagnose/fixes.h): the peak broken down, each
+     * fix's peak; fix_frames[g] names its group g (a phase frame), or NULL. */
+    ca_fix_report fixes;
+    char **fix_frames;
     ca_verdict verdict;
     char verdict_line[1024];      /* the first line of the text report */
 } ca_report_ctx;
@@ -109,6 +121,19 @@ const ca_oom_record *ca_report_ran_out(const ca_report_ctx *c);
 /* Digits after the point for a share of the working set in percent: enough
  * to tell a note's 0.0031% from zero, few for a leak's 35.9%. */
 static inline int ca_report_share_digits(double share) { return share >= 0.01 ? 1 : 4; }
+/* The segments a format shows when it shows at most `max`: all of them, or
+ * else the `max` holding the most cached free memory; in address order.
+ * *out is malloc'ed (free it); returns how many, 0 also when memory ran out. */
+size_t ca_report_segments_shown(const ca_report_ctx *c, size_t max, const ca_frag_segment ***out);
+/* How to record a trace, for a snapshot taken without one. */
+#define CA_HOW_TO_RECORD                                                                                          \
+    "Record one: call torch.cuda.memory._record_memory_history(max_entries=100000) before the steps to look at, " \
+    "then torch.cuda.memory._dump_snapshot('snapshot.pickle')."
+/* What to do about OOM r, as lines: for "the memory is not there", the
+ * fixes predicted to make this run fit (else why none can be), then the
+ * general advice; for the other verdicts their advice. Returns how many. */
+#define CA_REPORT_ADVICE_MAX (CA_FIX_ADVICE_MAX + 8)
+size_t ca_report_oom_advice(const ca_report_ctx *c, const ca_oom_record *r, char (*lines)[CA_FIX_LINE], size_t max);
 /* Seconds (or event numbers, offline) since the tracker started. */
 double ca_report_time(const ca_report_ctx *c, uint64_t ticks);
 

@@ -25,11 +25,13 @@ static void frames(const ca_report_ctx *c, ca_pkl *p, uint32_t site) {
 
 /* cudalloc has one pool per device and stream, PyTorch's default pool:
  * (0, 0) as PyTorch writes it (MemoryViz prints "pool_id (0, 0)", and
- * "pool_id unknown" without it). */
-static void default_pool(ca_pkl *p) {
+ * "pool_id unknown" without it). A snapshot read back keeps its segments'
+ * own (a CUDA graph's private pool). */
+static void pool_id(ca_pkl *p, const int64_t id[2]) {
     ca_pkl_key(p, "segment_pool_id");
-    ca_pkl_int_pair(p, 0, 0);
+    ca_pkl_int_pair(p, id[0], id[1]);
 }
+static void default_pool(ca_pkl *p) { pool_id(p, (const int64_t[2]){0, 0}); }
 
 static int64_t stream_of(const ca_track_snap *s, uint16_t idx) {
     return idx < s->n_streams ? (int64_t)s->streams[idx] : 0;
@@ -105,7 +107,7 @@ int ca_report_pickle(const ca_report_ctx *c, FILE *f) {
         ca_pkl_kv_uint(p, "total_size", g->reserved);
         ca_pkl_kv_int(p, "stream", stream_of(s, g->stream));
         ca_pkl_kv_str(p, "segment_type", g->pool == 1 ? "small" : "large");
-        default_pool(p);
+        pool_id(p, g->pool_id);
         ca_pkl_kv_uint(p, "allocated_size", sums.allocated);
         ca_pkl_kv_uint(p, "active_size", sums.allocated);
         ca_pkl_kv_uint(p, "requested_size", sums.requested);
@@ -136,8 +138,9 @@ int ca_report_pickle(const ca_report_ctx *c, FILE *f) {
             trace_entry(c, p, "free_requested", e, 0);
             trace_entry(c, p, "free_completed", e, 0);
             break;
-        case CA_EVK_MAP: trace_entry(c, p, "segment_map", e, 0); break;
-        case CA_EVK_UNMAP: trace_entry(c, p, "segment_unmap", e, 0); break;
+        /* a whole segment (classic) is made and freed whole */
+        case CA_EVK_MAP: trace_entry(c, p, ca_ev_whole(e) ? "segment_alloc" : "segment_map", e, 0); break;
+        case CA_EVK_UNMAP: trace_entry(c, p, ca_ev_whole(e) ? "segment_free" : "segment_unmap", e, 0); break;
         case CA_EVK_OOM: trace_entry(c, p, "oom", e, 1); break;
         }
     }

@@ -5,6 +5,8 @@
 #include "reports/diagnose/oom.h"
 #include "reports/write/report_internal.h"
 
+#include "reports/write/fixes_out.h"
+
 #define MAX_FRAMES_SHOWN 12
 #define MAX_SEGMENTS_SHOWN 20
 
@@ -155,6 +157,28 @@ static void peak(const ca_report_ctx *c, FILE *f) {
                 c->others_count);
 }
 
+/* What is live now, by call site. */
+static void live_sites(const ca_report_ctx *c, FILE *f) {
+    char b1[32], label[512];
+    fprintf(f, "\n== Live now, by call site\n");
+    fprintf(f, "%s in %zu allocations", ca_report_bytes((double)c->snap.allocated, b1, sizeof b1), c->snap.n_live);
+    if (!c->n_live_sites) {
+        fprintf(f, ".\n");
+        return;
+    }
+    fprintf(f, "; the %zu call site%s holding the most:\n", c->n_live_sites, c->n_live_sites == 1 ? "" : "s");
+    for (size_t i = 0; i < c->n_live_sites; i++) {
+        const ca_site_stat *st = c->live_sites[i];
+        ca_report_site_label(c, st->site, label, sizeof label);
+        fprintf(f, "%zu. %s in %" PRIu64 " allocation%s: %s\n", i + 1,
+                ca_report_bytes((double)st->live_bytes, b1, sizeof b1), st->live_count, st->live_count == 1 ? "" : "s",
+                label);
+        const ca_frame *fr[1];
+        /* the frames, when there are some to show (not a site by size) */
+        if (ca_report_frames(c, st->site, fr, 1) && fr[0]->line) frames(c, f, st->site, "    ");
+    }
+}
+
 int ca_report_txt(const ca_report_ctx *c, FILE *f) {
     const ca_track_snap *s = &c->snap;
     char b1[32], b2[32], b3[32], b4[32];
@@ -198,7 +222,9 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f) {
     peak(c, f);
 
     fprintf(f, "\n== Leaks\n");
-    if (c->verdict == CA_VERDICT_SINGLE_PASS || c->base_verdict == CA_VERDICT_SINGLE_PASS)
+    if (c->opt.no_trace)
+        para(f, "", "No trace: leaks show over time, and the snapshot holds its segments only. " CA_HOW_TO_RECORD);
+    else if (c->verdict == CA_VERDICT_SINGLE_PASS || c->base_verdict == CA_VERDICT_SINGLE_PASS)
         fprintf(f, "Not judged: fewer than two whole iterations (a leak is memory kept more at every boundary).\n");
     else if (!s->iteration)
         fprintf(f, "No iteration boundaries: the diagnosis needs them (cudalloc_step(), an NVTX range, or a "
@@ -223,6 +249,8 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f) {
         fprintf(f, "\nAll leaks together (+%s per iteration): the device runs out at iteration %" PRId64 ".\n",
                 ca_report_bytes(c->leak_rate, b1, sizeof b1), c->leak_oom_iteration);
 
+    if (c->opt.no_trace) live_sites(c, f);
+
     const ca_frag *fr = &c->frag;
     fprintf(f, "\n== Fragmentation\n");
     fprintf(f, "reserved %s, allocated %s, cached free %s in %zu segment%s\n",
@@ -242,20 +270,29 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f) {
         fprintf(f, "  >= %-10s %8" PRIu64 " blocks  %s\n", ca_report_bytes((double)ca_frag_bin_min(b), b1, sizeof b1),
                 fr->hist_count[b], ca_report_bytes((double)fr->hist_bytes[b], b2, sizeof b2));
     }
-    if (fr->n_segs) fprintf(f, "segments:\n");
-    for (size_t i = 0; i < fr->n_segs && i < MAX_SEGMENTS_SHOWN; i++) {
-        const ca_frag_segment *g = &fr->segs[i];
+    const ca_frag_segment **shown;
+    size_t n_shown = ca_report_segments_shown(c, MAX_SEGMENTS_SHOWN, &shown);
+    if (fr->n_segs > n_shown)
+        fprintf(f, "segments (the %zu of %zu holding the most free memory):\n", n_shown, fr->n_segs);
+    else if (fr->n_segs)
+        fprintf(f, "segments:\n");
+    for (size_t i = 0; i < n_shown; i++) {
+        const ca_frag_segment *g = shown[i];
         fprintf(f, "  0x%012" PRIxPTR " %-5s reserved %-10s allocated %-10s free %-10s largest free %-10s (%.0f%%)\n",
                 g->addr, g->pool == 1 ? "small" : g->pool == 2 ? "large" : "",
                 ca_report_bytes((double)g->reserved, b1, sizeof b1), ca_report_bytes((double)g->allocated, b2, sizeof b2),
                 ca_report_bytes((double)g->cached_free, b3, sizeof b3),
                 ca_report_bytes((double)g->largest_free, b4, sizeof b4), g->fragmentation * 100);
     }
-    if (fr->n_segs > MAX_SEGMENTS_SHOWN) fprintf(f, "  ... %zu more\n", fr->n_segs - MAX_SEGMENTS_SHOWN);
+    if (fr->n_segs > n_shown) fprintf(f, "  ... %zu more\n", fr->n_segs - n_shown);
+    free(shown);
 
     if (c->opt.replay) replay(c, f);
 
-    fprintf(f, "\n== Out of memory\n");
+    fprintf(f, "\n== ");
+    ca_fixes_txt(f, &c->fixes, (const char *const *)c->fix_frames);
+
+    fprintf(f, "== Out of memory\n");
     if (!s->n_ooms_total) fprintf(f, "No allocation failed.\n");
     for (size_t i = 0; i < s->n_ooms; i++) {
         const ca_oom_record *r = &s->ooms[i];
@@ -263,8 +300,14 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f) {
                 ca_report_bytes((double)r->requested, b1, sizeof b1));
         if (r->have_info) {
             const ca_oom_info *in = &r->info;
-            fprintf(f, "  device: %s free of %s\n", ca_report_bytes((double)in->device_free, b1, sizeof b1),
-                    ca_report_bytes((double)in->device_total, b2, sizeof b2));
+            if (!in->device_total)
+                fprintf(f, "  device: its size and free memory were not recorded (--capacity gives the size)\n");
+            else
+                fprintf(f, "  device: %s free of %s%s\n", ca_report_bytes((double)in->device_free, b1, sizeof b1),
+                        ca_report_bytes((double)in->device_total, b2, sizeof b2),
+                        in->device_total_inferred ? " (the total inferred: reserved + free; the snapshot does not "
+                                                    "record the device's size, --capacity gives it)"
+                                                  : "");
             fprintf(f, "  allocated %s, reserved %s, cached %s, largest free block %s\n",
                     ca_report_bytes((double)in->allocated, b1, sizeof b1), ca_report_bytes((double)in->reserved, b2, sizeof b2),
                     ca_report_bytes((double)in->free_cached, b3, sizeof b3),
@@ -284,8 +327,10 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f) {
                     ca_report_bytes((double)r->top_bytes[k], b1, sizeof b1), r->top_count[k], label);
         }
         if (r->have_info) {
+            char lines[CA_REPORT_ADVICE_MAX][CA_FIX_LINE];
+            size_t n = ca_report_oom_advice(c, r, lines, CA_REPORT_ADVICE_MAX);
             fprintf(f, "  what to do:\n");
-            for (const char *const *a = ca_oom_advice(r->verdict); *a; a++) para2(f, "    - ", "      ", *a);
+            for (size_t k = 0; k < n; k++) para2(f, "    - ", "      ", lines[k]);
         }
     }
     if (s->n_ooms_total > s->n_ooms)

@@ -16,6 +16,7 @@ const char *ca_report_verdict_code(ca_verdict v) {
     case CA_VERDICT_FEW_ITERATIONS: return "too_few_iterations";
     case CA_VERDICT_SINGLE_PASS: return "single_pass";
     case CA_VERDICT_DOES_NOT_FIT: return "does_not_fit";
+    case CA_VERDICT_NO_TRACE: return "no_trace";
     default: return "healthy";
     }
 }
@@ -116,7 +117,23 @@ static void base_verdict(ca_report_ctx *c) {
     const ca_track_snap *s = &c->snap;
     char b1[32], b2[32], b3[32];
     uint32_t whole = s->iteration ? s->iteration - 1 : 0;
-    if (s->n_ooms) {
+    if (c->opt.no_trace && !s->n_ooms) {
+        c->verdict = CA_VERDICT_NO_TRACE;
+        char most[600] = "";
+        if (c->n_live_sites) {
+            char label[512];
+            ca_report_site_label(c, c->live_sites[0]->site, label, sizeof label);
+            snprintf(most, sizeof most, "; held most by %s: %s in %llu allocations", label,
+                     ca_report_bytes((double)c->live_sites[0]->live_bytes, b3, sizeof b3),
+                     (unsigned long long)c->live_sites[0]->live_count);
+        }
+        snprintf(c->verdict_line, sizeof c->verdict_line,
+                 "NO TRACE: the snapshot holds its segments but no trace (it was taken without "
+                 "torch.cuda.memory._record_memory_history()), so nothing over time can be judged, leaks "
+                 "included. Live now %s in %zu allocations, reserved %s%s.",
+                 ca_report_bytes((double)s->allocated, b1, sizeof b1), s->n_live,
+                 ca_report_bytes((double)s->reserved, b2, sizeof b2), most);
+    } else if (s->n_ooms) {
         const ca_oom_record *r = &s->ooms[s->n_ooms - 1];
         c->verdict = CA_VERDICT_OOM;
         snprintf(c->verdict_line, sizeof c->verdict_line,

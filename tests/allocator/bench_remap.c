@@ -113,7 +113,9 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < 4096; i++) ca_free(a, big[i], 0);
     ca_release(a);
-    ca_free_index *fi = &a->pools[0]->heap[0].free;
+    ca_pool *const *pools;
+    ca_pools(a, &pools);
+    ca_free_index *fi = &pools[0]->heap[0].free;
     double *v = malloc((size_t)rounds * sizeof *v);
     size_t visited = 0, holding = 0;
     for (int r = 0; r < rounds; r++) {

@@ -14,7 +14,9 @@
 static struct fake {
     uint64_t recorded, passed; /* fences 1..recorded exist; 1..passed are done */
     int records, queries, waits, destroys, stream_waits, done_records;
-    int fail_record;           /* fence_record fails */
+    int fail_record;           /* fence_record (and fence_record_done) fails */
+    int fail_wait;             /* fence_wait cannot wait */
+    int fail_sync;             /* stream_sync cannot wait */
     int ordered;               /* fence_record answers 0: later work is ordered after it */
     uintptr_t unmapped[4096];  /* granule addresses unmapped, in order */
     int n_unmapped;
@@ -30,6 +32,7 @@ static int f_record(void *self, ca_fence *f) {
 }
 static int f_record_done(void *self, ca_fence *f) {
     fk.done_records++;
+    if (fk.fail_record) return CA_ERR_BACKEND;
     *f = ++fk.recorded;
     return CA_OK;
 }
@@ -37,9 +40,11 @@ static int f_query(void *self, ca_fence f) {
     fk.queries++;
     return f <= fk.passed;
 }
-static void f_wait(void *self, ca_fence f) {
+static int f_wait(void *self, ca_fence f) {
     fk.waits++;
+    if (fk.fail_wait) return 0;
     if (fk.passed < f) fk.passed = f;
+    return 1;
 }
 static void f_destroy(void *self, ca_fence f) { fk.destroys++; }
 static int e_record(void *self, ca_stream s, ca_event *ev) {
@@ -51,7 +56,7 @@ static int s_wait(void *self, ca_stream s, ca_event ev) {
     return s == UNNAMEABLE ? CA_ERR_INVALID : CA_OK;
 }
 static void e_destroy(void *self, ca_event ev) {}
-static int s_sync(void *self, ca_stream s) { return CA_OK; }
+static int s_sync(void *self, ca_stream s) { return fk.fail_sync ? CA_ERR_BACKEND : CA_OK; }
 static int spy_unmap(void *self, uintptr_t addr, size_t size) {
     for (size_t off = 0; off < size && fk.n_unmapped < 4096; off += fk.granule) fk.unmapped[fk.n_unmapped++] = addr + off;
     return fk.unmap(self, addr, size);

@@ -166,13 +166,65 @@ START_TEST(ordered_fences_free_the_block_at_the_next_allocation) {
 }
 END_TEST
 
-START_TEST(a_fence_that_cannot_be_recorded_counts_as_passed) {
-    ca_allocator *a = make(1, 0, 1);
-    fk.fail_record = 1;
-    void *p = must_alloc(a, 4 * MIB, 0);
+/* No fence now (a capture under way, a device that refused): the block
+ * stays pending, never handed out, until a fence can be recorded. */
+START_TEST(a_fence_that_cannot_be_recorded_leaves_the_block_pending) {
+    for (int exp = 0; exp <= 1; exp++) {
+        ca_allocator *a = make(1, 0, exp);
+        fk.fail_record = 1;
+        void *p = must_alloc(a, 4 * MIB, 0);
+        ca_free_device(a, p, 0);
+        ck_assert_ptr_ne(must_alloc(a, 4 * MIB, 0), p);
+        ck_assert_int_eq(states(a).count[CA_BLOCK_PENDING], 1);
+        ck_assert_int_eq(fk.records, 1);
+        fk.fail_record = 0; /* recorded at the next allocation, passed later */
+        ck_assert_ptr_ne(must_alloc(a, 4 * MIB, 0), p);
+        ck_assert_int_eq(fk.records, 2);
+        fk.passed = fk.recorded;
+        ck_assert_ptr_eq(must_alloc(a, 4 * MIB, 0), p);
+        ca_allocator_destroy(a);
+    }
+}
+END_TEST
+
+/* Memory short and the fence cannot be waited for: the allocation fails
+ * rather than take memory the device may still use. */
+START_TEST(a_wait_that_fails_leaves_the_memory_busy) {
+    ca_allocator *a = make(1, 8 * MIB, 1);
+    void *p = must_alloc(a, 6 * MIB, 0), *q;
     ca_free_device(a, p, 0);
-    ck_assert_ptr_eq(must_alloc(a, 4 * MIB, 0), p);
+    fk.fail_wait = 1;
+    ck_assert_int_eq(ca_malloc(a, 6 * MIB, 0, &q, NULL), CA_ERR_OOM);
+    ck_assert_int_eq(states(a).count[CA_BLOCK_PENDING], 1);
+    ck_assert_int_ge(fk.waits, 1);
+    fk.fail_wait = 0;
+    ck_assert_int_eq(ca_malloc(a, 6 * MIB, 0, &q, NULL), CA_OK);
+    ck_assert_ptr_eq(q, p);
     ca_allocator_destroy(a);
+}
+END_TEST
+
+/* Giving memory back waits for the device first (a fence across every
+ * stream, the pool's stream where there are no fences); when that wait
+ * fails, nothing is unmapped. */
+START_TEST(a_failed_sync_unmaps_nothing) {
+    for (int exp = 0; exp <= 1; exp++) {
+        ca_options opt;
+        ca_options_default(&opt);
+        opt.expandable = exp;
+        ca_allocator *a = new_allocator(fake_device(ca_backend_count_new(0, G), 1, 1), &opt);
+        void *p = must_alloc(a, 4 * MIB, 0);
+        ck_assert_int_eq(ca_free(a, p, 0), CA_OK);
+        int64_t reserved = stats(a).reserved_bytes[CA_POOL_ALL].current;
+        fk.fail_sync = fk.fail_wait = 1;
+        ca_release(a);
+        ck_assert_int_eq(fk.n_unmapped, 0);
+        ck_assert_int_eq(stats(a).reserved_bytes[CA_POOL_ALL].current, reserved);
+        fk.fail_sync = fk.fail_wait = 0;
+        ca_release(a);
+        ck_assert_int_eq(stats(a).reserved_bytes[CA_POOL_ALL].current, 0);
+        ca_allocator_destroy(a);
+    }
 }
 END_TEST
 
@@ -244,7 +296,9 @@ int main(void) {
     tcase_add_test(tc, short_memory_waits_instead_of_failing);
     tcase_add_test(tc, short_memory_waits_for_other_pools_too);
     tcase_add_test(tc, ordered_fences_free_the_block_at_the_next_allocation);
-    tcase_add_test(tc, a_fence_that_cannot_be_recorded_counts_as_passed);
+    tcase_add_test(tc, a_fence_that_cannot_be_recorded_leaves_the_block_pending);
+    tcase_add_test(tc, a_wait_that_fails_leaves_the_memory_busy);
+    tcase_add_test(tc, a_failed_sync_unmaps_nothing);
     tcase_add_test(tc, a_synchronized_device_reuses_at_once);
     tcase_add_test(tc, pending_block_freed_again_is_a_double_free);
     tcase_add_test(tc, release_waits_for_pending_frees);

@@ -40,8 +40,10 @@ static int unmapped_inside(const void *addr, size_t size) {
  * the mapped bits with the handles; allocated blocks wholly mapped. */
 static void check_consistent(ca_allocator *a) {
     size_t g = a->granule, mapped = 0;
-    for (size_t i = 0; i < a->npools; i++) {
-        ca_pool *p = a->pools[i];
+    ca_pool *const *pools;
+    size_t npools = ca_pools(a, &pools);
+    for (size_t i = 0; i < npools; i++) {
+        ca_pool *p = pools[i];
         for (int k = 0; k < 2; k++)
             for (ca_segment *seg = p->heap[k].segments; seg; seg = seg->next) {
                 size_t n = 0;

@@ -12,7 +12,7 @@ FUZZ_SMOKE_SECONDS ?= 10
 FUZZ_BIN := $(BUILD)/fuzz
 HAVE_FUZZ_CC := $(shell command -v $(FUZZ_CC) >/dev/null 2>&1 && echo 1)
 FUZZ_FLAGS := -std=gnu11 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
-              -fno-sanitize-recover=undefined -Wall -Iinclude -I.
+              -fno-sanitize-recover=undefined -Wall -Iinclude -I. -I$(BUILD)/gen
 FUZZ_TARGETS :=
 
 # One harness: $(1) its name (tests/fuzz/fuzz_$(1).c, seeds in
@@ -26,16 +26,16 @@ $(FUZZ_BIN)/fuzz_$(1): $(patsubst %.c,$(FUZZ_BIN)/obj/%.o,tests/fuzz/fuzz_$(1).c
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $$@ $$^ $(4)
 endef
 
-$(FUZZ_BIN)/obj/%.o: %.c | $(DEPS_STAMP)
+$(FUZZ_BIN)/obj/%.o: %.c | $(DEPS_STAMP) $(BUILD)/gen/ca_version.h
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $(FUZZ_XFLAGS) -MMD -MP -c $< -o $@
 
 # ---- the harnesses: adding one is one line here ----
 $(eval $(call ca_fuzz,trace,tools/trace.c util/quote.c))
-$(eval $(call ca_fuzz,conf,preload/config.c util/size.c util/quote.c,-I$(CUDA_INC) -D_GNU_SOURCE))
+$(eval $(call ca_fuzz,conf,preload/config.c util/size.c util/quote.c util/prefix.c,-I$(CUDA_INC) -D_GNU_SOURCE))
 $(eval $(call ca_fuzz,size,util/size.c))
 # the PyTorch snapshot reader end to end: pickle, snapshot, tracker, reports
-$(eval $(call ca_fuzz,snapshot,$(REPORTS_SRCS) $(ALLOC_SRCS) $(BACKEND_SRCS) util/quote.c,,$(REPORTS_LDLIBS)))
+$(eval $(call ca_fuzz,snapshot,$(REPORTS_SRCS) $(ALLOC_SRCS) $(BACKEND_SRCS) util/quote.c util/prefix.c,,$(REPORTS_LDLIBS)))
 
 -include $(shell find $(FUZZ_BIN)/obj -name '*.d' 2>/dev/null)
 

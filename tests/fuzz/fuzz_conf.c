@@ -1,7 +1,8 @@
 /* libFuzzer harness: CUDALLOC_CONF parsing (preload/config.c). The input is
  * CUDALLOC_CONF; when it holds a NUL, the bytes after it are CUDALLOC_REPORT
  * (which the parser reads too). Beyond "no crash, no UB": a rejected setting
- * is one line starting "CUDALLOC_CONF:", truncated safely to any buffer; an
+ * is one line naming its variable ("CUDALLOC_CONF:" or "CUDALLOC_REPORT:"),
+ * truncated safely to any buffer; an
  * accepted one leaves terminated strings within their fields, and parsing is
  * deterministic. */
 #include <stdint.h>
@@ -31,11 +32,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
                        again.max_reserved == c.max_reserved && !strcmp(again.report, c.report) &&
                        !strcmp(again.nvtx_range, c.nvtx_range) && again.summary == c.summary &&
                        again.tracking == c.tracking && again.trace_iterations == c.trace_iterations &&
-                       again.oom_message == c.oom_message,
+                       again.oom_message == c.oom_message && again.context_fences == c.context_fences,
                    "two parses of one setting differ");
     } else {
         FUZZ_CHECK(rc == -1, "returned %d", rc);
-        FUZZ_CHECK(fuzz_one_line(err, sizeof err) && !strncmp(err, "CUDALLOC_CONF", 13), "error '%s'", err);
+        FUZZ_CHECK(fuzz_one_line(err, sizeof err) &&
+                       (!strncmp(err, "CUDALLOC_CONF: ", 15) || !strncmp(err, "CUDALLOC_REPORT: ", 17)),
+                   "error '%s'", err);
         char small[24];
         memset(small, 'x', sizeof small);
         FUZZ_CHECK(ca_config_parse(conf, &again, small, 16) == -1, "second parse succeeded");

@@ -1,6 +1,7 @@
 /* libFuzzer harness: the PyTorch snapshot reader, end to end. The input is
- * a file's bytes as they are (no terminator): reports/pickle_read turns them
- * into values, reports/snapshot_read into a snapshot and each device's run,
+ * a file's bytes as they are (no terminator): a pickle or a gzipped one
+ * (inflated up to 16 MiB here), or what is refused as a torch.save() file;
+ * reports/pickle_read turns them into values, reports/snapshot_read into a snapshot and each device's run,
  * which is fed to a tracker and reported as text and JSON (to /dev/null).
  * Beyond "no crash, no UB, no leak": a refused input gets a one-line
  * message; a run is consistent (dense ids below n_ids, an allocation's id
@@ -74,7 +75,7 @@ static void report(ca_tracker *t) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char err[256];
-    ca_doc *d = ca_unpickle(data, size, err, sizeof err);
+    ca_doc *d = ca_snapshot_unpickle(data, size, (size_t)16 << 20, err, sizeof err);
     if (!d) {
         FUZZ_CHECK(fuzz_one_line(err, sizeof err), "refused without a one-line message");
         return 0;

@@ -2,8 +2,8 @@
  * file's bytes, given exactly as they are (no terminator). Beyond "no crash,
  * no UB, no leak": a parsed trace is consistent (counts, dense ids, every free
  * of a live id with its size, the peak and the live count recomputed from the
- * ops), and a rejected one is a single line naming the file, truncated safely
- * to any buffer size. */
+ * ops, a cut last line after every row kept), and a rejected one is a single
+ * line naming the file, truncated safely to any buffer size. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +46,9 @@ static void check_trace(const ca_trace *t)
     FUZZ_CHECK(peak == t->peak_live_bytes, "peak %llu, recomputed %llu", (unsigned long long)t->peak_live_bytes,
                (unsigned long long)peak);
     FUZZ_CHECK(n_live == t->live_at_end, "live at end %zu, recomputed %zu", t->live_at_end, n_live);
+    /* a cut last line comes after every row read, and says what is wrong with it */
+    FUZZ_CHECK(!t->cut_line || (t->cut_line > line && t->cut_why[0] && !memchr(t->cut_why, '\n', strlen(t->cut_why))),
+               "cut line %u after line %u: '%s'", t->cut_line, line, t->cut_why);
     free(live);
 }
 

@@ -249,12 +249,37 @@ static int reports(void) {
     CHECK(cudaMalloc(&p, MIB) == cudaSuccess, "cudaMalloc");
     raise(SIGUSR1);
     int waited = 0;
-    while (access(txt, F_OK) != 0 && waited++ < 500) usleep(10000);
+    while (access(txt, F_OK) != 0 && waited++ < 3000) usleep(10000); /* up to 30 s on a loaded machine */
     CHECK(access(txt, F_OK) == 0, "SIGUSR1 wrote %s", txt);
     unlink(txt);
     CHECK(CUDALLOC_CALL(cudalloc_report) == 0 && access(txt, F_OK) == 0, "cudalloc_report() wrote it again");
     cudaFree(p);
     CHECK_DONE("reports");
+}
+
+/* SIGUSR1 before the first allocation (issue 20): the program lives on, and
+ * the report asked for is written once there is a device to report. */
+static int signal_first(void) {
+    const char *prefix = getenv("CUDALLOC_REPORT");
+    CHECK(prefix != NULL, "CUDALLOC_REPORT");
+    if (!prefix) CHECK_DONE("signal-first");
+    char txt[4096];
+    snprintf(txt, sizeof txt, "%s.txt", prefix);
+    raise(SIGUSR1);
+    void *p;
+    CHECK(cudaMalloc(&p, MIB) == cudaSuccess, "cudaMalloc after SIGUSR1");
+    int waited = 0;
+    while (access(txt, F_OK) != 0 && waited++ < 3000) usleep(10000); /* up to 30 s on a loaded machine */
+    CHECK(access(txt, F_OK) == 0, "the early SIGUSR1 wrote %s", txt);
+    cudaFree(p);
+    CHECK_DONE("signal-first");
+}
+
+/* Every allocation fails (larger than the device): the exit summary still says so. */
+static int all_fail(void) {
+    void *p;
+    for (int i = 0; i < 3; i++) CHECK(cudaMalloc(&p, (size_t)1 << 40) == cudaErrorMemoryAllocation, "1 TiB fails");
+    CHECK_DONE("all-fail");
 }
 
 /* ---- sizes at their edges, through every entry point ---- */
@@ -459,9 +484,11 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "fork")) return forked();
     if (!strcmp(mode, "external")) return external();
     if (!strcmp(mode, "reports")) return reports();
+    if (!strcmp(mode, "signal-first")) return signal_first();
+    if (!strcmp(mode, "all-fail")) return all_fail();
     if (!strcmp(mode, "sizes")) return sizes();
     if (!strcmp(mode, "oom-huge")) return oom_huge();
-    fprintf(stderr, "usage: %s basic|meminfo|oom|threads|late-events|fork|external|reports|sizes|oom-huge\n",
+    fprintf(stderr, "usage: %s basic|meminfo|oom|threads|late-events|fork|external|reports|signal-first|all-fail|sizes|oom-huge\n",
             argv[0]);
     return 2;
 }

@@ -63,9 +63,14 @@ run classic 0 CUDALLOC_CONF=expandable_segments:false -- "$bin/prog_runtime" thr
 run driver-direct 0 -- "$bin/prog_driver" direct
 run static-route 0 -- "$bin/prog_driver" static-route
 run dlsym-next 0 -- "$bin/prog_driver" dlsym-next
+# dlsym/dlvsym answer as glibc's (TLS, versions, SysV hash, dlerror): the same
+# program with the preload and without.
+run dl-preload 0 -- "$bin/prog_dl"
+run dl-baseline 0 LD_PRELOAD= -- "$bin/prog_dl"
 
 # Plain frees keep cudaFree's promise without its device-wide wait (prog_free.c).
 run free-side-stream 0 -- "$bin/prog_free" side-stream
+[ $on_gpu = 0 ] && run free-side-stream-per-stream 0 CUDALLOC_SIM_DRIVER_VERSION=12040 -- "$bin/prog_free" side-stream
 run free-ordered 0 -- "$bin/prog_free" ordered
 run free-sync 0 CUDALLOC_CONF=sync_free:true CUDALLOC_SIM_DEVICES=2 -- "$bin/prog_free" sync-free
 run free-memory-short 0 CUDALLOC_SIM_MEMORY=64MiB -- "$bin/prog_free" memory-short
@@ -75,16 +80,128 @@ run free-ptds 0 -- "$bin/prog_free" ptds
 run free-cross-device 0 CUDALLOC_SIM_DEVICES=2 -- "$bin/prog_free" cross-device
 run free-reset 0 -- "$bin/prog_free" reset
 run free-exit-pending 0 -- timeout 20 "$bin/prog_free" exit-pending
+# Stream capture (prog_capture.c): each program prints what every call answered;
+# under the preload it must print what it prints without it (on the simulated
+# device alone, or the real driver alone on a GPU).
+for mode in unsafe relaxed other-thread graph-alloc fences-blocking fences-query streams; do
+    base=$(env LD_LIBRARY_PATH="$libpath" CUDALLOC_SIM_LATE_EVENTS=1 "$bin/prog_capture" $mode 2>&1)
+    run "capture-$mode" 0 CUDALLOC_SIM_LATE_EVENTS=1 CUDALLOC_CONF=summary:false -- "$bin/prog_capture" $mode
+    if [ "$out" = "$base" ]; then pass=$((pass + 1)); else
+        fail=$((fail + 1)); echo "FAIL capture-$mode: answers differ from the device alone (< alone, > preload)"
+        diff <(echo "$base") <(echo "$out") | sed 's/^/    /'; fi
+done
+# The graph's allocations are the driver's, and the reports still count them (2 graph + 4 eager).
+cdir=$(mktemp -d)
+run capture-reports 0 CUDALLOC_REPORT="$cdir/r" CUDALLOC_CONF=summary:false -- "$bin/prog_capture" graph-alloc
+if [ "$(grep -c ',allocate,.*,1048576,' "$cdir/r.csv")" = 6 ] && [ "$(grep -c ',free,.*,1048576,' "$cdir/r.csv")" = 6 ]; then
+    pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL capture-reports: graph allocations not in the trace"; fi
+rm -rf "$cdir"
+run capture-torch-hint 0 PYTORCH_NO_CUDA_MEMORY_CACHING=1 CUDALLOC_CONF=summary:false -- "$bin/prog_capture" unsafe
+expect capture-torch-hint "cudalloc: a CUDA graph capture began, and PYTORCH_NO_CUDA_MEMORY_CACHING=1 makes PyTorch allocate"
+# Errors are what they say (prog_faults.c), with simgpu's injected errors.
+if [ $on_gpu = 0 ]; then
+    run faults-query 0 CUDALLOC_SIM_FAIL=cuEventQuery:CUDA_ERROR_INVALID_HANDLE:0:6 -- "$bin/prog_faults" query-error
+    run faults-record 0 CUDALLOC_SIM_DRIVER_VERSION=12040 \
+        CUDALLOC_SIM_FAIL=cuEventRecord:CUDA_ERROR_INVALID_HANDLE:1:1,cuCtxSynchronize:CUDA_ERROR_UNKNOWN:0:1 -- \
+        "$bin/prog_faults" record-error
+    run faults-sync 0 CUDALLOC_SIM_FAIL=cuStreamSynchronize:CUDA_ERROR_UNKNOWN:0:1,cuEventSynchronize:CUDA_ERROR_UNKNOWN:0:1,cuCtxSynchronize:CUDA_ERROR_UNKNOWN:0:1 \
+        -- "$bin/prog_faults" sync-error
+    run faults-push 0 CUDALLOC_SIM_DEVICES=2 CUDALLOC_SIM_FAIL=cuCtxPushCurrent:CUDA_ERROR_INVALID_CONTEXT:0:1 -- \
+        "$bin/prog_faults" push-error
+    run faults-sticky 0 CUDALLOC_SIM_FAIL=cuEventQuery:CUDA_ERROR_ILLEGAL_ADDRESS -- timeout 20 "$bin/prog_faults" sticky
+fi
 # Reserved memory that follows need (prog_remap.c): moves, busy granules, give-back.
 run remap-moves 0 -- "$bin/prog_remap" moves
 run remap-busy 0 -- "$bin/prog_remap" busy
 run remap-give-back 0 CUDALLOC_CONF=release_after:100 -- "$bin/prog_remap" give-back
 run remap-keep 0 CUDALLOC_CONF=release_after:0 -- "$bin/prog_remap" keep
+# Long-running programs (prog_streams.c): streams and threads that come and go,
+# a destroyed stream's queued work, caps under concurrency, non-streams.
+run streams-churn 0 -- "$bin/prog_streams" stream-churn
+if grep -q "out of memory" <<<"$out"; then fail=$((fail + 1)); echo "FAIL streams-churn: an OOM"; else pass=$((pass + 1)); fi
+run threads-churn 0 -- "$bin/prog_streams" thread-churn
+run streams-live 0 CUDALLOC_SIM_MEMORY=141GiB -- "$bin/prog_streams" live-streams # on a GPU: its own size
+for conf in expandable_segments:true expandable_segments:false; do
+    run "streams-cap-$conf" 0 CUDALLOC_CONF=max_reserved:100MiB,oom_message:false,$conf -- "$bin/prog_streams" cap-threads 100
+done
+run streams-meminfo-cap 0 CUDALLOC_CONF=max_reserved:64MiB -- "$bin/prog_streams" meminfo-cap 64
+if [ $on_gpu = 0 ]; then # held streams stand for queued work; bad handles are safe to pass only here
+    for conf in expandable_segments:true expandable_segments:false; do
+        run "streams-queued-empty-$conf" 0 CUDALLOC_CONF=$conf -- "$bin/prog_streams" queued-empty
+        run "streams-queued-oom-$conf" 0 CUDALLOC_SIM_MEMORY=64MiB CUDALLOC_CONF=$conf -- "$bin/prog_streams" queued-oom
+    done
+    run streams-queued-sweep 0 CUDALLOC_CONF=release_after:50 -- "$bin/prog_streams" queued-sweep
+    run streams-bad-handle 0 -- "$bin/prog_streams" bad-stream
+    run streams-bad-handle-baseline 0 LD_PRELOAD= -- "$bin/prog_streams" bad-stream # what the driver alone answers
+fi
 run vmm-bench 0 -- "$bin/bench_vmm" 4 # what gpu-check.sh's VMM row runs: it runs
 expect vmm-bench-move "vmm move [0-9]"
 if command -v python3 >/dev/null; then # a PyTorch run's allocations, from Python (on a GPU too)
     run remap-torch 0 -- python3 tests/preload/replay_torch.py tests/data/torch/gpt_varying_big.csv
     expect remap-torch-figures "replay_torch: peak requested 126278964, peak reserved"
+fi
+
+# Several devices (prog_peer.c): peer access reaches cudalloc's mappings as it
+# reaches cudaMalloc memory; the same program on the device alone passes too.
+for mode in runtime driver reset; do
+    run "peer-$mode" 0 CUDALLOC_SIM_DEVICES=2 -- "$bin/prog_peer" "$mode"
+    [ $on_gpu = 1 ] || run "peer-$mode-baseline" 0 CUDALLOC_SIM_DEVICES=2 LD_PRELOAD= -- "$bin/prog_peer" "$mode"
+done
+
+# Several processes (prog_ipc.c): a block exported with cudaIpcGetMemHandle
+# opens in another process as that block, in both segment kinds; the same
+# program on the device alone passes too.
+for mode in runtime driver; do
+    run "ipc-$mode" 0 -- timeout 60 "$bin/prog_ipc" "$mode"
+    run "ipc-$mode-classic" 0 CUDALLOC_CONF=expandable_segments:false -- timeout 60 "$bin/prog_ipc" "$mode"
+    [ $on_gpu = 1 ] || run "ipc-$mode-baseline" 0 LD_PRELOAD= -- timeout 60 "$bin/prog_ipc" "$mode"
+done
+if [ $on_gpu = 0 ]; then
+    # no shareable handles: CUDA's error and one line saying what to do
+    run ipc-no-export 0 CUDALLOC_SIM_VMM=nofd -- "$bin/prog_ipc" no-export
+    expect ipc-no-export-line "cudaIpcGetMemHandle(0x[0-9a-f]*): device 0's driver cannot share its virtual memory with another process (no POSIX file descriptor handles); run with CUDALLOC_CONF=expandable_segments:false"
+    # no VMM at all: classic segments, said once; IPC works there too
+    run no-vmm 0 CUDALLOC_SIM_VMM=0 -- timeout 60 "$bin/prog_ipc" runtime
+    expect no-vmm-line "device 0 has no virtual memory management (as some vGPUs): classic segments there"
+    run no-vmm-threads 0 CUDALLOC_SIM_VMM=0 -- "$bin/prog_runtime" threads
+fi
+
+# A profiler and cudalloc share CUPTI (prog_profiler.c, the simulated
+# device's CUPTI stand-in): the profiler gets its records and only them,
+# cudalloc steps aside or stays out with one line; nothing deadlocks when
+# CUPTI calls the driver back or fills a buffer inside cudalloc's own calls.
+if [ $on_gpu = 0 ]; then
+    for conf in expandable_segments:true expandable_segments:false; do
+        run "profiler-later-$conf" 0 CUDALLOC_CONF=$conf -- timeout 30 "$bin/prog_profiler" later
+        expect "profiler-steps-aside-$conf" "cudalloc: a profiler is using CUPTI: cudalloc steps aside"
+        run "profiler-first-$conf" 0 CUDALLOC_CONF=$conf -- timeout 30 "$bin/prog_profiler" first
+        expect "profiler-stays-out-$conf" "cudalloc: CUPTI is in use by another tool (a profiler?): cudalloc leaves it alone"
+        run "profiler-segments-$conf" 0 CUDALLOC_CONF=$conf -- timeout 30 "$bin/prog_profiler" segments
+    done
+fi
+
+# Contexts come and go (prog_contexts.c): what was allocated in a context
+# goes with it, the next context allocates, events stay in their context.
+for mode in destroy release streams; do
+    run "contexts-$mode" 0 -- "$bin/prog_contexts" "$mode"
+    run "contexts-$mode-classic" 0 CUDALLOC_CONF=expandable_segments:false -- "$bin/prog_contexts" "$mode"
+    [ $on_gpu = 1 ] || run "contexts-$mode-baseline" 0 LD_PRELOAD= -- "$bin/prog_contexts" "$mode"
+done
+
+# cudaGetLastError sees the errors cudalloc answers itself (prog_errors.c).
+if [ $on_gpu = 0 ]; then
+    run last-error 0 CUDALLOC_SIM_MEMORY=64MiB CUDALLOC_CONF=oom_message:false -- "$bin/prog_errors"
+    run last-error-baseline 0 CUDALLOC_SIM_MEMORY=64MiB LD_PRELOAD= -- "$bin/prog_errors"
+fi
+
+# PyTorch's pluggable-allocator contract (torch_contract.cc, PyTorch's side
+# stood in for): out of memory raises torch.OutOfMemoryError, also from a
+# worker thread; record_stream orders the free; empty_cache gives memory back.
+if [ $on_gpu = 0 ] && [ -x "$bin/torch_contract" ]; then
+    for mode in oom threads no-torch streams; do
+        run "torch-$mode" 0 CUDALLOC_SIM_MEMORY=64MiB CUDALLOC_CONF=summary:false,oom_message:false LD_PRELOAD= -- \
+            "$bin/torch_contract" "$lib" "$mode"
+    done
 fi
 
 run nvtx 0 NVTX_INJECTION64_PATH="$lib" -- "$bin/prog_nvtx"
@@ -132,6 +249,11 @@ snapshot_check snapshot-default "$rdir/exit.pickle" basic True
 run reports-conf 0 CUDALLOC_REPORT="$rdir/conf" CUDALLOC_CONF=expandable_segments:false,max_reserved:1GiB,sync_free:true -- "$bin/prog_runtime" threads
 snapshot_check snapshot-conf "$rdir/conf.pickle" work False max_reserved:1073741824 sync_free:True
 run reports-on-demand 0 CUDALLOC_REPORT="$rdir/demand" -- "$bin/prog_runtime" reports
+# A SIGUSR1 before the first allocation does not kill the program (issue 20).
+run reports-signal-first 0 CUDALLOC_REPORT="$rdir/early" -- "$bin/prog_runtime" signal-first
+# Every allocation failed: the summary says so all the same.
+run all-fail 0 CUDALLOC_CONF=oom_message:false -- "$bin/prog_runtime" all-fail
+expect all-fail-summary "cudalloc: .*3 allocations* failed\|cudalloc: OUT OF MEMORY"
 run reports-unwritable 0 CUDALLOC_REPORT=/nonexistent/dir/r -- "$bin/prog_runtime" basic
 expect reports-unwritable-warning "cannot write report"
 # A symlink at a report's name is replaced, never followed; 0600 even under umask 000.
@@ -210,6 +332,35 @@ fi
 launch -- sh -c 'echo "caching=${PYTORCH_NO_CUDA_MEMORY_CACHING:-unset}"'
 expect launcher-not-python "caching=unset"
 ! grep -q "$py_line" <<<"$out" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL launcher: python line for sh"; }
+
+# The launcher's edges (issue 20): options checked at start; a tree under a
+# directory with a blank still preloads; a sanitizer runtime goes first; an
+# existing NVTX injection (Nsight's) is kept, and said so.
+for bad in "--sim 1" "--sim=1" "--report $rdir/dir/" "--report $rdir/r%q" "--sim 1GiB --sim=2GiB"; do
+    out=$("$build/bin/cudalloc" run $bad -- true 2>&1); rc=$?
+    [ $rc -eq 2 ] && [ "$(wc -l <<<"$out")" = 1 ] && pass=$((pass + 1)) ||
+        { fail=$((fail + 1)); echo "FAIL launcher refuses '$bad' in one line: rc=$rc $out"; }
+done
+if [ $on_gpu = 0 ]; then
+    launch --sim=64MiB -- "$bin/prog_runtime" basic
+    expect launcher-sim-equals "running on the simulated device (64MiB)"
+    spaced="$rdir/a dir with blanks"
+    mkdir -p "$spaced/bin" "$spaced/lib/cudalloc"
+    cp "$build/bin/cudalloc" "$spaced/bin/" && cp -L "$build/lib/libcudalloc.so.0" "$spaced/lib/" &&
+        cp -rL "$build/sim" "$spaced/lib/cudalloc/sim"
+    out=$("$spaced/bin/cudalloc" run -- "$bin/prog_runtime" basic 2>&1); rc=$?
+    [ $rc -eq 0 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL launcher under blanks: $rc"; }
+    expect launcher-blanks-preloaded "cudalloc: NO ITERATIONS: a short program"
+    ! grep -q "cannot be preloaded" <<<"$out" && pass=$((pass + 1)) ||
+        { fail=$((fail + 1)); echo "FAIL launcher under blanks: ld.so split the path"; echo "$out"; }
+    launch -- "$bin/asan_prog"
+    expect launcher-asan "asan program: ok"
+    expect launcher-asan-line "links libasan.so"
+fi
+out=$(NVTX_INJECTION64_PATH=/opt/nsight/libToolsInjection64.so "$build/bin/cudalloc" run -- \
+      sh -c 'echo "nvtx=$NVTX_INJECTION64_PATH"' 2>&1)
+expect launcher-nvtx-kept "nvtx=/opt/nsight/libToolsInjection64.so"
+expect launcher-nvtx-said "NVTX_INJECTION64_PATH=/opt/nsight/libToolsInjection64.so is kept"
 
 echo "preload: $pass passed, $fail failed"
 [ $fail -eq 0 ]

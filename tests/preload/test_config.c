@@ -27,22 +27,26 @@ START_TEST(defaults_and_every_key)
 {
     unsetenv("CUDALLOC_REPORT");
     ca_config c = parse_ok(NULL);
-    ck_assert(c.expandable && !c.sync_free && c.summary && c.tracking && c.trace_iterations && c.oom_message);
+    ck_assert(c.expandable && !c.sync_free && c.summary && c.tracking && c.trace_iterations && c.oom_message &&
+              c.context_fences);
     ck_assert_uint_eq(c.max_reserved, 0);
     ck_assert_uint_eq(c.release_after, CA_RELEASE_AFTER);
     ck_assert_str_eq(c.report, "");
     ck_assert_str_eq(c.nvtx_range, "step");
     c = parse_ok(" expandable_segments:false, sync_free:1 ,max_reserved:1.5GiB,report:/tmp/r-%p,nvtx_range:iter,"
-                 "summary:no,trace_iterations:0,tracking:FALSE,oom_message:false,release_after:0,,");
+                 "summary:no,trace_iterations:0,tracking:FALSE,oom_message:false,release_after:0,context_fences:0,,");
     ck_assert_uint_eq(c.release_after, 0);
     ck_assert_uint_eq(parse_ok("release_after:250").release_after, 250);
-    ck_assert(!c.expandable && c.sync_free && !c.summary && !c.tracking && !c.trace_iterations && !c.oom_message);
+    ck_assert(!c.expandable && c.sync_free && !c.summary && !c.tracking && !c.trace_iterations && !c.oom_message &&
+              !c.context_fences);
     ck_assert_uint_eq(c.max_reserved, 3ull << 29);
     ck_assert_str_eq(c.report, "/tmp/r-%p");
     ck_assert_str_eq(c.nvtx_range, "iter");
     setenv("CUDALLOC_REPORT", "/tmp/from-env", 1);
     ck_assert_str_eq(parse_ok("").report, "/tmp/from-env");
-    ck_assert_str_eq(parse_ok("report:/tmp/conf").report, "/tmp/conf"); /* the setting wins */
+    ck_assert_str_eq(parse_ok("report:/tmp/from-env").report, "/tmp/from-env"); /* the same twice: fine */
+    parse_fails("report:/tmp/conf",
+                "CUDALLOC_CONF: report:/tmp/conf and CUDALLOC_REPORT=/tmp/from-env disagree: accepted: one of them");
     unsetenv("CUDALLOC_REPORT");
 }
 END_TEST
@@ -52,7 +56,7 @@ START_TEST(rejections_name_the_problem)
     parse_fails("expandable_segment:true",
                 "CUDALLOC_CONF: unknown key 'expandable_segment': accepted: expandable_segments, sync_free, "
                 "max_reserved, release_after, report, nvtx_range, summary, trace_iterations, tracking, python_frames, "
-                "oom_message");
+                "oom_message, context_fences");
     parse_fails("summary", "CUDALLOC_CONF: 'summary' is not key:value");
     parse_fails("release_after:-1",
                 "CUDALLOC_CONF: bad value '-1' for release_after: accepted: a count such as 10000, 0 for never");
@@ -60,8 +64,36 @@ START_TEST(rejections_name_the_problem)
                 "CUDALLOC_CONF: bad value '1e4' for release_after: accepted: a count such as 10000, 0 for never");
     parse_fails("summary:maybe", "CUDALLOC_CONF: bad value 'maybe' for summary: accepted: true, false, 1, 0");
     parse_fails("max_reserved:lots",
-                "CUDALLOC_CONF: bad value 'lots' for max_reserved: accepted: a size such as 512MiB, 20GiB");
+                "CUDALLOC_CONF: bad value 'lots' for max_reserved: accepted: a size of at least 2MiB, such as 512MiB, "
+                "20GiB");
     parse_fails("nvtx_range:", "CUDALLOC_CONF: bad value '' for nvtx_range: accepted: a name of 1 to 127 bytes");
+}
+END_TEST
+
+/* Refused at start, not at exit or silently (issue 20): a key given twice, a
+ * cap that rounds to no granule, report prefixes that cannot be expanded or
+ * that name a directory; CUDALLOC_REPORT's errors are its own. */
+START_TEST(refused_at_start)
+{
+    unsetenv("CUDALLOC_REPORT");
+    parse_fails("summary:true,max_reserved:1GiB,summary:false",
+                "CUDALLOC_CONF: summary is given twice: accepted: each key once");
+    parse_fails("max_reserved:1",
+                "CUDALLOC_CONF: bad value '1' for max_reserved: accepted: a size of at least 2MiB, such as 512MiB, 20GiB");
+    parse_fails("max_reserved:2047KiB", "CUDALLOC_CONF: bad value '2047KiB' for max_reserved: accepted: a size of at "
+                                        "least 2MiB, such as 512MiB, 20GiB");
+    ck_assert_uint_eq(parse_ok("max_reserved:2MiB").max_reserved, 2u << 20);
+    parse_fails("report:/tmp/r-%q", "CUDALLOC_CONF: report prefix '/tmp/r-%q' has an unknown '%q': accepted: %p pid, "
+                                    "%r rank, %% for a '%'");
+    parse_fails("report:/tmp/r%", "CUDALLOC_CONF: report prefix '/tmp/r%' ends with a lone '%': accepted: %p pid, "
+                                  "%r rank, %% for a '%'");
+    parse_fails("report:/tmp/runs/", "CUDALLOC_CONF: report prefix '/tmp/runs/' ends with '/': accepted: a prefix "
+                                     "that names the files, such as /tmp/runs/run (writes /tmp/runs/run.txt, .json, ...)");
+    ck_assert_str_eq(parse_ok("report:/tmp/100%%-%r-%p").report, "/tmp/100%%-%r-%p");
+    setenv("CUDALLOC_REPORT", "/tmp/x-%z", 1);
+    parse_fails("", "CUDALLOC_REPORT: report prefix '/tmp/x-%z' has an unknown '%z': accepted: %p pid, %r rank, %% "
+                    "for a '%'");
+    unsetenv("CUDALLOC_REPORT");
 }
 END_TEST
 
@@ -74,7 +106,7 @@ START_TEST(control_bytes_in_values_are_escaped)
                 "CUDALLOC_CONF: bad value 't\\x0d\\x0drue' for expandable_segments: accepted: true, false, 1, 0");
     parse_fails("summary\n:true", "CUDALLOC_CONF: unknown key 'summary\\x0a': accepted: expandable_segments, "
                                   "sync_free, max_reserved, release_after, report, nvtx_range, summary, trace_iterations, "
-                                  "tracking, python_frames, oom_message");
+                                  "tracking, python_frames, oom_message, context_fences");
     parse_fails("a\nb", "CUDALLOC_CONF: 'a\\x0ab' is not key:value");
     /* a huge value is cut, the message still ends with what is accepted */
     char conf[3000] = "max_reserved:";
@@ -94,6 +126,7 @@ int main(void)
     tcase_add_test(tc, defaults_and_every_key);
     tcase_add_test(tc, rejections_name_the_problem);
     tcase_add_test(tc, control_bytes_in_values_are_escaped);
+    tcase_add_test(tc, refused_at_start);
     suite_add_tcase(s, tc);
     return ca_check_run(s);
 }

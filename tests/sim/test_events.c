@@ -304,6 +304,36 @@ START_TEST(waits_and_destroyed_streams_stay_behind_the_hold)
 }
 END_TEST
 
+/* Stream handles are never handed out twice: a destroyed one stays invalid
+ * (cuStreamGetFlags, as any stream call, says so), a new stream is new. */
+START_TEST(stream_handles_are_never_reused)
+{
+    sim_ctx();
+    CUstream first, s;
+    unsigned flags = 7;
+    CK(cuStreamCreate(&first, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamGetFlags(first, &flags));
+    ck_assert_uint_eq(flags, CU_STREAM_NON_BLOCKING);
+    CK(cuStreamGetFlags(CU_STREAM_LEGACY, &flags));
+    ck_assert_uint_eq(flags, 0);
+    CK(cuStreamDestroy(first));
+    ck_assert_int_eq(cuStreamGetFlags(first, &flags), CUDA_ERROR_INVALID_HANDLE);
+    for (int i = 0; i < 1000; i++) {
+        CK(cuStreamCreate(&s, CU_STREAM_DEFAULT));
+        ck_assert_ptr_ne(s, first);
+        CK(cuStreamDestroy(s));
+    }
+    ck_assert_int_eq(cuStreamGetFlags((CUstream)(uintptr_t)0x5a5a5000, &flags), CUDA_ERROR_INVALID_HANDLE);
+    /* and the counters keep each device's peak */
+    CUdeviceptr p;
+    CK(cuMemAlloc(&p, 4 << 20));
+    CK(cuMemFree(p));
+    simgpu_counters_t c = sim_counters();
+    ck_assert_uint_eq(c.device_bytes_in_use[0], 0);
+    ck_assert_uint_ge(c.device_bytes_peak[0], 4 << 20);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("simgpu events");
@@ -322,6 +352,7 @@ int main(void)
     tcase_add_test(tc, held_streams_hold_their_events);
     tcase_add_test(tc, synchronize_runs_held_work);
     tcase_add_test(tc, waits_and_destroyed_streams_stay_behind_the_hold);
+    tcase_add_test(tc, stream_handles_are_never_reused);
     suite_add_tcase(s, tc);
     return sim_run(s);
 }

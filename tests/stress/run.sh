@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs tests/stress/stress under the preload on a small simulated device:
-# the mixed workload for SECONDS, the bad frees, forks under load. Prints each
+# the mixed workload for SECONDS (streams and threads coming and going), the
+# bad frees, forks under load; and tests/stress/reset_reports (resets while
+# reports are written). Prints each
 # mode's summary line; fails on any failed check, overlap, lost byte, or a
 # mixed run that never hit out of memory (then the test would not test it).
 # STRESS_RUNTIME: a sanitizer runtime to load before the preload; STRESS_FORKS:
@@ -41,6 +43,8 @@ if run mix-reports CUDALLOC_REPORT="$rdir/r" "$bin" mix -t 8 -s 2 -d 1; then
         done;;
     esac
 fi
+# cudaDeviceReset while the reporter thread writes what SIGUSR1 asked for.
+run reset-reports CUDALLOC_REPORT="$rdir/reset" CUDALLOC_CONF=summary:false "$build/tests/stress/reset_reports" 1
 run bad-frees CUDALLOC_CONF=summary:false "$bin" bad-frees
 case "${STRESS_RUNTIME:-}" in
 *libasan*) # GCC 12's ASan keeps no allocator lock across fork: a child that

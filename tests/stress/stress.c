@@ -3,7 +3,10 @@
  * allocations fail:
  *
  *   mix        THREADS threads x STREAMS streams of their own (half of them
- *              non-blocking) allocate sizes from 1 B to MAX (log-uniform)
+ *              non-blocking, each replaced by a new one now and then while
+ *              blocks allocated on it are still live, and short-lived helper
+ *              threads allocating on their per-thread streams, leaving blocks
+ *              behind) allocate sizes from 1 B to MAX (log-uniform)
  *              through cudaMalloc, cudaMallocAsync, cuMemAlloc and
  *              cuMemAllocAsync, write a pattern into every block through the
  *              device's copies and memsets, verify it before every free, and
@@ -159,11 +162,14 @@ typedef struct worker {
     long ops, allocs, frees, ooms_rt, ooms_drv, checked_bytes;
     long by_api[N_API];
     int thread_stream_allocs;
+    long streams_replaced, helpers;
+    int in_helper; /* a helper thread runs on this worker's behalf: its own stream */
 } worker;
 
 /* Any stream a block may go on: the thread's own, the legacy default stream,
  * the per-thread default stream. */
 static cudaStream_t pick_stream(worker *w) {
+    if (w->in_helper) return cudaStreamPerThread;
     uint64_t r = next(&w->rng) % 10;
     if (r == 0) return NULL;
     if (r == 1) {
@@ -319,21 +325,56 @@ static void alloc_block(worker *w) {
     w->by_api[b.api]++;
 }
 
+static void create_stream(worker *w, int i) {
+    int rc = i % 4 == 0   ? cudaStreamCreate(&w->streams[i])
+             : i % 4 == 1 ? cudaStreamCreateWithFlags(&w->streams[i], cudaStreamNonBlocking)
+             : i % 4 == 2 ? cuStreamCreate((CUstream *)&w->streams[i], CU_STREAM_DEFAULT)
+                          : cuStreamCreate((CUstream *)&w->streams[i], CU_STREAM_NON_BLOCKING);
+    CHECK(rc == 0, "stream %d: %d", i, rc);
+}
+
+/* Streams come and go: one is destroyed with its blocks still live (they
+ * are freed later, in the new stream's order or plainly) and a new one
+ * takes its place. */
+static void replace_stream(worker *w) {
+    int i = (int)(next(&w->rng) % (uint64_t)w->n_streams);
+    cudaStream_t old = w->streams[i];
+    CHECK(cudaStreamDestroy(old) == cudaSuccess, "stream %d destroy", i);
+    create_stream(w, i);
+    for (int k = 0; k < w->n_live; k++)
+        if (w->live[k].stream == old) w->live[k].stream = w->streams[i];
+    w->streams_replaced++;
+}
+
+/* Threads come and go: a helper allocates on its per-thread stream for the
+ * worker (which waits), writes, and exits; its blocks stay in the worker's
+ * live set, to be freed in another stream's order or plainly. */
+static void *helper(void *arg) {
+    worker *w = arg;
+    CHECK(cudaFree(NULL) == cudaSuccess, "helper start");
+    w->in_helper = 1;
+    for (int k = 0; k < 4 && w->n_live < w->max_live; k++) alloc_block(w);
+    if (w->n_live && next(&w->rng) % 2) free_block(w, w->n_live - 1);
+    w->in_helper = 0;
+    return NULL;
+}
+
 static void *mix_thread(void *arg) {
     worker *w = arg;
     /* cudart's lazy start on this thread, so the driver calls find a context */
     CHECK(cudaFree(NULL) == cudaSuccess, "cudaFree(NULL)");
-    for (int i = 0; i < w->n_streams; i++) {
-        int rc = i % 4 == 0   ? cudaStreamCreate(&w->streams[i])
-                 : i % 4 == 1 ? cudaStreamCreateWithFlags(&w->streams[i], cudaStreamNonBlocking)
-                 : i % 4 == 2 ? cuStreamCreate((CUstream *)&w->streams[i], CU_STREAM_DEFAULT)
-                              : cuStreamCreate((CUstream *)&w->streams[i], CU_STREAM_NON_BLOCKING);
-        CHECK(rc == 0, "stream %d: %d", i, rc);
-    }
+    for (int i = 0; i < w->n_streams; i++) create_stream(w, i);
     while (now() < w->until) {
         for (int k = 0; k < 16; k++, w->ops++) {
             if (w->n_live < w->max_live && (w->n_live == 0 || next(&w->rng) % 100 < 55)) alloc_block(w);
             else free_block(w, (int)(next(&w->rng) % (uint64_t)w->n_live));
+        }
+        if (w->ops % 32 == 0) replace_stream(w);
+        if (w->ops % 64 == 0) {
+            pthread_t th;
+            CHECK(pthread_create(&th, NULL, helper, w) == 0, "helper thread");
+            pthread_join(th, NULL);
+            w->helpers++;
         }
     }
     while (w->n_live) free_block(w, w->n_live - 1);
@@ -361,6 +402,7 @@ static int mix(int threads, int streams, double seconds, int max_live) {
         pthread_join(th[i], NULL);
         sum.ops += w[i].ops, sum.allocs += w[i].allocs, sum.frees += w[i].frees;
         sum.ooms_rt += w[i].ooms_rt, sum.ooms_drv += w[i].ooms_drv, sum.checked_bytes += w[i].checked_bytes;
+        sum.streams_replaced += w[i].streams_replaced, sum.helpers += w[i].helpers;
         for (int a = 0; a < N_API; a++) sum.by_api[a] += w[i].by_api[a];
         free(w[i].host), free(w[i].want), free(w[i].live);
     }
@@ -389,11 +431,13 @@ static int mix(int threads, int streams, double seconds, int max_live) {
         lost += (long long)c.bytes_in_use;
     }
     printf("stress mix: %ld operations (%ld allocations: %ld cudaMalloc, %ld cudaMallocAsync, %ld cuMemAlloc, "
-           "%ld cuMemAllocAsync; %ld frees) by %d threads x %d streams in %.1f s (%.0f ops/s); %ld OOMs survived "
-           "(%ld runtime, %ld driver); %.1f GiB of patterns verified; %ld overlaps; %lld bytes lost; %ld failures\n",
+           "%ld cuMemAllocAsync; %ld frees) by %d threads x %d streams in %.1f s (%.0f ops/s); %ld streams replaced "
+           "with blocks live, %ld helper threads came and went; %ld OOMs survived (%ld runtime, %ld driver); %.1f GiB "
+           "of patterns verified; %ld overlaps; %lld bytes lost; %ld failures\n",
            sum.ops, sum.allocs, sum.by_api[RT_SYNC], sum.by_api[RT_ASYNC], sum.by_api[DRV_SYNC], sum.by_api[DRV_ASYNC],
-           sum.frees, threads, streams, secs, (double)sum.ops / secs, sum.ooms_rt + sum.ooms_drv, sum.ooms_rt,
-           sum.ooms_drv, (double)sum.checked_bytes / (1 << 30), (long)overlaps, lost, (long)failures);
+           sum.frees, threads, streams, secs, (double)sum.ops / secs, sum.streams_replaced, sum.helpers,
+           sum.ooms_rt + sum.ooms_drv, sum.ooms_rt, sum.ooms_drv, (double)sum.checked_bytes / (1 << 30),
+           (long)overlaps, lost, (long)failures);
     CHECK(sum.allocs > 0 && sum.frees == sum.allocs, "%ld allocations, %ld frees", sum.allocs, sum.frees);
     free(w), free(th);
     return failures ? 1 : 0;

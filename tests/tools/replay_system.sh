@@ -120,6 +120,27 @@ msg=$("$replay" --timeline=0 "$tmp/small.csv" 2>&1); rc=$?
 out=$("$replay" --runs 1 --timeline --release-after 0 "$tmp/iters.csv")
 [ "$(awk '$1 ~ /^[12]$/ {s += $9} END {print s + 0}' <<<"$out")" = 0 ] && ok || no "release-after 0 released: $out"
 
+# Recorded failures (allocate failure rows): counted, and with --capacity
+# whether cudalloc's allocator fails there too (5 GiB does not fit 4 MiB; 1.5
+# MiB does, once 2 MiB are free).
+H='Thread,Time,Action,Pointer,Size,Stream\n'
+printf "${H}1,0,allocate,0x1,2097152,0x0\n1,1,allocate,0x2,1048576,0x0\n1,2,allocate failure,0x0,5368709120,0x0\n1,3,free,0x1,2097152,0x0\n1,4,allocate failure,0x0,1572864,0x0\n" > "$tmp/failures.csv"
+out=$("$replay" --runs 1 "$tmp/failures.csv") || no "failures exited $?"
+grep -q 'ooms=0 .* recorded_failures=2$' <<<"$(head -1 <<<"$out")" && ok || no "recorded failures: $out"
+grep -q '^  recorded failures: 2 allocations failed when the log was written (the replay skips them); .*--capacity$' <<<"$out" && ok || no "failures note: $out"
+out=$("$replay" --runs 1 --capacity 4MiB "$tmp/failures.csv") || no "failures --capacity exited $?"
+grep -q 'recorded_failures=2 failed_too=1$' <<<"$(head -1 <<<"$out")" && ok || no "failed_too: $out"
+grep -q '^  recorded failures: 2 allocations failed when the log was written; on a 4.00 MiB device cudalloc.s allocator fails 1 of them too and serves the other 1$' <<<"$out" && ok || no "failures with capacity: $out"
+out=$("$replay" --runs 1 --capacity 1GiB --mode classic "$tmp/failures.csv")
+grep -q 'failed_too=1$' <<<"$(head -1 <<<"$out")" && ok || no "classic failed_too: $out"
+# A log cut short: one warning, the rows before it replayed; a bad row in
+# the middle is still refused.
+{ cat "$tmp/failures.csv"; printf '1,5,free,0x2,10'; } > "$tmp/cut.csv"
+out=$("$replay" --runs 1 "$tmp/cut.csv" 2>"$tmp/cut.err"); rc=$?
+[ $rc = 0 ] && grep -q 'calls=3 ' <<<"$out" && ok || no "cut log: rc=$rc $out"
+[ "$(wc -l < "$tmp/cut.err")" = 1 ] && grep -q "^cudalloc-replay: $tmp/cut.csv:7: warning: the last line is cut short .*(expected 6 fields, found 5): left out; the 5 rows before it are read$" "$tmp/cut.err" \
+    && ok || no "cut warning: $(cat "$tmp/cut.err")"
+
 # Malformed input: FILE:LINE: message, exit 2.
 check_bad() { # name, content, expected text
     printf '%b' "$2" > "$tmp/$1.csv"
@@ -135,6 +156,8 @@ check_bad unknown "${H}1,0,free,0x5,10,0x0\n" 'not live'
 check_bad twice "${H}1,0,allocate,0x1,10,0x0\n1,1,allocate,0x1,10,0x0\n" 'allocated again'
 check_bad over64 "${H}1,0,allocate,0x1,18446744073709551616,0x0\n" "larger than 18446744073709551615"
 check_bad hex64 "${H}1,0,allocate,0x10000000000000000,1,0x0\n" "larger than 0xffffffffffffffff"
+check_bad middle "${H}1,0,allocate,0x1,10,0x0\n1,1,free,0x1\n1,2,allocate,0x2,10,0x0\n1,3,fr" 'expected 6 fields, found 4'
+check_bad ended "${H}1,0,allocate,0x1,10,0x0\n1,1,free,0x1\n" 'expected 6 fields, found 4'
 msg=$("$replay" --mode fast "$tmp/small.csv" 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "expandable, classic" <<<"$msg" && ok || no "bad --mode: rc=$rc '$msg'"
 msg=$("$replay" "$tmp/missing.csv" 2>&1); rc=$?

@@ -410,6 +410,52 @@ START_TEST(files_and_errors)
 }
 END_TEST
 
+/* A log whose writer was killed mid-line: its last line, with no newline
+ * after it, is left out and named; the rows before it stand. The same line
+ * anywhere else, or ended by a newline, is an error. */
+START_TEST(cut_last_line)
+{
+    static const char rows[] = HDR "1,0,allocate,0x10,256,0x0\n1,1,allocate failure,0x0,5368709120,0x0\n";
+    static const char *const cuts[] = {"1,2,free,0x1", "1,2,fr", "1", "1,2,free,0x10,256,0x", "1,2,allocate,0x10,3,0x0"};
+    static const char *const why[] = {"expected 6 fields, found 4", "expected 6 fields, found 3",
+                                      "expected 6 fields, found 1", "bad Stream '0x': expected a hex (0x...) or decimal number",
+                                      "pointer 0x10 allocated again while live (allocated at line 2)"};
+    for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++) {
+        char text[256], want[160];
+        snprintf(text, sizeof text, "%s%s", rows, cuts[i]);
+        ca_trace t = parse_ok(text);
+        ck_assert_uint_eq(t.cut_line, 4);
+        ck_assert_str_eq(t.cut_why, why[i]);
+        ck_assert_uint_eq(t.n_ops, 2);
+        ck_assert_uint_eq(t.count[CA_TRACE_ALLOC_FAIL], 1);
+        ck_assert_uint_eq(t.live_at_end, 1);
+        char *msg;
+        size_t len;
+        FILE *f = open_memstream(&msg, &len);
+        ca_trace_warn_cut(&t, "tool", "t.csv", f);
+        fclose(f);
+        snprintf(want, sizeof want, "tool: t.csv:4: warning: the last line is cut short");
+        ck_assert_msg(!strncmp(msg, want, strlen(want)) && strchr(msg, '\n') == msg + len - 1, "%s", msg);
+        ck_assert_msg(strstr(msg, why[i]) && strstr(msg, "the 2 rows before it are read"), "%s", msg);
+        free(msg);
+        ca_trace_free(&t);
+        /* ended by a newline, or followed by more rows: a bad row, refused */
+        snprintf(text, sizeof text, "%s%s\n", rows, cuts[i]);
+        snprintf(want, sizeof want, "t.csv:4: %s", why[i]);
+        parse_fails(text, want);
+        snprintf(text, sizeof text, "%s%s\n1,3,free,0x10,256,0x0", rows, cuts[i]);
+        parse_fails(text, want);
+    }
+    /* a whole last row without a newline is simply the last row */
+    ca_trace t = parse_ok(HDR "1,0,allocate,0x10,256,0x0\n1,1,free,0x10,256,0x0");
+    ck_assert_uint_eq(t.cut_line, 0);
+    ck_assert_uint_eq(t.n_ops, 2);
+    ca_trace_free(&t);
+    /* a header cut short is not a log at all */
+    parse_fails("Thread,Time,Act", "t.csv:1: bad header: expected 'Thread,Time,Action,Pointer,Size,Stream'");
+}
+END_TEST
+
 /* Bytes flipped, cut and inserted at random: an error or a trace, never a crash
  * (the sanitizer build checks every access). */
 START_TEST(mangled_input_never_crashes)
@@ -474,6 +520,7 @@ int main(void)
     tcase_add_test(tc, peak_live_bytes_never_wraps);
     tcase_add_test(tc, liveness);
     tcase_add_test(tc, files_and_errors);
+    tcase_add_test(tc, cut_last_line);
     tcase_add_test(tc, mangled_input_never_crashes);
     suite_add_tcase(s, tc);
     return ca_check_run(s);

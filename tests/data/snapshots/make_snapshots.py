@@ -25,19 +25,36 @@ train.py:42. The trace can be cut to its last N entries, as
 _record_memory_history(max_entries=N) keeps a ring: what was allocated
 before the cut is then only in the segments.
 
+With --segments, PyTorch's classic segments instead (ClassicDevice): a
+small pool (blocks up to 1 MiB, in 2 MiB segments) and a large pool (20
+MiB segments for requests under 10 MiB, else the request rounded up to 2
+MiB), each segment one cudaMalloc placed right after the last, so hundreds
+of segments touch in the address space; best fit in a pool's segments,
+blocks split and merged, empty_cache() releasing the free ones; a side
+stream and a CUDA graph's private pool (segment_pool_id (1, 2)) have
+segments of their own. --no-trace dumps the segments only, as a snapshot
+taken without _record_memory_history().
+
   make_snapshots.py OUT.pickle [--leak] [--iterations N] [--protocol P]
                     [--max-entries N] [--annotations] [--requested-only]
-                    [--no-frames] [--devices N] [--oom] [--classic]
+                    [--no-frames] [--devices N] [--oom] [--oom-device D]
+                    [--classic] [--segments] [--params N] [--no-trace]
+                    [--gzip] [--zip]
                     [--scenario forward|step|steps] [--layers N] [--params-per-layer N]
                     [--no-grad] [--optimizer-annotation] [--handoff] [--seed N]
                     [--eval-leak] [--backward-leak]
   (--scenario: a deep model's forward, one training step or several, with
   an optimizer looping over its parameters: scenarios.py)
   make_snapshots.py --fixtures DIR   the committed fixtures (tests/data/snapshots)
+--gzip writes the pickle gzipped (snapshot.pickle.gz); --zip writes what
+torch.save() writes instead of a snapshot: a zip archive holding the pickle.
 """
 import argparse
+import gzip
+import io
 import os
 import pickle
+import zipfile
 
 MIB = 1 << 20
 GRANULE = 2 * MIB
@@ -154,6 +171,140 @@ class Device:
         }]
 
 
+class ClassicDevice:
+    """PyTorch's classic segments (see the module's docstring)."""
+    SMALL, LARGE = 'small', 'large'
+
+    def __init__(self, ordinal, opt):
+        self.ordinal = ordinal
+        self.opt = opt
+        self.next_addr = BASE + ordinal * (1 << 36)
+        self.segs = {}             # addr -> {size, pool, stream, pool_id, blocks: {addr: [size, requested, site]}}
+        self.trace = []
+        self.time = 1_700_000_000_000_000 + ordinal
+        self.recording = not opt.no_trace
+
+    def entry(self, action, addr, size, stream, site=None):
+        if not self.recording:
+            return
+        self.time += 7
+        e = {'action': action, 'addr': addr, 'size': size, 'stream': stream, 'time_us': self.time}
+        if not self.opt.no_frames:
+            e['frames'] = SITES[site] if site else []
+        self.trace.append(e)
+
+    @staticmethod
+    def segment_size(pool, size):
+        if pool == ClassicDevice.SMALL:
+            return 2 * MIB
+        return 20 * MIB if size < 10 * MIB else (size + GRANULE - 1) // GRANULE * GRANULE
+
+    def free_blocks(self, seg):
+        """[(addr, size)] of the gaps between a segment's blocks."""
+        out, at = [], seg['addr']
+        for a in sorted(seg['blocks']):
+            if a > at:
+                out.append((at, a - at))
+            at = a + seg['blocks'][a][0]
+        if at < seg['addr'] + seg['size']:
+            out.append((at, seg['addr'] + seg['size'] - at))
+        return out
+
+    def alloc(self, requested, site, stream=0, pool_id=(0, 0)):
+        size = round_block(requested)
+        pool = self.SMALL if size <= MIB else self.LARGE
+        fits = [(fs, fa, seg) for seg in self.segs.values()
+                if seg['pool'] == pool and seg['stream'] == stream and seg['pool_id'] == pool_id
+                for fa, fs in self.free_blocks(seg) if fs >= size]
+        if fits:
+            fs, addr, seg = min(fits, key=lambda f: (f[0], f[1]))
+        else:
+            total = self.segment_size(pool, size)
+            seg = {'addr': self.next_addr, 'size': total, 'pool': pool, 'stream': stream, 'pool_id': pool_id,
+                   'blocks': {}}
+            self.segs[seg['addr']] = seg
+            self.next_addr += total
+            self.entry('segment_alloc', seg['addr'], total, stream)
+            fs, addr = total, seg['addr']
+        # split unless what is left is too small to serve a request of the pool
+        rest = fs - size
+        if rest and (rest < 512 if pool == self.SMALL else rest <= MIB):
+            size = fs
+        seg['blocks'][addr] = [size, requested, site]
+        self.entry('alloc', addr, requested, stream, site)
+        return addr
+
+    def free(self, addr):
+        for seg in self.segs.values():
+            if addr in seg['blocks']:
+                size, requested, site = seg['blocks'].pop(addr)
+                self.entry('free_requested', addr, requested, seg['stream'], site)
+                self.entry('free_completed', addr, requested, seg['stream'], site)
+                return
+        raise KeyError(hex(addr))
+
+    def empty_cache(self):
+        for a in sorted(self.segs):
+            seg = self.segs[a]
+            if not seg['blocks']:
+                del self.segs[a]
+                self.entry('segment_free', a, seg['size'], seg['stream'])
+
+    def oom(self, requested, site, free):
+        pass
+
+    def segments(self):
+        out = []
+        for a in sorted(self.segs):
+            seg = self.segs[a]
+            blocks = [{'address': fa, 'size': fs, 'requested_size': 0, 'state': 'inactive', 'frames': []}
+                      for fa, fs in self.free_blocks(seg)]
+            for ba, (size, requested, site) in seg['blocks'].items():
+                blocks.append({'address': ba, 'size': size, 'requested_size': requested, 'state': 'active_allocated',
+                               'frames': [] if self.opt.no_frames else SITES[site]})
+            blocks.sort(key=lambda b: b['address'])
+            active = [b for b in blocks if b['state'] != 'inactive']
+            out.append({
+                'device': self.ordinal, 'address': a, 'total_size': seg['size'], 'stream': seg['stream'],
+                'segment_type': seg['pool'], 'segment_pool_id': seg['pool_id'],
+                'allocated_size': sum(b['size'] for b in active), 'active_size': sum(b['size'] for b in active),
+                'requested_size': sum(b['requested_size'] for b in active), 'is_expandable': False,
+                'frames': [], 'blocks': blocks,
+            })
+        return out
+
+
+def train_segments(dev, opt):
+    """A model's parameters, each large one in a segment of its own and the
+    small ones packed into 2 MiB segments, then steps whose activations of
+    many sizes leave holes; a side stream's and a CUDA graph's segments;
+    empty_cache() half way; at the end three parameters in touching
+    segments dropped (their segments stay, all free, side by side)."""
+    params = [dev.alloc((11 + i * 7 % 19) * MIB + 4096 * (i % 5), 'weight') for i in range(opt.params)]
+    params += [dev.alloc(300 * 1024 + 512 * (i % 9), 'weight') for i in range(opt.params // 2)]
+    graph = [dev.alloc(3 * MIB, 'act1', pool_id=(1, 2)), dev.alloc(256 * 1024, 'act2', pool_id=(1, 2))]
+    side = dev.alloc(5 * MIB, 'grad', stream=7)
+    kept = []
+    for it in range(opt.iterations):
+        acts = []
+        for k in range(12):
+            acts.append(dev.alloc((14 + (it * 5 + k * 3) % 23) * MIB + 512 * k, 'act1'))
+            acts.append(dev.alloc((1 + (it + k) % 7) * MIB // 2 + 100, 'act2'))
+            acts.append(dev.alloc(4096 * (1 + k) + it, 'grad'))
+        if opt.leak:
+            kept.append(dev.alloc(MIB + 4096 * it, 'leak'))
+        for a in acts[::3] + acts[2::3]:
+            dev.free(a)
+        kept.extend(acts[1::6])
+        for a in acts[4::6]:
+            dev.free(a)
+        if it == opt.iterations // 2:
+            dev.empty_cache()
+    for a in params[40:43]:
+        dev.free(a)
+    return params, graph, side, kept
+
+
 def train(dev, opt, annotations):
     weights = [dev.alloc(8 * MIB, 'weight') for _ in range(4)]
     kept = []
@@ -171,18 +322,20 @@ def train(dev, opt, annotations):
         if opt.annotations:
             annotations.append({'name': f'ProfilerStep#{it}', 'stage': 'END', 'time_us': dev.tick(),
                                 'device': dev.ordinal})
-    if opt.oom:
+    if opt.oom and opt.oom_device in (None, dev.ordinal):
         dev.oom(64 << 30, 'huge', 1 << 30)
     return weights, kept
 
 
 def build(opt):
     annotations = []
-    devices = [Device(d, opt) for d in range(opt.devices)]
+    devices = [(ClassicDevice if opt.segments else Device)(d, opt) for d in range(opt.devices)]
     for dev in devices:
         if opt.scenario:
             import scenarios
             scenarios.run(dev, opt, annotations)
+        elif opt.segments:
+            train_segments(dev, opt)
         else:
             train(dev, opt, annotations)
     traces = []
@@ -193,11 +346,11 @@ def build(opt):
         traces.append(t)
     snap = {
         'segments': [s for dev in devices for s in dev.segments()],
-        'device_traces': traces,
+        'device_traces': [[] for _ in traces] if opt.no_trace else traces,
         'allocator_settings': {
-            'PYTORCH_CUDA_ALLOC_CONF': '' if opt.classic else 'expandable_segments:True',
+            'PYTORCH_CUDA_ALLOC_CONF': '' if opt.classic or opt.segments else 'expandable_segments:True',
             'max_split_size': -1, 'garbage_collection_threshold': 0.0,
-            'expandable_segments': not opt.classic, 'pinned_num_register_threads': 1,
+            'expandable_segments': not (opt.classic or opt.segments), 'pinned_num_register_threads': 1,
             'release_lock_on_cudamalloc': False, 'pinned_use_cuda_host_register': False,
             'roundup_power2_divisions': {},
         },
@@ -220,6 +373,12 @@ def options(argv=None):
     p.add_argument('--devices', type=int, default=1)
     p.add_argument('--oom', action='store_true')
     p.add_argument('--classic', action='store_true')
+    p.add_argument('--oom-device', type=int)
+    p.add_argument('--segments', action='store_true')
+    p.add_argument('--params', type=int, default=160)
+    p.add_argument('--no-trace', action='store_true')
+    p.add_argument('--gzip', action='store_true')
+    p.add_argument('--zip', action='store_true')
     p.add_argument('--fixtures', metavar='DIR')
     p.add_argument('--scenario', choices=['forward', 'step', 'steps'])
     p.add_argument('--layers', type=int, default=24)
@@ -239,6 +398,9 @@ FIXTURES = {
     'clean.pickle': ['--protocol', '2'],
     'leaky_annotated_p5.pickle': ['--leak', '--annotations', '--protocol', '5', '--requested-only'],
     'two_devices_oom.pickle': ['--leak', '--devices', '2', '--oom', '--classic'],
+    'segments.pickle': ['--segments', '--iterations', '8', '--max-entries', '900'],
+    'segments_no_trace.pickle': ['--segments', '--iterations', '4', '--params', '60', '--no-trace'],
+    'three_devices_oom_on_1.pickle': ['--devices', '3', '--oom', '--oom-device', '1', '--iterations', '4'],
     # issue 17: what a training loop's iterations are, and what they are not
     'forward_48_layers.pickle': ['--scenario', 'forward', '--layers', '48'],
     'forward_48_layers_no_frames.pickle': ['--scenario', 'forward', '--layers', '48', '--no-frames'],
@@ -257,18 +419,37 @@ FIXTURES = {
 }
 
 
+def write(path, snap, opt):
+    """The pickle, gzipped with --gzip (no name, time 0: the same bytes every
+    time); with --zip, a zip archive as torch.save() writes one (its pickle
+    in archive/data.pkl)."""
+    data = pickle.dumps(snap, protocol=opt.protocol)
+    if opt.gzip:
+        buf = io.BytesIO()
+        with gzip.GzipFile(filename='', mode='wb', fileobj=buf, mtime=0) as g:
+            g.write(data)
+        data = buf.getvalue()
+    elif opt.zip:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, 'w', zipfile.ZIP_STORED) as z:
+            for name, content in (('archive/data.pkl', data), ('archive/byteorder', b'little'),
+                                  ('archive/version', b'3\n')):
+                z.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), content)
+        data = buf.getvalue()
+    with open(path, 'wb') as f:
+        f.write(data)
+
+
 def main():
     opt = options()
     if opt.fixtures:
         for name, args in FIXTURES.items():
             o = options(args)
-            with open(os.path.join(opt.fixtures, name), 'wb') as f:
-                pickle.dump(build(o), f, protocol=o.protocol)
+            write(os.path.join(opt.fixtures, name), build(o), o)
         return
     if not opt.out:
         raise SystemExit('usage: make_snapshots.py OUT.pickle [options] | --fixtures DIR')
-    with open(opt.out, 'wb') as f:
-        pickle.dump(build(opt), f, protocol=opt.protocol)
+    write(opt.out, build(opt), opt)
 
 
 if __name__ == '__main__':

@@ -116,6 +116,42 @@ msg=$("$report" 2>&1); rc=$?
 msg=$("$report" "$tmp/leak.csv" --json "$tmp/no/such/dir/r.json" 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "cudalloc-report: " <<<"$msg" && ok || no "unwritable output: rc=$rc '$msg'"
 
+# A bad row in the middle stays an error, also when a cut last line follows.
+check_bad middle "${H}1,0,allocate,0x1,10,0x0\n1,1,allocate,0x2\n1,2,free,0x1,10,0x0\n1,3,allo" 'expected 6 fields, found 4'
+
+# A recorded failure without --capacity: judged on the request against what
+# was free and cached, never against an unlimited device; with --capacity,
+# against the device. A 5 GiB request after 2 MiB freed is not "in pieces".
+printf "${H}1,0,allocate,0x1,2097152,0x0\n1,1,free,0x1,2097152,0x0\n1,2,allocate failure,0x0,5368709120,0x0\n" > "$tmp/fail.csv"
+out=$("$report" "$tmp/fail.csv" --json "$tmp/fail.json" --html "$tmp/fail.html" --txt -) || no "fail.csv exited $?"
+grep -q '^VERDICT: OUT OF MEMORY (1 failed allocation), the last at iteration 0 asking 5.00 GiB: the memory is not there' <<<"$out" \
+    && ok || no "failure without capacity: $(head -1 <<<"$out")"
+grep -q '  device: its size and free memory were not recorded (--capacity gives the size)' <<<"$out" && ok || no "device line: $out"
+grep -q 'EiB' <<<"$out" && no "an unlimited device shown: $out" || ok
+grep -q 'size and free memory not recorded' "$tmp/fail.html" && ok || no "html: device not recorded"
+python3 - "$tmp/fail.json" <<'PY' && ok || no "failure without capacity: JSON"
+import json, sys
+o = json.load(open(sys.argv[1]))['ooms'][0]
+assert o['device_total_bytes'] is None and o['device_free_bytes'] is None, o
+assert o['verdict'] == 'not_there' and o['cached_free_bytes'] == 2 << 20 and not o['device_total_inferred'], o
+PY
+out=$("$report" "$tmp/fail.csv" --capacity 4GiB) || no "fail.csv --capacity exited $?"
+grep -q '  device: 4.00 GiB free of 4.00 GiB' <<<"$out" || grep -q '  device: 3.99 GiB free of 4.00 GiB' <<<"$out" && ok || no "device with capacity: $(grep device: <<<"$out")"
+# A request that the cache holds, in pieces: fragmented, known without the device.
+printf "${H}1,0,allocate,0x1,1048576,0x0\n1,1,allocate,0x2,1048576,0x0\n1,2,allocate,0x3,1048576,0x0\n1,3,free,0x1,1048576,0x0\n1,4,free,0x3,1048576,0x0\n1,5,allocate failure,0x0,1572864,0x0\n" > "$tmp/pieces.csv"
+out=$("$report" "$tmp/pieces.csv" --mode classic) || no "pieces.csv exited $?"
+grep -q '  verdict: fragmented' <<<"$out" && ok || no "pieces: $(grep verdict: <<<"$out")"
+
+# A log cut short by a killed writer: one warning naming its last line, the
+# rows before it diagnosed (exit 0).
+{ printf "$H"; for i in $(seq 1 30); do printf "1,%d,iteration,,%d,0x0\n1,%d,allocate,0x%x,1048576,0x0\n" $((3*i)) "$i" $((3*i+1)) "$i"; done
+  printf '1,99,allocate,0x7f00,20'; } > "$tmp/cut.csv"
+out=$("$report" "$tmp/cut.csv" 2>"$tmp/cut.err"); rc=$?
+[ $rc = 0 ] && ok || no "cut log exited $rc"
+[ "$(wc -l < "$tmp/cut.err")" = 1 ] && grep -q "^cudalloc-report: $tmp/cut.csv:62: warning: the last line is cut short .* (expected 6 fields, found 5): left out; the 60 rows before it are read$" "$tmp/cut.err" \
+    && ok || no "cut log warning: $(cat "$tmp/cut.err")"
+head -1 <<<"$out" | grep -q '^VERDICT: LEAK: allocations of 1.00 MiB (1048576 B) are kept: +1.00 MiB every iteration' && ok || no "cut log: $(head -1 <<<"$out")"
+
 # Inside a shared object, the library's own frames are skipped at capture:
 # the leak's first frame is the program's.
 if [ -n "$probe" ]; then

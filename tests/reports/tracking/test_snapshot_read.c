@@ -328,6 +328,12 @@ static const struct {
      " 'device_traces': []}",
      "segments[0].blocks[0]: no 'size'"},
     {"{'segments': [], 'device_traces': [[]] * 65}", "device_traces: 65 devices: only 64 are read"},
+    {"{'segments': [{'device': 0, 'address': 0, 'total_size': 512, 'segment_pool_id': 'x', 'blocks': []}],"
+     " 'device_traces': []}",
+     "segments[0]: 'segment_pool_id' is a str, expected a pair of ints"},
+    {"{'segments': [{'device': 0, 'address': 0, 'total_size': 512, 'segment_pool_id': (1, 'a'), 'blocks': []}],"
+     " 'device_traces': []}",
+     "segments[0]: 'segment_pool_id' is not a pair of ints, expected a pair of ints"},
 };
 
 START_TEST(bad_snapshots) {
@@ -349,6 +355,85 @@ START_TEST(bad_snapshots) {
 }
 END_TEST
 
+/* A gzipped snapshot is the snapshot it holds, op for op; inflating stops
+ * at the bound given; a torch.save() archive is refused as one. */
+START_TEST(gzip_and_torch_save) {
+    const char *dir = scratch();
+    char *plain = gen(dir, "s.pickle", "--segments --params 20 --iterations 3"),
+         *gz = gen(dir, "s.pickle.gz", "--segments --params 20 --iterations 3 --gzip"),
+         *zip = gen(dir, "m.pt", "--zip");
+    ca_torch_snapshot a, b;
+    ca_snap_run ra, rb;
+    char err[512];
+    load(plain, &a);
+    load(gz, &b);
+    ck_assert_int_eq(ca_snap_run_build(&a, 0, &ra, err, sizeof err), 0);
+    ck_assert_int_eq(ca_snap_run_build(&b, 0, &rb, err, sizeof err), 0);
+    ck_assert_uint_eq(ra.n_ops, rb.n_ops);
+    ck_assert_uint_gt(ra.n_ops, 100);
+    for (size_t k = 0; k < ra.n_ops; k++)
+        ck_assert(ra.ops[k].kind == rb.ops[k].kind && ra.ops[k].addr == rb.ops[k].addr && ra.ops[k].size == rb.ops[k].size);
+    size_t len, plain_len;
+    char *buf = read_file(gz, &len), *pb = read_file(plain, &plain_len);
+    ck_assert_ptr_null(ca_snapshot_unpickle(buf, len, plain_len - 1, err, sizeof err));
+    ck_assert_msg(strstr(err, "gzip: it inflates past"), "%s", err);
+    ca_doc *d = ca_snapshot_unpickle(buf, len, plain_len, err, sizeof err);
+    ck_assert_msg(d != NULL, "%s", err);
+    ca_doc_free(d);
+    ck_assert_ptr_null(ca_snapshot_unpickle(buf, len / 2, plain_len, err, sizeof err));
+    ck_assert_str_eq(err, "gzip: the compressed data is cut short (truncated)");
+    free(buf);
+    free(pb);
+    buf = read_file(zip, &len);
+    ca_torch_snapshot z;
+    ck_assert_int_ne(ca_torch_snapshot_read(buf, len, &z, err, sizeof err), 0);
+    ck_assert_msg(!strncmp(err, "a zip archive, as torch.save() writes", 37), "%s", err);
+    free(buf);
+    ca_snap_run_free(&ra);
+    ca_snap_run_free(&rb);
+    ca_torch_snapshot_free(&a);
+    ca_torch_snapshot_free(&b);
+    free(plain);
+    free(gz);
+    free(zip);
+    scratch_cleanup();
+}
+END_TEST
+
+/* Classic segments: each range of the run is one segment, whole, with its
+ * pool and pool id; the trace's segment_alloc and segment_free are whole. */
+START_TEST(segment_kinds) {
+    ca_torch_snapshot s;
+    ca_snap_run run;
+    char err[256];
+    load("tests/data/snapshots/segments.pickle", &s);
+    ck_assert_int_eq(ca_snap_run_build(&s, 0, &run, err, sizeof err), 0);
+    size_t small = 0, graph = 0, maps = 0, unmaps = 0;
+    for (size_t i = 0; i < run.n_ops; i++) {
+        const ca_run_op *o = &run.ops[i];
+        if (o->kind != CA_RUN_MAP && o->kind != CA_RUN_UNMAP) continue;
+        const ca_range_kind *k = &run.kinds[o->range_kind];
+        ck_assert_int_eq(k->whole, 1);
+        ck_assert_int_eq(k->expandable, 0);
+        graph += k->pool_id[0] == 1 && k->pool_id[1] == 2;
+        if (i < run.seeded_ranges) {
+            ck_assert_int_ne(k->pool, 0);
+            small += k->pool == 1;
+        } else {
+            maps += o->kind == CA_RUN_MAP;
+            unmaps += o->kind == CA_RUN_UNMAP;
+        }
+    }
+    ck_assert_uint_gt(run.seeded_ranges, 150);
+    ck_assert_uint_eq(small, 3); /* 17 small segments at the end, 14 of them made in the trace */
+    ck_assert_uint_eq(graph, 2); /* the CUDA graph's two segments (one small, one large), made once */
+    ck_assert_uint_eq(maps, 46); /* the trace's segment_alloc and segment_free entries */
+    ck_assert_uint_eq(unmaps, 12);
+    ca_snap_run_free(&run);
+    ca_torch_snapshot_free(&s);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("snapshot_read");
     TCase *tc = tcase_create("core");
@@ -361,6 +446,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, ranges_at_trace_start);
     tcase_add_test(tc, legacy_history_frames);
     tcase_add_test(tc, bad_snapshots);
+    tcase_add_test(tc, gzip_and_torch_save);
+    tcase_add_test(tc, segment_kinds);
     suite_add_tcase(s, tc);
     return s;
 }

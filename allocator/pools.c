@@ -1,0 +1,252 @@
+/* Pools come and go with their streams. A stream's pool is made on its first
+ * allocation (ca_pool_for); when the stream is destroyed, or the thread whose
+ * per-thread stream it served exits, it is retired (ca_retire_stream): no
+ * allocation finds it any more, its blocks can still be freed, and once the
+ * last one is and the device is past the work queued until then (a fence
+ * recorded then; on a device that runs work after calls return), it ends:
+ * its memory goes back to the device, its figures to the allocator's `gone`,
+ * and its struct waits, SPARE, for the next new stream. So the table holds
+ * as many pools as are alive or draining at once, however many streams and
+ * threads a long run makes.
+ *
+ * Pool structs are never freed before the allocator: threads read them
+ * without locks (the hot path's key compare, ca_free's range look-up, the
+ * device-wide sums) and find out under a pool's lock what it serves now.
+ * Lock order: retire_lock, then one pool's lock, then the allocator's lock. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static ca_pool *pool_at(ca_allocator *a, size_t i) {
+    ca_pool *const *arr;
+    ca_pools(a, &arr);
+    return arr[i];
+}
+
+static void pool_start(ca_allocator *a, ca_pool *p, ca_stream stream) {
+    p->stream = stream;
+    p->next_sweep = a->opt.release_after ? a->opt.release_after : UINT64_MAX;
+    p->epoch = p->idle_epoch = 1; /* a granule's 0: never busy */
+    __atomic_store_n(&p->state, CA_POOL_LIVE, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->key, stream, __ATOMIC_RELEASE);
+}
+
+static ca_pool *pool_new(ca_allocator *a, ca_stream stream) {
+    ca_pool *p = calloc(1, sizeof *p);
+    if (!p || ca_live_init(&p->live) != CA_OK) {
+        free(p);
+        return NULL;
+    }
+    ca_lock_init(&p->lock);
+    for (int k = 0; k < 2; k++) {
+        p->heap[k].pool = p;
+        p->heap[k].small = k == 1;
+    }
+    pool_start(a, p, stream);
+    return p;
+}
+
+/* Appends p to the table, under the allocator's lock; false when the table
+ * cannot grow (no host memory). */
+static bool publish(ca_allocator *a, ca_pool *p) {
+    ca_lock_acquire(&a->lock);
+    ca_pool_array *arr = a->pools;
+    size_t n = a->npools;
+    if (n == arr->cap) {
+        ca_pool_array *bigger = malloc(sizeof *bigger + 2 * arr->cap * sizeof bigger->pool[0]);
+        if (!bigger) {
+            ca_lock_release(&a->lock);
+            return false;
+        }
+        bigger->older = arr;
+        bigger->cap = 2 * arr->cap;
+        memcpy(bigger->pool, arr->pool, n * sizeof arr->pool[0]);
+        __atomic_store_n(&a->pools, bigger, __ATOMIC_RELEASE);
+        arr = bigger;
+    }
+    arr->pool[n] = p;
+    __atomic_store_n(&a->npools, n + 1, __ATOMIC_RELEASE);
+    ca_lock_release(&a->lock);
+    return true;
+}
+
+/* The live pool of `stream`, without locking; NULL if none. */
+static ca_pool *find_key(ca_allocator *a, ca_stream stream) {
+    ca_pool *const *arr;
+    size_t n = ca_pools(a, &arr);
+    for (size_t i = 0; i < n; i++)
+        if (__atomic_load_n(&arr[i]->key, __ATOMIC_ACQUIRE) == stream) return arr[i];
+    return NULL;
+}
+
+/* ---- the end of a retired pool ---- */
+
+static void zero_but_current(ca_stats *s) {
+    ca_stat *stat = (ca_stat *)s;
+    /* the ca_stat arrays come first in ca_stats; current is 0 in each and is
+     * read without the lock, so it is left alone */
+    for (size_t i = 0; i < offsetof(ca_stats, num_alloc_retries) / sizeof *stat; i++)
+        stat[i].peak = stat[i].allocated = stat[i].freed = 0;
+    s->num_alloc_retries = s->num_ooms = s->num_device_alloc = s->num_device_free = s->num_granules_moved = 0;
+}
+
+/* Its memory back to the device, its figures to `gone`, its struct spare. */
+static void end_pool(ca_allocator *a, ca_pool *p) {
+    ca_pending_drop(a, p);
+    for (int k = 0; k < CA_POOL_KINDS; k++) {
+        __atomic_store_n(&p->pend_count[k], 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&p->pend_bytes[k], 0, __ATOMIC_RELAXED);
+    }
+    ca_exp_drop_mark(a, p);
+    for (int k = 0; k < 2; k++) {
+        ca_heap *h = &p->heap[k];
+        for (int r = 0; r < h->nranges; r++) __atomic_store_n(&h->ranges[r].size, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&h->nranges, 0, __ATOMIC_RELEASE);
+        h->reserved_va = 0;
+        for (ca_segment *seg = h->segments, *next; seg; seg = next) {
+            next = seg->next;
+            if (seg->expandable) ca_exp_end(a, seg);
+            else ca_classic_destroy(a, seg);
+        }
+        h->segments = NULL;
+        memset(&h->free, 0, sizeof h->free);
+        memset(&h->drain, 0, sizeof h->drain);
+    }
+    ca_block_free_all(p);
+    p->unfenced = NULL;
+    p->n_unfenced = 0;
+    p->win_peak = p->win_peak_prev = 0;
+    p->edges = 0;
+    ca_stats st = p->st;
+    ca_pool_figures(p, &st);
+    ca_lock_acquire(&a->lock);
+    ca_stats_add(&a->gone, &st);
+    ca_lock_release(&a->lock);
+    zero_but_current(&p->st);
+    __atomic_store_n(&p->state, CA_POOL_SPARE, __ATOMIC_RELEASE);
+    __atomic_sub_fetch(&a->nretired, 1, __ATOMIC_RELAXED);
+}
+
+/* A retired pool with nothing allocated ends once the device is past its
+ * work: the fence that says so is recorded the first time this finds it
+ * empty (after its last free, so it covers that free's work too). wait:
+ * block until then. Under retire_lock and the pool's lock. */
+static void try_end(ca_allocator *a, ca_pool *p, bool wait) {
+    if (p->state != CA_POOL_RETIRED || p->st.allocation[CA_POOL_ALL].current) return;
+    const ca_backend *be = a->be;
+    if (!p->retire_fence && be->fence_record_done) {
+        ca_fence f = 0;
+        if (be->fence_record_done(be->self, &f) == CA_OK && f) p->retire_fence = f;
+        /* else the device was synchronized, or cannot answer: past its work */
+    }
+    if (p->retire_fence) {
+        if (wait) be->fence_wait(be->self, p->retire_fence);
+        else if (!be->fence_query(be->self, p->retire_fence)) return;
+        be->fence_destroy(be->self, p->retire_fence);
+        p->retire_fence = 0;
+    }
+    end_pool(a, p);
+}
+
+static void end_retired_locked(ca_allocator *a, bool wait) {
+    size_t n = __atomic_load_n(&a->npools, __ATOMIC_ACQUIRE);
+    for (size_t i = 0; i < n && __atomic_load_n(&a->nretired, __ATOMIC_RELAXED); i++) {
+        ca_pool *p = pool_at(a, i);
+        if (__atomic_load_n(&p->state, __ATOMIC_RELAXED) != CA_POOL_RETIRED) continue;
+        ca_lock_acquire(&p->lock);
+        try_end(a, p, wait);
+        ca_lock_release(&p->lock);
+    }
+}
+
+void ca_pools_end_retired(ca_allocator *a, bool wait) {
+    if (!__atomic_load_n(&a->nretired, __ATOMIC_RELAXED)) return;
+    ca_lock_acquire(&a->retire_lock);
+    end_retired_locked(a, wait);
+    ca_lock_release(&a->retire_lock);
+}
+
+void ca_retire_stream(ca_allocator *a, ca_stream stream) {
+    if (stream == CA_NO_STREAM) return;
+    ca_lock_acquire(&a->retire_lock);
+    ca_pool *p = find_key(a, stream);
+    if (p) {
+        ca_lock_acquire(&p->lock);
+        if (p->key == stream && p->state == CA_POOL_LIVE) {
+            __atomic_store_n(&p->key, CA_NO_STREAM, __ATOMIC_RELAXED);
+            __atomic_store_n(&p->state, CA_POOL_RETIRED, __ATOMIC_RELAXED);
+            __atomic_add_fetch(&a->nretired, 1, __ATOMIC_RELAXED);
+            try_end(a, p, false);
+        }
+        ca_lock_release(&p->lock);
+    }
+    ca_lock_release(&a->retire_lock);
+}
+
+/* ---- a stream's pool ---- */
+
+int ca_pool_for(ca_allocator *a, ca_stream stream, ca_pool **out) {
+    ca_pool *p = stream == CA_NO_STREAM ? NULL : find_key(a, stream);
+    if (p) {
+        *out = p;
+        return CA_OK;
+    }
+    /* A new stream: the driver must know it (outside every lock: the backend
+     * may ask the driver). */
+    if (stream == CA_NO_STREAM || (a->be->stream_check && a->be->stream_check(a->be->self, stream) != CA_OK))
+        return CA_ERR_STREAM;
+    ca_lock_acquire(&a->retire_lock);
+    end_retired_locked(a, false); /* their structs become spare */
+    p = find_key(a, stream);      /* another thread may have made it meanwhile */
+    size_t n = __atomic_load_n(&a->npools, __ATOMIC_ACQUIRE);
+    for (size_t i = 0; i < n && !p; i++) {
+        ca_pool *q = pool_at(a, i);
+        if (__atomic_load_n(&q->state, __ATOMIC_ACQUIRE) != CA_POOL_SPARE) continue;
+        ca_lock_acquire(&q->lock);
+        pool_start(a, q, stream);
+        ca_lock_release(&q->lock);
+        p = q;
+    }
+    if (!p && (p = pool_new(a, stream)) && !publish(a, p)) {
+        ca_live_destroy(&p->live);
+        free(p);
+        p = NULL;
+    }
+    ca_lock_release(&a->retire_lock);
+    *out = p;
+    return p ? CA_OK : CA_ERR_OOM;
+}
+
+int ca_pools_init(ca_allocator *a) {
+    ca_pool_array *arr = malloc(sizeof *arr + 8 * sizeof arr->pool[0]);
+    if (!arr) return CA_ERR_OOM;
+    arr->older = NULL;
+    arr->cap = 8;
+    a->pools = arr;
+    a->npools = 0;
+    return CA_OK;
+}
+
+void ca_pools_destroy(ca_allocator *a) {
+    size_t n = a->npools;
+    for (size_t i = 0; i < n; i++) {
+        ca_pool *p = pool_at(a, i);
+        ca_pending_drop(a, p);
+        ca_exp_drop_mark(a, p);
+        if (p->retire_fence) a->be->fence_destroy(a->be->self, p->retire_fence);
+        for (int k = 0; k < 2; k++)
+            for (ca_segment *seg = p->heap[k].segments, *next; seg; seg = next) {
+                next = seg->next;
+                if (seg->expandable) ca_exp_destroy(a, seg);
+                else ca_classic_destroy(a, seg);
+            }
+        ca_live_destroy(&p->live);
+        ca_block_free_all(p);
+        free(p);
+    }
+    for (ca_pool_array *arr = a->pools, *older; arr; arr = older) {
+        older = arr->older;
+        free(arr);
+    }
+}

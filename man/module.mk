@@ -1,0 +1,22 @@
+# man/: cudalloc(1), cudalloc-report(1), cudalloc-replay(1) and cudalloc(7), built
+# into $(BUILD)/man by man/render.awk from each program's --help and README.md's
+# tables, so that the help, the README and the man pages never disagree.
+MAN_DIR := $(BUILD)/man
+MAN_PAGES := $(MAN_DIR)/cudalloc.1 $(MAN_DIR)/cudalloc-report.1 $(MAN_DIR)/cudalloc-replay.1 $(MAN_DIR)/cudalloc.7
+
+$(MAN_DIR)/%.1: man/%.1.in $(BIN)/% man/render.awk VERSION
+	@mkdir -p $(@D)
+	$(BIN)/$* --help > $@.help
+	awk -v version='$(CUDALLOC_VERSION)' -v help=$@.help -f man/render.awk $< > $@.tmp
+	@mv $@.tmp $@ && rm -f $@.help
+$(MAN_DIR)/cudalloc.7: man/cudalloc.7.in README.md man/render.awk VERSION
+	@mkdir -p $(@D)
+	awk -v version='$(CUDALLOC_VERSION)' -v readme=README.md -f man/render.awk $< > $@.tmp
+	@mv $@.tmp $@
+ALL_TARGETS += $(MAN_PAGES)
+
+# --help, --version, the man pages and README's tables agree (tests/tools/help_man.sh).
+.PHONY: test-help-man
+test-help-man: $(MAN_PAGES) $(BIN)/cudalloc $(BIN)/cudalloc-report $(BIN)/cudalloc-replay
+	@bash tests/tools/help_man.sh $(BUILD)
+SYSTEM_TESTS += test-help-man

@@ -1,0 +1,37 @@
+# What would fit (issue 18): the tests of the peak's breakdown and each fix's
+# predicted peak (reports/diagnose/fixes.h, blocks.h, phases.h, fixes_track.h;
+# reports/write/fixes_text.h, fixes_out.h), recording the PyTorch runs they are
+# measured against, and the validation. Included from reports/module.mk.
+
+# Check tests: tests/reports/diagnose/test_<name>.c
+DIAGNOSE_TESTS := $(patsubst tests/reports/diagnose/%.c,$(BUILD)/tests/reports/diagnose/%,\
+                    $(wildcard tests/reports/diagnose/test_*.c))
+DIAGNOSE_TEST_LIBS = $(LIB)/libcareports.a $(LIBCA) $(UTIL_OBJS)
+$(DIAGNOSE_TESTS): $(BUILD)/tests/reports/diagnose/%: $(OBJ)/tests/reports/diagnose/%.o $(DIAGNOSE_TEST_LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(DIAGNOSE_TEST_LIBS) $(LDLIBS_CHECK) $(REPORTS_LDLIBS)
+UNIT_TESTS += $(DIAGNOSE_TESTS)
+
+# The fixes measured on real PyTorch runs (tests/data/torch/fixes, see
+# tests/data/README.md): each model's plain run and its runs with each fix,
+# gzipped. Not part of `make test`: it re-records the committed files.
+FIX_MODELS := a g
+FIX_CASES := plain accum2 accum4 bf16 checkpoint
+.PHONY: record-torch-fixes
+record-torch-fixes: $(BUILD)/record_alloc.so
+	@set -e; for m in $(FIX_MODELS); do for c in $(FIX_CASES); do \
+	    f=tests/data/torch/fixes/$${m}_$$c.csv; \
+	    MODEL=$$m RECORD_ALLOC_CSV=$$f LD_PRELOAD=$(abspath $(BUILD)/record_alloc.so) \
+	        $(TORCH_PYTHON) tests/data/torch/train_gpt.py fix-$$c; \
+	    gzip -9nf $$f; echo "  $$f.gz: $$(wc -c < $$f.gz) bytes"; done; done
+
+# Predictions against measured peaks (BENCHMARKS.md, issue 18): PyTorch runs
+# recorded here and demo_trainer sweeps; minutes.
+.PHONY: bench-fixes
+bench-fixes: $(BIN)/cudalloc-report $(BIN)/cudalloc $(BIN)/demo_trainer $(LIB)/libcudalloc.so $(BUILD)/record_alloc.so
+	@bash scripts/fixes-validate.sh $(BUILD) $(BUILD)/fixes
+
+.PHONY: test-fixes
+test-fixes: $(BIN)/cudalloc-report $(BIN)/demo_trainer $(LIB)/libcudalloc.so $(SIM)/libcudart.so $(SIM)/libcuda.so
+	@bash tests/reports/diagnose/fixes_system.sh $(BUILD)
+SYSTEM_TESTS += test-fixes

@@ -1,0 +1,312 @@
+/* Unit tests of pools that come and go with their streams, ranges that grow
+ * as a pool does, and the device-wide cap (issue 19). The first tests use
+ * only the public API, so they also ran against the allocator before the
+ * change (and failed); the rest look inside (allocator/internal.h). */
+#include <check.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "allocator/allocator.h"
+#include "allocator/internal.h"
+#include "tests/allocator/fake_device.h"
+#include "tests/allocator/helpers.h"
+#include "tests/check_run.h"
+
+#define GIB ((size_t)1 << 30)
+
+static ca_allocator *make(ca_backend *be, size_t max_reserved, int expandable) {
+    ca_options opt;
+    ca_options_default(&opt);
+    opt.max_reserved = max_reserved;
+    opt.expandable = expandable;
+    return new_allocator(be, &opt);
+}
+
+static size_t pool_count(ca_allocator *a) {
+    ca_pool *const *arr;
+    return ca_pools(a, &arr);
+}
+
+/* ---- through the public API ---- */
+
+/* Hundreds of live streams on a 141 GiB device: before, each pool reserved
+ * four times the device in addresses and the 231st stream's first 4 KiB
+ * failed (the host backend reserves real address space, 47 bits of it). */
+START_TEST(hundreds_of_live_streams_fit) {
+    ca_allocator *a = make(ca_backend_host_new(141 * GIB, G), 0, 1);
+    int n = 0;
+    for (; n < 600; n++) {
+        void *p;
+        if (ca_malloc(a, 4096, (ca_stream)(n + 1) * 16, &p, NULL) != CA_OK) break;
+    }
+    ck_assert_int_eq(n, 600);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+struct cap_arg {
+    ca_allocator *a;
+    ca_stream stream;
+    uint64_t rng;
+};
+
+static void *cap_thread(void *arg) {
+    struct cap_arg *c = arg;
+    void *live[6] = {0};
+    for (int op = 0; op < 2000; op++) {
+        c->rng ^= c->rng >> 12, c->rng ^= c->rng << 25, c->rng ^= c->rng >> 27;
+        uint64_t r = c->rng * 0x2545F4914F6CDD1Dull;
+        int i = (int)(r % 6);
+        if (live[i]) {
+            ca_free(c->a, live[i], c->stream);
+            live[i] = NULL;
+        } else if (ca_malloc(c->a, (1 + (r >> 8) % 24) * MIB, c->stream, &live[i], NULL) != CA_OK) {
+            live[i] = NULL;
+        }
+    }
+    for (int i = 0; i < 6; i++)
+        if (live[i]) ca_free(c->a, live[i], c->stream);
+    return NULL;
+}
+
+/* Creating memory takes a device a while (tens of microseconds): long
+ * enough for another thread to decide to grow too. */
+static int (*count_create)(void *self, size_t size, ca_handle *h);
+static int (*count_fixed_alloc)(void *self, size_t size, uintptr_t *addr);
+static int slow_create(void *self, size_t size, ca_handle *h) {
+    usleep(20);
+    return count_create(self, size, h);
+}
+static int slow_fixed_alloc(void *self, size_t size, uintptr_t *addr) {
+    usleep(20);
+    return count_fixed_alloc(self, size, addr);
+}
+
+/* 8 threads on streams of their own under a 100 MiB cap: the check and the
+ * growth are one step across pools (before: 122-168 MiB). */
+static void cap_holds(int expandable) {
+    ca_backend *be = ca_backend_count_new(16 * GIB, G);
+    count_create = be->create, count_fixed_alloc = be->fixed_alloc;
+    be->create = slow_create, be->fixed_alloc = slow_fixed_alloc;
+    ca_allocator *a = make(be, 100 * MIB, expandable);
+    pthread_t th[8];
+    struct cap_arg args[8];
+    for (int i = 0; i < 8; i++) {
+        args[i] = (struct cap_arg){a, (ca_stream)(i + 1), 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1)};
+        pthread_create(&th[i], NULL, cap_thread, &args[i]);
+    }
+    for (int i = 0; i < 8; i++) pthread_join(th[i], NULL);
+    ca_stats s = stats(a);
+    ck_assert_int_le(s.reserved_bytes[CA_POOL_ALL].peak, (int64_t)(100 * MIB));
+    ck_assert_int_gt(s.num_ooms, 0); /* the cap was reached */
+    ca_release(a);
+    ck_assert_uint_eq(ca_backend_used(be), 0);
+    ca_allocator_destroy(a);
+}
+START_TEST(cap_holds_across_threads) { cap_holds(1); }
+END_TEST
+START_TEST(cap_holds_across_threads_classic) { cap_holds(0); }
+END_TEST
+
+/* Every out-of-memory answer says why, whichever path gave it. */
+START_TEST(oom_record_always_filled) {
+    ca_allocator *a = make(ca_backend_count_new(64 * MIB, G), 0, 1);
+    ca_oom_info oom;
+    void *p, *q;
+    size_t sizes[2] = {SIZE_MAX - 1000, 48 * MIB}; /* never fits; does not fit now */
+    p = must_alloc(a, 32 * MIB, 0);
+    for (int i = 0; i < 2; i++) {
+        memset(&oom, 0xa5, sizeof oom);
+        ck_assert_int_eq(ca_malloc(a, sizes[i], 7, &q, &oom), CA_ERR_OOM);
+        ck_assert_uint_eq(oom.requested, sizes[i]);
+        ck_assert_uint_eq(oom.device_total, 64 * MIB);
+        ck_assert_uint_le(oom.device_free, 64 * MIB);
+        ck_assert_uint_eq(oom.allocated, 32 * MIB);
+        ck_assert_uint_eq(oom.stream, 7);
+    }
+    ca_free(a, p, 0);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+/* ---- pools that come and go ---- */
+
+/* A server that makes a stream per request: the table holds the pools alive
+ * at once, not every pool ever made, and the figures of those that ended
+ * stay in the totals. */
+START_TEST(retired_pools_end_and_are_reused) {
+    ca_backend *be = ca_backend_count_new(16 * GIB, G);
+    ca_allocator *a = make(be, 0, 1);
+    for (int i = 0; i < 3000; i++) {
+        ca_stream s = (ca_stream)(i + 1) * 16;
+        void *p = must_alloc(a, MIB, s);
+        ca_free(a, p, s);
+        ca_retire_stream(a, s);
+    }
+    ck_assert_uint_le(pool_count(a), 2);
+    ca_stats st = stats(a);
+    ck_assert_int_eq(st.allocation[CA_POOL_ALL].allocated, 3000);
+    ck_assert_int_eq(st.allocation[CA_POOL_ALL].freed, 3000);
+    ck_assert_int_eq(st.reserved_bytes[CA_POOL_ALL].current, 0); /* each pool's cache went back */
+    ck_assert_int_eq(st.reserved_bytes[CA_POOL_ALL].peak, (int64_t)G);
+    ck_assert_int_eq(st.num_device_alloc, st.num_device_free);
+    ck_assert_uint_eq(ca_backend_used(be), 0);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+/* On a device that runs work after calls return: a retired pool whose block
+ * is still live keeps it; freed (in another stream's order: no wait on the
+ * dead stream), the pool ends once a fence recorded after the free passed. */
+START_TEST(retired_pool_ends_after_its_last_free_and_fence) {
+    ca_backend *be = fake_device(ca_backend_count_new(16 * GIB, G), 1, 1);
+    ca_allocator *a = make(be, 0, 1);
+    void *x = must_alloc(a, 4 * MIB, 5);
+    ca_retire_stream(a, 5);
+    ck_assert_int_eq(fk.done_records, 0); /* something is live: nothing to wait for yet */
+    ck_assert_int_eq(ca_free(a, x, 0), CA_OK);
+    ck_assert_int_eq(fk.stream_waits, 0); /* the dead stream is not made to wait */
+    ck_assert_int_eq(stats(a).reserved_bytes[CA_POOL_ALL].current, (int64_t)(4 * MIB));
+    ck_assert_int_eq(fk.done_records, 1); /* the figures looked: the fence recorded */
+    ck_assert_int_eq(stats(a).reserved_bytes[CA_POOL_ALL].current, (int64_t)(4 * MIB)); /* not passed */
+    fk.passed = fk.recorded;
+    ck_assert_int_eq(stats(a).reserved_bytes[CA_POOL_ALL].current, 0);
+    ck_assert_uint_eq(ca_backend_used(be), 0);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+/* A new stream with a destroyed one's handle gets a pool of its own: the
+ * old pool's memory, freed with work still queued, is not handed to it. */
+START_TEST(a_reused_handle_gets_a_new_pool) {
+    ca_allocator *a = make(fake_device(ca_backend_count_new(16 * GIB, G), 1, 1), 0, 1);
+    void *x = must_alloc(a, 4 * MIB, 5);
+    ca_free(a, x, 5); /* in stream order: queued work may still use it */
+    ca_retire_stream(a, 5);
+    void *y = must_alloc(a, 4 * MIB, 5);
+    ck_assert_ptr_ne(x, y);
+    ck_assert_uint_eq(pool_count(a), 2);
+    fk.passed = fk.recorded;
+    ca_free(a, y, 5);
+    ca_stats st = stats(a); /* the old pool ended */
+    ck_assert_int_eq(st.reserved_bytes[CA_POOL_ALL].current, (int64_t)(4 * MIB));
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+/* Giving back waits for busy memory (freed with work behind it) instead of
+ * syncing a stream: the dead stream's too. */
+START_TEST(release_waits_for_busy_memory) {
+    ca_backend *be = fake_device(ca_backend_count_new(16 * GIB, G), 1, 1);
+    ca_allocator *a = make(be, 0, 1);
+    void *x = must_alloc(a, 4 * MIB, 5), *y = must_alloc(a, 4 * MIB, 6);
+    ca_free(a, x, 5);
+    ca_free(a, y, 6);
+    ca_retire_stream(a, 6);
+    int waits = fk.waits;
+    ca_release(a);
+    ck_assert_int_gt(fk.waits, waits);
+    ck_assert_int_eq(stats(a).reserved_bytes[CA_POOL_ALL].current, 0);
+    ck_assert_uint_eq(ca_backend_used(be), 0);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+static int refuse_odd(void *self, ca_stream s) { return s & 1 ? CA_ERR_STREAM : CA_OK; }
+
+/* A handle the backend does not know gets no pool; a free in its order
+ * frees nothing. */
+START_TEST(non_streams_are_refused) {
+    ca_backend *be = ca_backend_count_new(16 * GIB, G);
+    be->stream_check = refuse_odd;
+    ca_allocator *a = make(be, 0, 1);
+    void *p;
+    for (int i = 0; i < 2000; i++) ck_assert_int_eq(ca_malloc(a, 4096, (ca_stream)(2 * i + 1), &p, NULL), CA_ERR_STREAM);
+    ck_assert_int_eq(ca_malloc(a, 4096, CA_NO_STREAM, &p, NULL), CA_ERR_STREAM);
+    ck_assert_uint_eq(pool_count(a), 0);
+    p = must_alloc(a, 4096, 2);
+    ck_assert_int_eq(ca_free(a, p, 3), CA_ERR_STREAM);
+    ck_assert_int_eq(ca_owns(a, p, NULL), 1);
+    ck_assert_int_eq(ca_free(a, p, 4), CA_OK);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+/* ---- ranges that grow ---- */
+
+static int segments(ca_allocator *a) {
+    int n = 0;
+    ca_pool *const *arr;
+    size_t np = ca_pools(a, &arr);
+    for (size_t i = 0; i < np; i++)
+        for (ca_segment *seg = arr[i]->heap[0].segments; seg; seg = seg->next) n++;
+    return n;
+}
+
+/* A pool starts with a range of CA_FIRST_RANGE, moves to larger ones as it
+ * grows, and once it has grown every request goes to its newest range; the
+ * ranges it moved out of go back when nothing in them is used or mapped. */
+START_TEST(a_growing_pool_moves_to_larger_ranges) {
+    ca_allocator *a = make(ca_backend_count_new(64 * GIB, G), 0, 1);
+    ck_assert_uint_eq(a->first_range, CA_FIRST_RANGE);
+    void *keep = must_alloc(a, 4096, 0); /* long-lived: its range stays */
+    void *p[12];
+    for (int i = 0; i < 12; i++) p[i] = must_alloc(a, 512 * MIB, 0);
+    ck_assert_int_ge(segments(a), 3);
+    ca_pool *const *arr;
+    ca_pools(a, &arr);
+    ca_segment *newest = arr[0]->heap[0].segments;
+    ck_assert_uint_ge(newest->reserve_size, 4 * GIB);
+    for (int i = 0; i < 12; i++) ca_free(a, p[i], 0);
+    for (int i = 0; i < 12; i++) { /* the same again: all in the newest range */
+        p[i] = must_alloc(a, 512 * MIB, 0);
+        ck_assert_uint_lt((uintptr_t)p[i] - newest->base, newest->reserve_size);
+    }
+    for (int i = 0; i < 12; i++) ca_free(a, p[i], 0);
+    ca_release(a);
+    ck_assert_int_eq(segments(a), 2); /* the newest, and the first (it holds `keep`) */
+    ca_free(a, keep, 0);
+    ca_release(a);
+    ck_assert_int_eq(segments(a), 1);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+/* cudaMemGetInfo's figures under a cap: the cap is the device. */
+START_TEST(mem_info_keeps_to_the_cap) {
+    ca_allocator *a = make(ca_backend_count_new(16 * GIB, G), 64 * MIB, 1);
+    size_t f = 16 * GIB, t = 16 * GIB;
+    ca_mem_info(a, &f, &t);
+    ck_assert_uint_eq(t, 64 * MIB);
+    ck_assert_uint_eq(f, 64 * MIB);
+    void *p = must_alloc(a, 16 * MIB, 0);
+    f = 16 * GIB - 16 * MIB, t = 16 * GIB;
+    ca_mem_info(a, &f, &t);
+    ck_assert_uint_eq(f, 48 * MIB);
+    ca_free(a, p, 0);
+    f = 16 * GIB - 16 * MIB, t = 16 * GIB;
+    ca_mem_info(a, &f, &t);
+    ck_assert_uint_eq(f, 64 * MIB); /* cached counts as free */
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("pools");
+    TCase *tc = tcase_create("pools");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, hundreds_of_live_streams_fit);
+    tcase_add_test(tc, cap_holds_across_threads);
+    tcase_add_test(tc, cap_holds_across_threads_classic);
+    tcase_add_test(tc, oom_record_always_filled);
+    tcase_add_test(tc, retired_pools_end_and_are_reused);
+    tcase_add_test(tc, retired_pool_ends_after_its_last_free_and_fence);
+    tcase_add_test(tc, a_reused_handle_gets_a_new_pool);
+    tcase_add_test(tc, release_waits_for_busy_memory);
+    tcase_add_test(tc, non_streams_are_refused);
+    tcase_add_test(tc, a_growing_pool_moves_to_larger_ranges);
+    tcase_add_test(tc, mem_info_keeps_to_the_cap);
+    suite_add_tcase(s, tc);
+    return ca_check_run(s);
+}

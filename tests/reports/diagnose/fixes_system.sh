@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Whole-program tests of what would fit (issue 18):
+#  - cudalloc-report on real PyTorch runs (tests/data/torch/fixes): the plain
+#    run's predictions against the peaks measured in the runs with each fix
+#    (model a: the rules were tuned on it; model g: they were not);
+#  - its text, HTML and JSON carry the section; --capacity names what fits;
+#  - the demo trainer under the preload: a plain run's live report against
+#    its own measured runs, and an out-of-memory failure whose advice names
+#    the fixes that would make that run fit.
+#   fixes_system.sh BUILD_DIR
+set -u
+build=${1:?usage: fixes_system.sh BUILD_DIR}
+bin=$build/bin
+here=$(cd "$(dirname "$0")/../../.." && pwd)
+data=$here/tests/data/torch/fixes
+report=$bin/cudalloc-report
+fail=0 pass=0
+ok() { pass=$((pass + 1)); }
+no() { echo "FAIL: $*"; fail=$((fail + 1)); }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+# check.py PLAIN_JSON NAME:FIX:FACTOR:MEASURED_JSON:TARGET ...: the targets
+check() {
+    python3 - "$@" <<'PY'
+import json, sys
+pred = json.load(open(sys.argv[1]))
+fixes = pred["fixes"]
+bad = 0
+for spec in sys.argv[2:]:
+    name, fix, factor, measured, target = spec.split(":")
+    b = json.load(open(measured))["iterations"]["boundaries"]
+    m = max(x["peak_allocated_bytes"] for x in b[1:])
+    f = next(f for f in fixes if f["fix"] == fix and f.get("factor", 0) == int(factor))
+    p, lo, hi = f["predicted_peak_bytes"], f["low_bytes"], f["high_bytes"]
+    if target == "range":
+        good = lo <= m <= hi and hi - lo <= p / 2
+    else:
+        good = abs(p - m) <= float(target) / 100 * m
+    print(f"  {name}: predicted {p} ({lo} to {hi}), measured {m}: {'ok' if good else 'MISSED ' + target}")
+    bad += not good
+sys.exit(bad)
+PY
+}
+
+for m in a g; do
+    for c in plain accum2 accum4 bf16 checkpoint; do
+        gzip -dc "$data/${m}_$c.csv.gz" > "$tmp/$m$c.csv" || no "gunzip ${m}_$c"
+        "$report" --json "$tmp/$m$c.json" "$tmp/$m$c.csv" || no "cudalloc-report ${m}_$c exited $?"
+    done
+    check "$tmp/${m}plain.json" "$m accumulation 2:accumulation:2:$tmp/${m}accum2.json:10" \
+        "$m accumulation 4:accumulation:4:$tmp/${m}accum4.json:10" "$m bf16:bf16:0:$tmp/${m}bf16.json:range" \
+        "$m checkpointing:checkpointing:0:$tmp/${m}checkpoint.json:25" && ok || no "model $m: predictions off target"
+done
+
+# The sections: text, HTML, JSON keys; a device that is too small.
+"$report" "$tmp/aplain.csv" --capacity 16MiB --txt "$tmp/a.txt" --html "$tmp/a.html" --json "$tmp/a16.json" \
+    || no "cudalloc-report --capacity exited $?"
+grep -q '^== What would fit' "$tmp/a.txt" && ok || no "a.txt: no What would fit section"
+grep -q 'The peak of iteration [0-9]*, 26.2 MiB, is made of:' "$tmp/a.txt" && ok || no "a.txt: no breakdown"
+grep -q 'gradient accumulation over 2 micro-batches.*fits in 16.0 MiB' "$tmp/a.txt" && ok || no "a.txt: accumulation 2 should fit in 16 MiB"
+grep -q 'activation checkpointing of 4 blocks.*fits in 16.0 MiB' "$tmp/a.txt" && ok || no "a.txt: checkpointing should fit"
+grep -q 'class="fix-bars"' "$tmp/a.html" && grep -q 'device 16.0 MiB' "$tmp/a.html" && ok || no "a.html: no bars or device line"
+python3 - "$tmp/a16.json" <<'PY' && ok || no "a16.json: fits_on_device"
+import json, sys
+r = json.load(open(sys.argv[1]))
+d = r["fits_on_device"]
+assert d["capacity_bytes"] == 16 << 20 and d["missing_bytes"] > 10 << 20, d
+assert "accumulation" in d["single_fixes"] and "checkpointing" in d["single_fixes"], d
+assert 0 < d["micro_batch_fraction"] < 1, d
+assert r["peak_breakdown"]["activations_bytes"] > r["peak_breakdown"]["persistent_bytes"], r["peak_breakdown"]
+assert {f["fix"] for f in r["fixes"]} >= {"accumulation", "bf16", "checkpointing", "accumulation+bf16"}, r["fixes"]
+PY
+
+# No complete iteration: one line says why, in every format.
+head -80 "$tmp/aplain.csv" | grep -v ',iteration,' > "$tmp/noiter.csv"
+"$report" "$tmp/noiter.csv" --txt "$tmp/noiter.txt" --json "$tmp/noiter.json" || no "noiter exited $?"
+grep -q 'No fix can be predicted for this run: no complete iteration' "$tmp/noiter.txt" && ok || no "noiter.txt: no reason"
+python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['peak_breakdown'] is None and r['fixes'] == [] and r['fixes_unavailable'].startswith('no complete iteration'), r" \
+    "$tmp/noiter.json" && ok || no "noiter.json"
+
+# A PyTorch snapshot (Python frames): the breakdown by the step's calls; no
+# repeated blocks in its forward: checkpointing says why in one line.
+"$report" "$here/tests/data/snapshots/clean.pickle" --json "$tmp/snap.json" --txt "$tmp/snap.txt" || no "snapshot exited $?"
+python3 - "$tmp/snap.json" <<'PY' && ok || no "snap.json: breakdown by frame"
+import json, sys
+r = json.load(open(sys.argv[1]))
+frames = {f["frame"]: f for f in r["peak_breakdown"]["by_frame"]}
+fwd = frames["train_step (/work/train.py:40), calling forward"]
+assert fwd["activations_bytes"] > 0 and fwd["persistent_bytes"] == 0, frames
+assert frames["main (/work/train.py:12), calling __init__"]["persistent_bytes"] > 0, frames
+assert r["checkpointing_unavailable"].startswith("no repeated blocks in the forward pass"), r["checkpointing_unavailable"]
+assert not any("checkpointing" in f["fix"] for f in r["fixes"]), r["fixes"]
+PY
+grep -q 'Checkpointing cannot be predicted: no repeated blocks' "$tmp/snap.txt" && ok || no "snap.txt: no reason for checkpointing"
+
+# The demo trainer, live (call stacks): a plain run's report against runs with each fix.
+export LD_LIBRARY_PATH=$build/sim
+args="--layers 4 --channels 64 --heads 4 --seq 64 --batch 16 --steps 3"
+run() { CUDALLOC_CONF="report:$tmp/$1" LD_PRELOAD=$build/lib/libcudalloc.so "$bin/demo_trainer" $args "${@:2}" >/dev/null 2>&1; }
+run dplain && run daccum4 --accum 4 && run dckpt --checkpoint || no "demo runs failed"
+check "$tmp/dplain.json" "demo accumulation 4:accumulation:4:$tmp/daccum4.json:10" \
+    "demo checkpointing:checkpointing:0:$tmp/dckpt.json:20" && ok || no "demo: predictions off target"
+python3 -c "import json,sys; f=json.load(open(sys.argv[1]))['peak_breakdown']['by_frame']; assert any('micro_step' in x['frame'] and x['activations_bytes'] > 0 for x in f), f" \
+    "$tmp/dplain.json" && ok || no "demo: breakdown by frame should name micro_step"
+
+# An out-of-memory failure after complete iterations (a longer sequence in a
+# later step): its advice names what would fit, with predicted peaks.
+out=$(CUDALLOC_SIM_MEMORY=36MiB LD_PRELOAD=$build/lib/libcudalloc.so "$bin/demo_trainer" --layers 4 --channels 64 \
+      --heads 4 --seq 128 --batch 16 --vary-seq --steps 12 2>&1)
+grep -q 'cudalloc: out of memory on device 0' <<<"$out" && ok || no "demo: no OOM at 36 MiB"
+grep -q 'cudalloc:   - gradient accumulation over [0-9] micro-batches.*predicted peak .*fits in 36.0 MiB' <<<"$out" \
+    && ok || no "demo OOM advice: $(grep 'cudalloc:   -' <<<"$out" | head -3)"
+
+echo "fixes_system: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
