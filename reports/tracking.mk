@@ -46,6 +46,13 @@ test-snapshot: $(BIN)/cudalloc-report $(BIN)/cudalloc $(BIN)/demo_trainer $(LIB)
 	@bash tests/reports/tracking/snapshot_system.sh $(BUILD)
 SYSTEM_TESTS += test-snapshot
 
+# What cudalloc-report takes for a training loop's iterations, on generated
+# snapshots (issue 17): layers and optimizer loops are not iterations.
+.PHONY: test-iterations
+test-iterations: $(BIN)/cudalloc-report
+	@bash tests/reports/tracking/iterations_system.sh $(BUILD)
+SYSTEM_TESTS += test-iterations
+
 # cudalloc-report on what users hand it: touching classic segments, no trace, gzip, torch.save files.
 .PHONY: test-snapshot-inputs
 test-snapshot-inputs: $(BIN)/cudalloc-report
@@ -116,3 +123,10 @@ record-torch-traces: $(BUILD)/record_alloc.so
 	    echo "  $$f: $$(grep -c ',allocate,' $$f) allocations, $$(wc -c < $$f) bytes"; done
 
 # The snapshot reader's libFuzzer harness is in tests/fuzz/fuzz.mk (make fuzz).
+
+# cudalloc-report on hostile files (tests/reports/hostile): bounded in time and
+# memory by what the file holds, refused where it is no snapshot, escaped.
+.PHONY: test-hostile
+test-hostile: $(BIN)/cudalloc-report
+	@bash tests/reports/hostile/run.sh $(BIN)
+SYSTEM_TESTS += test-hostile

@@ -54,7 +54,9 @@ static void usage(FILE *f) {
             "  --version    print the version and exit\n"
             "  --help       print this help and exit\n"
             "Iteration boundaries come from the trace's `iteration` rows or the snapshot's step\n"
-            "annotations; without them the repeating pattern of the loop is detected.\n"
+            "annotations (ProfilerStep#N, else Optimizer.step ends); without them the repeating\n"
+            "pattern of the loop is detected (not the layers of one pass). With fewer than two\n"
+            "whole iterations the verdict is SINGLE PASS: the peak and what held it.\n"
             "Bad input: FILE:LINE: message (CSV) or FILE: message, exit 2.\n");
 }
 

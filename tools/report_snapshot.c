@@ -80,6 +80,7 @@ static int one_device(const char *path, const ca_torch_snapshot *s, int device, 
     size_t events = run.n_ops + 1024; /* the whole run: the ring and detection see all of it */
     if (events > topt.trace_events) topt.trace_events = events;
     topt.detect_events = topt.trace_events;
+    topt.detect = run.steps == 0; /* annotated steps are the boundaries, all of them */
     ca_tracker *t = ca_tracker_new(&topt);
     ca_report_replay rep;
     if (!t || replay(&run, args, &rep) != 0) {
@@ -98,6 +99,9 @@ static int one_device(const char *path, const ca_torch_snapshot *s, int device, 
     ropt.device_unknown = args->capacity == 0;
     ropt.device_total = args->capacity;
     ropt.replay = &rep;
+    ropt.marks_name = s->steps_from == CA_SNAP_STEPS_PROFILER    ? "ProfilerStep annotations"
+                      : s->steps_from == CA_SNAP_STEPS_OPTIMIZER ? "Optimizer.step annotations"
+                                                                 : NULL;
     ropt.no_trace = run.trace_entries == 0; /* segments only: _record_memory_history() was not called */
     int rc = report_write(t, NULL, args, &ropt);
     ca_tracker_destroy(t);

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reports/capture/frame_kind.h"
+#include "reports/capture/named_frames.h"
 #include "reports/capture/stacks.h"
 
 int ca_site_leak(const ca_site_stat *st, uint32_t last, ca_leak *out) {
@@ -118,6 +120,12 @@ static const char ADVICE_KEPT[] =
     "iteration stays referenced (a list, dict or cache that only grows, an attribute that keeps a "
     "history). Drop the reference, bound the cache, or keep only .item() / .detach().cpu() of what "
     "you need.";
+
+static const char ADVICE_HANDOFF[] =
+    "These call sites hold more at each iteration boundary, but others hold less by about as much: the "
+    "memory kept across boundaries is not growing. That is memory handed from one place to another (a "
+    "buffer made by one line and kept by the next, state moving between steps), not a leak. Nothing to "
+    "do unless the total kept grows.";
 
 /* Sites that started growing within an iteration of `l`: parts of one
  * pile-up (the per-site advice's test). */
@@ -278,11 +286,15 @@ static int has_ip(const uintptr_t *ips, unsigned n, uintptr_t ip) {
 }
 
 /* The deepest frame that sites holding CA_FINDING_ROOT_SHARE of the bytes
- * share (see leaks.h); 0 when none. */
+ * share (see leaks.h); 0 when none. When the stacks have named frames
+ * (Python, a snapshot's), the deepest one of the program's own code in that
+ * run of shared frames: not PyTorch's module call (_call_impl) under it. */
 static uintptr_t find_root(const ca_track_snap *s, const ca_leak *m, size_t n, double total) {
     const uintptr_t *ips;
     unsigned k = ca_stacks_get(s->stacks, m[0].site, &ips);
-    uintptr_t root = 0;
+    uintptr_t root = 0, own = 0;
+    int named = 0;
+    for (unsigned f = 0; f < k; f++) named |= ca_ip_is_named(ips[f]);
     for (unsigned f = k; f-- > 0;) {
         double share = 0;
         for (size_t i = 0; i < n; i++) {
@@ -290,10 +302,53 @@ static uintptr_t find_root(const ca_track_snap *s, const ca_leak *m, size_t n, d
             unsigned ko = ca_stacks_get(s->stacks, m[i].site, &o);
             if (has_ip(o, ko, ips[f])) share += m[i].bytes_per_iteration;
         }
-        if (share >= CA_FINDING_ROOT_SHARE * total) root = ips[f];
-        else if (root) break;
+        if (share >= CA_FINDING_ROOT_SHARE * total) {
+            root = ips[f];
+            if (named && ca_ip_is_named(ips[f]) && ca_ip_kind(ips[f]) == CA_FRAME_PROGRAM) own = ips[f];
+        } else if (root) {
+            break;
+        }
     }
-    return root;
+    return own ? own : root;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Bytes let go by the sites whose live count at the last boundary is below
+ * their highest at a boundary. */
+static double shrunk(const ca_track_snap *s) {
+    double b = 0;
+    for (size_t i = 0; i < s->n_sites; i++) {
+        const ca_site_stat *st = &s->sites[i];
+        if (st->seen_boundary && st->prev_count < st->max_count && st->max_bytes > st->prev_bytes)
+            b += (double)(st->max_bytes - st->prev_bytes);
+    }
+    return b;
+}
+
+/* A hand-off: other sites let go of (by count) at least half of what the
+ * finding's sites piled up, and the memory kept across boundaries (every
+ * site's) grew, at the median boundary since the finding's growth began, by
+ * less than half of the finding's rate. The median lets a one-time jump
+ * (optimizer state made at the first step) pass. */
+static int handoff(const ca_track_snap *s, const ca_finding *f, double let_go) {
+    if (2 * let_go < (double)f->leaked_bytes) return 0;
+    double *d = s->n_bounds ? malloc(s->n_bounds * sizeof *d) : NULL;
+    size_t n = 0;
+    if (!d) return 0;
+    for (size_t i = 1; i < s->n_bounds; i++)
+        if (s->bounds[i].iteration >= f->growth_since)
+            d[n++] = (double)s->bounds[i].allocated - (double)s->bounds[i - 1].allocated;
+    int yes = 0;
+    if (n) {
+        qsort(d, n, sizeof *d, cmp_double);
+        yes = 2 * d[n / 2] < f->bytes_per_iteration;
+    }
+    free(d);
+    return yes;
 }
 
 static int by_finding(const void *a, const void *b) {
@@ -335,6 +390,7 @@ size_t ca_findings_find(const ca_track_snap *s, ca_leak *leaks, size_t n, int ha
     }
     uint64_t work = ca_leak_working_set(s);
     uint32_t last = s->iteration ? s->iteration - 1 : 0;
+    double let_go = shrunk(s);
     for (size_t k = 0; k < nf; k++) {
         ca_finding *f = &fs[k];
         const ca_leak *ms = &sorted[f->first];
@@ -366,6 +422,11 @@ size_t ca_findings_find(const ca_track_snap *s, ca_leak *leaks, size_t n, int ha
         f->iterations_to_fill = have_headroom && rate > 0 ? (double)headroom / rate : -1;
         f->note = rate * CA_NOTE_WORKING_SETS <= (double)work &&
                   (!have_headroom || f->iterations_to_fill >= CA_NOTE_DEVICE_ITERATIONS);
+        if (f->kind != CA_FINDING_BUFFER && handoff(s, f, let_go)) {
+            f->handoff = 1;
+            f->note = 1;
+            f->advice = ADVICE_HANDOFF;
+        }
     }
     qsort(fs, nf, sizeof *fs, by_finding);
     /* leaks in finding order. */

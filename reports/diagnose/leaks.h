@@ -99,6 +99,13 @@ uint64_t ca_leak_headroom(const ca_track_snap *s, uint64_t free_and_cached);
  * count). Stragglers under 1% (a batch loaded next to the forward pass) do
  * not pull the root outward.
  *
+ * A leak is memory the program keeps more of at every boundary. When the
+ * memory kept across boundaries (every site's) grew, over a finding's
+ * growth, by less than half of what its sites piled up, other sites let go
+ * of about as much: a hand-off (a buffer made by one line and kept by the
+ * next), a note, never the LEAK verdict. A buffer re-made larger is judged
+ * by its own bytes.
+ *
  * No false alarms: a finding whose growth is negligible is a note, never
  * the LEAK verdict. Negligible means both
  *   - it would take at least CA_NOTE_WORKING_SETS iterations to add one
@@ -126,7 +133,8 @@ typedef enum {
 
 typedef struct ca_finding {
     ca_finding_kind kind;
-    int note;                      /* 1: negligible growth, a note; 0: a leak */
+    int note;                      /* 1: negligible growth or a hand-off, a note; 0: a leak */
+    int handoff;                   /* a note because the memory kept across boundaries is flat */
     int retained_graph;            /* several sites, activation-like: a forward pass kept */
     size_t first, n_sites;         /* its sites: leaks[first .. first + n_sites), most bytes first */
     int has_root;                  /* stacks only: root_ip is the deepest shared frame */

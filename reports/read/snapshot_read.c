@@ -485,10 +485,26 @@ static int read_traces(sr *r, const ca_val *traces) {
     return 0;
 }
 
+/* Is annotation a a step mark: 1 a step's START ("ProfilerStep#N" or
+ * "step"), 2 the END of an optimizer step ("Optimizer.step#AdamW.step"), 0
+ * neither. *t is its time_us, *dev its device (-1: any). */
+static int step_mark(const ca_val *a, int64_t *t, int64_t *dev) {
+    const char *name = ca_val_str(ca_val_get(a, "name")), *stage = ca_val_str(ca_val_get(a, "stage"));
+    if (!name || !stage || !ca_val_int(ca_val_get(a, "time_us"), t)) return 0;
+    if (!ca_val_int(ca_val_get(a, "device"), dev) || *dev < 0 || *dev >= MAX_DEVICES) *dev = -1;
+    if (!strcmp(stage, "START") && (!strncmp(name, "ProfilerStep#", 13) || !strcmp(name, "step"))) return 1;
+    if (!strcmp(stage, "END") && !strncmp(name, "Optimizer.step#", 15)) return 2;
+    return 0;
+}
+
 /* external_annotations: [{"name", "stage": "START"|"END", "time_us", "device"}]
- * (torch.profiler's record_function ranges); a step starts at each START of
- * "ProfilerStep#N" or "step". Entries of other shapes are skipped: these
- * annotations are a hint, not the snapshot's substance. */
+ * (torch.profiler's record_function ranges). A step starts at each START of
+ * "ProfilerStep#N" or "step"; without those, one ends with each END of an
+ * optimizer's step ("Optimizer.step#AdamW.step", which torch.optim records
+ * when a profiler or the memory history runs): the boundary then goes after
+ * the entries up to that END's time (the step's own), as 1 us later. Entries
+ * of other shapes are skipped: these annotations are a hint, not the
+ * snapshot's substance. They are sorted once, whatever order the file has. */
 typedef struct step_at {
     int64_t t;
     int device;
@@ -501,7 +517,7 @@ static int by_time(const void *a, const void *b) {
 
 static int read_steps(sr *r, const ca_val *ann) {
     ca_torch_snapshot *s = r->s;
-    size_t n = ca_val_len(ann);
+    size_t n = ca_val_len(ann), starts = 0, k = 0;
     if (!n) return 0;
     if (spend(r, n, "external_annotations")) return -1;
     step_at *at = malloc(n * sizeof *at);
@@ -511,17 +527,18 @@ static int read_steps(sr *r, const ca_val *ann) {
         free(at);
         return fail(r, "out of memory");
     }
-    size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        const ca_val *a = ca_val_item(ann, i);
-        const char *name = ca_val_str(ca_val_get(a, "name")), *stage = ca_val_str(ca_val_get(a, "stage"));
         int64_t t, dev;
-        if (!name || !stage || strcmp(stage, "START") || !ca_val_int(ca_val_get(a, "time_us"), &t)) continue;
-        if (strncmp(name, "ProfilerStep#", 13) && strcmp(name, "step")) continue;
-        if (!ca_val_int(ca_val_get(a, "device"), &dev) || dev < 0 || dev >= MAX_DEVICES) dev = -1;
+        starts += step_mark(ca_val_item(ann, i), &t, &dev) == 1;
+    }
+    s->steps_from = starts ? CA_SNAP_STEPS_PROFILER : CA_SNAP_STEPS_OPTIMIZER;
+    for (size_t i = 0; i < n; i++) {
+        int64_t t, dev;
+        int kind = step_mark(ca_val_item(ann, i), &t, &dev);
+        if (!kind || (starts && kind != 1)) continue;
+        if (kind == 2) t = t < INT64_MAX ? t + 1 : t;
         at[k++] = (step_at){t, (int)dev};
     }
-    /* by time, whatever order the file has them in */
     qsort(at, k, sizeof *at, by_time);
     for (size_t i = 0; i < k; i++) {
         s->steps[i] = at[i].t;
@@ -529,6 +546,7 @@ static int read_steps(sr *r, const ca_val *ann) {
     }
     s->n_steps = k;
     free(at);
+    if (!s->n_steps) s->steps_from = CA_SNAP_STEPS_NONE;
     return 0;
 }
 

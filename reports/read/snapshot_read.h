@@ -37,7 +37,9 @@
  *     segment_map map memory, segment_free and segment_unmap unmap it; oom
  *     is a failed allocation; a step boundary goes before the first entry at
  *     or after the time_us of each step annotation ("ProfilerStep#N" or
- *     "step" START in external_annotations), when the entries carry time_us.
+ *     "step" START in external_annotations), or without those, before the
+ *     first entry after each "Optimizer.step#..." END, when the entries
+ *     carry time_us.
  * Block sizes: active blocks keep the size the segments give them; others
  * are the request rounded up to 512 bytes, as PyTorch rounds (a block it did
  * not split keeps more, which the trace does not say).
@@ -96,6 +98,13 @@ typedef struct ca_snap_trace {
     size_t n;
 } ca_snap_trace;
 
+/* What the step boundaries come from. */
+typedef enum {
+    CA_SNAP_STEPS_NONE = 0,
+    CA_SNAP_STEPS_PROFILER,  /* "ProfilerStep#N" (or "step") STARTs */
+    CA_SNAP_STEPS_OPTIMIZER, /* "Optimizer.step#..." ENDs */
+} ca_snap_steps_from;
+
 typedef struct ca_torch_snapshot {
     ca_stacks *stacks;               /* the sites; give it to the tracker (options.stacks) */
     ca_snap_segment *segs;
@@ -104,9 +113,10 @@ typedef struct ca_torch_snapshot {
     size_t n_blocks;
     ca_snap_trace *traces;           /* index: device */
     size_t n_traces;
-    int64_t *steps;                  /* step annotations' START time_us, sorted */
+    int64_t *steps;                  /* step boundaries' time_us (START, or END + 1), sorted */
     int *step_devices;               /* their device (-1: any) */
     size_t n_steps;
+    ca_snap_steps_from steps_from;
     size_t n_other;                  /* trace entries skipped (snapshot, annotate, ...) */
     int expandable_segments;         /* allocator_settings: 1, 0, -1 not said */
     char alloc_conf[256];            /* allocator_settings PYTORCH_CUDA_ALLOC_CONF ("" when absent) */

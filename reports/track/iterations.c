@@ -3,6 +3,7 @@
  * the leak rule, reports/diagnose/leaks.h, judges). Lock held, except in the
  * public entry points, which take it. */
 #include "reports/track/tracker_internal.h"
+#include "reports/track/loops.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -199,33 +200,112 @@ static void lifetimes(const ca_tracker *t, uint32_t *syms, size_t n) {
     free(idx);
 }
 
+/* The window detection looks at: per allocation from detect_from on, its
+ * symbol (site, or lifetime for sites by size), its site, and the bytes
+ * allocated just before and just after it. */
+typedef struct window {
+    size_t n;
+    uint32_t *syms, *sites;
+    uint64_t *level, *after;
+} window;
+
+static void window_free(window *w) {
+    free(w->syms);
+    free(w->sites);
+    free(w->level);
+    free(w->after);
+    memset(w, 0, sizeof *w);
+}
+
+static int window_build(const ca_tracker *t, window *w) {
+    memset(w, 0, sizeof *w);
+    size_t n = 0;
+    for (uint64_t q = t->detect_from; q < t->seq; q++) n += ca_ev_kind(&t->ring[q]) == CA_EVK_ALLOC;
+    size_t cap = n ? n : 1;
+    w->syms = malloc(cap * sizeof *w->syms);
+    w->sites = malloc(cap * sizeof *w->sites);
+    w->level = malloc(cap * sizeof *w->level);
+    w->after = malloc(cap * sizeof *w->after);
+    if (!w->syms || !w->sites || !w->level || !w->after) {
+        window_free(w);
+        return -1;
+    }
+    uint64_t now = 0;
+    size_t i = 0;
+    for (uint64_t q = 0; q < t->seq; q++) {
+        const ca_ev *e = &t->ring[q];
+        if (ca_ev_kind(e) == CA_EVK_ALLOC) {
+            if (q >= t->detect_from) w->syms[i] = w->sites[i] = e->site, w->level[i] = now;
+            now += ca_ev_block(e);
+            if (q >= t->detect_from) w->after[i++] = now;
+        } else if (ca_ev_kind(e) == CA_EVK_FREE) {
+            now -= ca_ev_block(e);
+        }
+    }
+    w->n = n;
+    if (ca_tracker_site_mode(t) == CA_SITES_SIZE) lifetimes(t, w->syms, n);
+    return 0;
+}
+
+/* The judge (track/loops.h) between period detection and the tracker: for
+ * iterations it takes loops only; for blocks, only what is not a loop. */
+typedef struct judge_ctx {
+    ca_loop_input in;
+    int blocks;
+    ca_loop_shape shape;
+    ca_loop_figures fig;
+    size_t nb;
+} judge_ctx;
+
+static int judge(void *ctx, const ca_period *p, const size_t *at, size_t nb) {
+    judge_ctx *j = ctx;
+    ca_loop_figures fig;
+    ca_loop_shape shape = ca_loop_judge(&j->in, p->period, at, nb, &fig);
+    int take = j->blocks ? shape != CA_LOOP_ITERATIONS : shape == CA_LOOP_ITERATIONS;
+    if (take) j->shape = shape, j->fig = fig, j->nb = nb;
+    return take;
+}
+
+static void judge_init(judge_ctx *j, const ca_tracker *t, const window *w, int blocks) {
+    memset(j, 0, sizeof *j);
+    j->in = (ca_loop_input){.level = w->level, .after = w->after, .n = w->n};
+    if (ca_tracker_site_mode(t) == CA_SITES_STACK) j->in.sites = w->sites, j->in.stacks = t->stacks;
+    j->blocks = blocks;
+}
+
 void ca_track_try_detect(ca_tracker *t) {
     if (t->seq > t->ring_cap || t->seq > t->opt.detect_events) {
         t->detect_state = DETECT_GAVE_UP;
         return;
     }
     if (t->seq * 2 > t->next_try) t->next_try = t->seq * 2;
-    size_t n = 0;
-    for (uint64_t q = t->detect_from; q < t->seq; q++) n += ca_ev_kind(&t->ring[q]) == CA_EVK_ALLOC;
-    uint32_t *syms = malloc((n ? n : 1) * sizeof *syms);
-    uint64_t *level = malloc((n ? n : 1) * sizeof *level);
-    if (syms && level) {
-        uint64_t now = 0;
-        size_t i = 0;
-        for (uint64_t q = 0; q < t->seq; q++) {
-            const ca_ev *e = &t->ring[q];
-            if (ca_ev_kind(e) == CA_EVK_ALLOC) {
-                if (q >= t->detect_from) syms[i] = e->site, level[i++] = now;
-                now += ca_ev_block(e);
-            } else if (ca_ev_kind(e) == CA_EVK_FREE) {
-                now -= ca_ev_block(e);
-            }
+    window w;
+    if (window_build(t, &w) != 0) return;
+    judge_ctx j;
+    judge_init(&j, t, &w, 0);
+    if (ca_period_find_if(w.syms, w.level, w.n, judge, &j, &t->period)) apply_detection(t, w.syms, w.n);
+    window_free(&w);
+}
+
+int ca_tracker_blocks(ca_tracker *t, ca_blocks *out) {
+    memset(out, 0, sizeof *out);
+    ca_lock_acquire(&t->lock);
+    int found = 0;
+    window w;
+    if (t->seq <= t->ring_cap && window_build(t, &w) == 0) {
+        judge_ctx j;
+        ca_period p;
+        judge_init(&j, t, &w, 1);
+        if (ca_period_find_if(w.syms, w.level, w.n, judge, &j, &p)) {
+            found = 1;
+            *out = (ca_blocks){.count = (uint32_t)j.nb, .allocations = p.period, .shape = j.shape,
+                               .swing = j.fig.swing, .rise = j.fig.rise, .pass = j.fig.pass,
+                               .pass_ip = j.fig.pass_ip};
         }
-        if (ca_tracker_site_mode(t) == CA_SITES_SIZE) lifetimes(t, syms, n);
-        if (ca_period_find(syms, level, n, &t->period)) apply_detection(t, syms, n);
+        window_free(&w);
     }
-    free(syms);
-    free(level);
+    ca_lock_release(&t->lock);
+    return found;
 }
 
 void ca_tracker_set_baseline(ca_tracker *t) {

@@ -123,24 +123,11 @@ static int mountain(const ca_period *p, const uint32_t *s, const uint64_t *level
     return (double)(top - first) > transient / 2 && (double)(top - last) > transient / 2;
 }
 
-int ca_period_find(const uint32_t *s, const uint64_t *level, size_t n, ca_period *out) {
-    if (!s || !level || n < 6) return 0;
-    uint32_t cand[MAX_CANDIDATES];
-    size_t nc = candidates(s, n, cand);
-    double sc[MAX_CANDIDATES], best = 0;
-    for (size_t i = 0; i < nc; i++) {
-        sc[i] = score(s, n, cand[i]);
-        if (sc[i] > best) best = sc[i];
-    }
-    if (best < CA_PERIOD_MIN_SCORE) return 0;
-    uint32_t p = 0;
-    double ps = 0;
-    for (size_t i = 0; i < nc; i++)
-        if (sc[i] >= best - 0.005 && (!p || cand[i] < p)) p = cand[i], ps = sc[i];
-
-    /* Phase: in each of the last periods (aligned to the window's end), the
-     * position of the lowest level; the most frequent such position wins,
-     * then the others by how often they were lowest. */
+/* The phase and anchor of period p: in each of the last periods (aligned
+ * to the window's end), the position of the lowest level; the most frequent
+ * such position wins, then the others by how often they were lowest. 1 and
+ * *out when an anchor is found. */
+static int place(const uint32_t *s, const uint64_t *level, size_t n, uint32_t p, double ps, ca_period *out) {
     size_t periods = n / p;
     if (periods > 16) periods = 16;
     uint32_t *votes = calloc(p, sizeof *votes);
@@ -174,16 +161,76 @@ int ca_period_find(const uint32_t *s, const uint64_t *level, size_t n, ca_period
             }
     }
     free(votes);
-    return found && !mountain(out, s, level, n);
+    return found;
 }
 
+/* The caller's judgement of a placed candidate (NULL: none). */
+static int accepted(const ca_period *p, const uint32_t *s, size_t n, ca_period_accept_fn *accept, void *ctx) {
+    if (!accept) return 1;
+    size_t nb = boundaries(p, s, n, NULL, 0);
+    size_t *at = malloc((nb ? nb : 1) * sizeof *at);
+    if (!at) return 0;
+    boundaries(p, s, n, at, nb);
+    int ok = accept(ctx, p, at, nb);
+    free(at);
+    return ok;
+}
+
+int ca_period_find_if(const uint32_t *s, const uint64_t *level, size_t n, ca_period_accept_fn *accept, void *ctx,
+                      ca_period *out) {
+    if (!s || !level || n < 6) return 0;
+    uint32_t cand[MAX_CANDIDATES];
+    size_t nc = candidates(s, n, cand);
+    double sc[MAX_CANDIDATES], best = 0;
+    for (size_t i = 0; i < nc; i++) {
+        sc[i] = score(s, n, cand[i]);
+        if (sc[i] > best) best = sc[i];
+    }
+    if (best < CA_PERIOD_MIN_SCORE) return 0;
+    /* Order of trial: those that match as well as the best, smallest period
+     * first (a multiple of P matches as well as P); then the others that
+     * match well enough, best first (the loop, when the best one was a
+     * stretch of identical layers its judge refused). */
+    size_t order[MAX_CANDIDATES], no = 0;
+    for (size_t i = 0; i < nc; i++)
+        if (sc[i] >= CA_PERIOD_MIN_SCORE) order[no++] = i;
+    for (size_t i = 1; i < no; i++)
+        for (size_t j = i; j > 0; j--) {
+            size_t a = order[j - 1], b = order[j];
+            int top_a = sc[a] >= best - 0.005, top_b = sc[b] >= best - 0.005;
+            int before = top_b != top_a ? top_b
+                         : top_b        ? cand[b] < cand[a]
+                                        : sc[b] > sc[a] || (sc[b] == sc[a] && cand[b] < cand[a]);
+            if (!before) break;
+            order[j - 1] = b;
+            order[j] = a;
+        }
+    for (size_t i = 0; i < no; i++) {
+        ca_period p;
+        if (!place(s, level, n, cand[order[i]], sc[order[i]], &p) || mountain(&p, s, level, n)) continue;
+        if (!accepted(&p, s, n, accept, ctx)) continue;
+        *out = p;
+        return 1;
+    }
+    return 0;
+}
+
+int ca_period_find(const uint32_t *s, const uint64_t *level, size_t n, ca_period *out) {
+    return ca_period_find_if(s, level, n, NULL, NULL, out);
+}
+
+/* The anchor's places; one recurring sooner than half a period after the
+ * last (the anchor is unique over the last periods, not always before them:
+ * sites by lifetime repeat by chance) does not start an iteration. */
 static size_t boundaries(const ca_period *p, const uint32_t *s, size_t n, size_t *out, size_t max) {
-    size_t count = 0;
+    size_t count = 0, last = 0;
     for (size_t e = p->k; e <= n; e++) { /* the run s[e-k, e) */
         if (s[e - 1] != p->anchor[p->k - 1] || memcmp(s + e - p->k, p->anchor, p->k * sizeof *s)) continue;
         size_t x = p->starts ? e - p->k : e;
         if (x == 0 || x == n) continue; /* nothing before it, or nothing after it yet */
+        if (count && 2 * (x - last) < p->period) continue;
         if (count < max) out[count] = x;
+        last = x;
         count++;
     }
     return count;

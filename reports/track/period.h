@@ -13,12 +13,15 @@
  * shortest run starting there (a loop of identical layers may end in more
  * identical allocations than an anchor can span).
  *
- * Identical layers repeat inside one iteration as well; two guards keep
- * them from being taken for the loop: the score looks at the last half of
- * the window (so the loop's period wins once the window holds a few
- * iterations), and a period whose boundary level climbs and then falls (a
- * forward pass, then a backward) is refused. The tracker tries only on
- * windows of 8192 events and more, and once more when a report is written. */
+ * Identical layers repeat inside one iteration as well; guards keep them
+ * from being taken for the loop: the score looks at the last half of the
+ * window (so the loop's period wins once the window holds a few
+ * iterations), a period whose boundary level climbs and then falls (a
+ * forward pass, then a backward) is refused, and the caller's judge
+ * (ca_period_find_if; the tracker's is reports/track/loops.h) refuses what is
+ * not a training loop, the next candidate being tried then. The tracker
+ * tries only on windows of 8192 events and more, and once more when a
+ * report is written. */
 #ifndef CA_PERIOD_H
 #define CA_PERIOD_H
 #include <stddef.h>
@@ -38,6 +41,16 @@ typedef struct ca_period {
 /* syms[i]: the symbol (call site) of allocation i; level[i]: bytes allocated
  * just before it. Needs at least three periods. 1 and *out when found. */
 int ca_period_find(const uint32_t *syms, const uint64_t *level, size_t n, ca_period *out);
+
+/* The same, each candidate that repeats well enough put to `accept` with its
+ * boundaries at[0..nb) (positions in syms, as ca_period_boundaries gives
+ * them): the first it takes (1) is the answer. Candidates come in order:
+ * those that match as well as the best one, smallest period first, then the
+ * others, best first; so when a stretch of identical layers matches best and
+ * is refused, the loop around it is tried next. */
+typedef int ca_period_accept_fn(void *ctx, const ca_period *p, const size_t *at, size_t nb);
+int ca_period_find_if(const uint32_t *syms, const uint64_t *level, size_t n, ca_period_accept_fn *accept, void *ctx,
+                      ca_period *out);
 
 /* Positions x in syms[0..n) where an iteration starts (the anchor ends at
  * x - 1), in order; writes up to max of them, returns how many there are. */

@@ -92,6 +92,27 @@ void ca_tracker_step(ca_tracker *t, ca_iter_source src);
  * part of the loop: iteration detection looks only at later events. */
 void ca_tracker_set_baseline(ca_tracker *t);
 
+/* Blocks repeated inside one pass: the identical layers of a forward or
+ * backward pass, an optimizer's loop over its parameters; what iteration
+ * detection finds repeating but refuses as a training loop's iterations
+ * (reports/track/loops.h), in the events recorded since the baseline. For
+ * reports of a run with no iterations, and for predictions that need the
+ * number of layers (activation checkpointing). */
+typedef struct ca_blocks {
+    uint32_t count;           /* blocks found: each marked once (at its start or end) */
+    uint32_t allocations;     /* allocations per block */
+    int shape;                /* why they are not iterations: ca_loop_shape (track/loops.h) */
+    uint64_t swing;           /* median peak of a block above the level it starts at */
+    int64_t rise;             /* median change of the level over a block (> 0: kept, as
+                                 activations saved for backward) */
+    int pass;                 /* ca_pass_kind they run inside (capture/frame_kind.h); 0: none seen */
+    uintptr_t pass_ip;        /* the frame of that call */
+} ca_blocks;
+
+/* 1 and *out when such blocks repeat (3 or more), else 0. Costs a period
+ * search over the ring (tens of milliseconds for a million events). */
+int ca_tracker_blocks(ca_tracker *t, ca_blocks *out);
+
 /* The site id of a synthetic stack (tests) or, in CA_SITES_SIZE mode, of a
  * requested size. */
 uint32_t ca_tracker_site(ca_tracker *t, const uintptr_t *ips, unsigned n);

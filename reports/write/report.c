@@ -89,108 +89,6 @@ size_t ca_report_frames(const ca_report_ctx *c, uint32_t site, const ca_frame **
     return k;
 }
 
-/* Python code that comes with Python or is installed into it (PyTorch's
- * own Python layers, the standard library), as opposed to the program's. */
-static int library_file(const char *file) {
-    return strstr(file, "/site-packages/") || strstr(file, "/dist-packages/") || strstr(file, "/lib/python3.") ||
-           strstr(file, "/lib64/python3.") || !strncmp(file, "<frozen ", 8);
-}
-
-/* The frame a site is named after. With Python frames: the innermost one of
- * the program's own code (what lies below it is the CUDA runtime, ctypes,
- * PyTorch's C++ and Python layers), else the innermost Python frame. Without:
- * the innermost frame. */
-/* Which of a site's frames fr[0..n) names it: the innermost Python frame of
- * the program's own code (not a library's), else the innermost Python frame,
- * else the innermost frame. -1 when there is none. */
-static long label_index(const ca_frame *const *fr, size_t n) {
-    long first_python = -1;
-    for (size_t i = 0; i < n; i++) {
-        if (!ca_ip_is_named(fr[i]->ip) || strcmp(fr[i]->module, CA_PY_MODULE)) continue;
-        if (!library_file(fr[i]->file)) return (long)i;
-        if (first_python < 0) first_python = (long)i;
-    }
-    return first_python >= 0 ? first_python : n ? 0 : -1;
-}
-
-static const ca_frame *label_frame(const ca_report_ctx *c, uint32_t site) {
-    const ca_frame *fr[CA_STACK_MAX_FRAMES];
-    long i = label_index(fr, ca_report_frames(c, site, fr, CA_STACK_MAX_FRAMES));
-    return i >= 0 ? fr[i] : NULL;
-}
-
-void ca_report_site_label(const ca_report_ctx *c, uint32_t site, char *buf, size_t n) {
-    if (c->snap.site_mode == CA_SITES_SIZE) {
-        const uintptr_t *ips;
-        char b[32];
-        if (ca_stacks_get(c->snap.stacks, site, &ips) == 1)
-            snprintf(buf, n, "allocations of %s (%llu B)", ca_report_bytes((double)ips[0], b, sizeof b),
-                     (unsigned long long)ips[0]);
-        else
-            snprintf(buf, n, "unknown call site");
-        return;
-    }
-    const ca_frame *f = label_frame(c, site);
-    if (!f)
-        snprintf(buf, n, "unknown call site");
-    else if (f->line)
-        snprintf(buf, n, "%s (%s:%u)", f->function, f->file, f->line);
-    else
-        snprintf(buf, n, "%s (%s)", f->function, f->module);
-}
-
-void ca_report_finding_root(const ca_report_ctx *c, size_t i, char *buf, size_t n) {
-    *buf = 0;
-    if (i >= c->n_findings || !c->findings[i].has_root) return;
-    uintptr_t ip = c->findings[i].root_ip;
-    const ca_frame *f = c->sym ? ca_symtab_get(c->sym, ip) : NULL;
-    if (!f) snprintf(buf, n, "0x%llx", (unsigned long long)ip);
-    else if (f->line) snprintf(buf, n, "%s (%s:%u)", f->function, f->file, f->line);
-    else snprintf(buf, n, "%s (%s)", f->function, f->module);
-}
-
-void ca_report_finding_title(const ca_report_ctx *c, size_t i, char *buf, size_t n) {
-    *buf = 0;
-    if (i >= c->n_findings) return;
-    const ca_finding *f = &c->findings[i];
-    char label[1024], root[512];
-    int by_size = c->snap.site_mode == CA_SITES_SIZE;
-    ca_report_site_label(c, c->leaks[f->first].site, label, sizeof label);
-    ca_report_finding_root(c, i, root, sizeof root);
-    if (!by_size && f->kind != CA_FINDING_TOGETHER) {
-        /* The allocating function is often a helper: name its caller too. */
-        const ca_frame *fr[CA_STACK_MAX_FRAMES];
-        size_t nf = ca_report_frames(c, c->leaks[f->first].site, fr, CA_STACK_MAX_FRAMES);
-        long at = label_index(fr, nf);
-        if (at >= 0 && (size_t)at + 1 < nf) {
-            const ca_frame *caller = fr[at + 1];
-            size_t len = strlen(label);
-            if (caller->line)
-                snprintf(label + len, sizeof label - len, " called from %s (%s:%u)", caller->function, caller->file,
-                         caller->line);
-            else
-                snprintf(label + len, sizeof label - len, " called from %s (%s)", caller->function, caller->module);
-        }
-    }
-    switch (f->kind) {
-    case CA_FINDING_BUFFER:
-        snprintf(buf, n, "a buffer (%s%s) is made again larger every iteration", by_size ? "" : "from ", label);
-        break;
-    case CA_FINDING_SITE:
-        snprintf(buf, n, "%s%s are kept", by_size ? "" : "allocations from ", label);
-        break;
-    case CA_FINDING_TOGETHER:
-        if (*root && f->retained_graph)
-            snprintf(buf, n, "a forward pass run under %s is kept alive (%zu call sites)", root, f->n_sites);
-        else if (*root)
-            snprintf(buf, n, "%zu call sites under %s keep allocations", f->n_sites, root);
-        else
-            snprintf(buf, n, "%zu %s grow together%s", f->n_sites, by_size ? "allocation sizes" : "call sites",
-                     f->retained_graph ? " (a retained graph?)" : "");
-        break;
-    }
-}
-
 /* Adds the frames of a site to the symbol table. */
 static void want_site(ca_report_ctx *c, uint32_t site) {
     const uintptr_t *ips;
@@ -264,90 +162,6 @@ size_t ca_report_oom_advice(const ca_report_ctx *c, const ca_oom_record *r, char
     return n;
 }
 
-static void decide_verdict(ca_report_ctx *c) {
-    const ca_track_snap *s = &c->snap;
-    char b1[32], b2[32], b3[32];
-    if (c->opt.no_trace && !s->n_ooms) {
-        c->verdict = CA_VERDICT_NO_TRACE;
-        char most[600] = "";
-        if (c->n_live_sites) {
-            char label[512];
-            ca_report_site_label(c, c->live_sites[0]->site, label, sizeof label);
-            snprintf(most, sizeof most, "; held most by %s: %s in %llu allocations", label,
-                     ca_report_bytes((double)c->live_sites[0]->live_bytes, b3, sizeof b3),
-                     (unsigned long long)c->live_sites[0]->live_count);
-        }
-        snprintf(c->verdict_line, sizeof c->verdict_line,
-                 "NO TRACE: the snapshot holds its segments but no trace (it was taken without "
-                 "torch.cuda.memory._record_memory_history()), so nothing over time can be judged, leaks "
-                 "included. Live now %s in %zu allocations, reserved %s%s.",
-                 ca_report_bytes((double)s->allocated, b1, sizeof b1), s->n_live,
-                 ca_report_bytes((double)s->reserved, b2, sizeof b2), most);
-    } else if (s->n_ooms) {
-        const ca_oom_record *r = &s->ooms[s->n_ooms - 1];
-        c->verdict = CA_VERDICT_OOM;
-        snprintf(c->verdict_line, sizeof c->verdict_line,
-                 "OUT OF MEMORY (%llu failed allocation%s), the last at iteration %u asking %s: %s.",
-                 (unsigned long long)s->n_ooms_total, s->n_ooms_total == 1 ? "" : "s", r->iteration,
-                 ca_report_bytes((double)r->requested, b1, sizeof b1),
-                 r->have_info ? ca_oom_verdict_text(r->verdict) : "no allocator figures were given");
-    } else if (c->n_leak_findings) {
-        c->verdict = CA_VERDICT_LEAK;
-        const ca_finding *f = &c->findings[0];
-        char title[1024], more[128] = "", when[96] = "";
-        ca_report_finding_title(c, 0, title, sizeof title);
-        if (c->n_leak_findings > 1)
-            snprintf(more, sizeof more, " (%zu more finding%s: +%s every iteration in all)", c->n_leak_findings - 1,
-                     c->n_leak_findings == 2 ? "" : "s", ca_report_bytes(c->leak_rate, b3, sizeof b3));
-        if (c->leak_oom_iteration >= 0)
-            snprintf(when, sizeof when, "; at this rate the device runs out at iteration %lld",
-                     (long long)c->leak_oom_iteration);
-        uint64_t held = s->n_bounds ? s->bounds[s->n_bounds - 1].allocated : s->allocated;
-        snprintf(c->verdict_line, sizeof c->verdict_line, "LEAK: %s: +%s every iteration%s; held at the last boundary %s%s.",
-                 title, ca_report_bytes(f->bytes_per_iteration, b1, sizeof b1), more,
-                 ca_report_bytes((double)held, b2, sizeof b2), when);
-    } else if (c->small_program) {
-        c->verdict = CA_VERDICT_NO_ITERATIONS;
-        snprintf(c->verdict_line, sizeof c->verdict_line,
-                 "NO ITERATIONS: a short program: %llu allocation%s (%llu freed, %zu live), peak allocated %s, "
-                 "peak reserved %s; no loop, so no leak to judge.",
-                 (unsigned long long)s->n_allocs, s->n_allocs == 1 ? "" : "s", (unsigned long long)s->n_frees,
-                 s->n_live, ca_report_bytes((double)s->peak_allocated, b1, sizeof b1),
-                 ca_report_bytes((double)s->peak_reserved, b2, sizeof b2));
-    } else if (!s->iteration) {
-        c->verdict = CA_VERDICT_NO_ITERATIONS;
-        snprintf(c->verdict_line, sizeof c->verdict_line,
-                 "NO ITERATIONS: no boundary was marked (cudalloc_step(), NVTX) or detected in %llu "
-                 "allocations, so leaks cannot be told from a healthy loop's memory.",
-                 (unsigned long long)s->n_allocs);
-    } else if (s->iteration < s->warmup + CA_LEAK_MIN_GROWTHS) {
-        c->verdict = CA_VERDICT_FEW_ITERATIONS;
-        snprintf(c->verdict_line, sizeof c->verdict_line,
-                 "TOO FEW ITERATIONS: %u (%s); a leak shows after warm-up (%u) plus %d iterations. "
-                 "No leak so far.",
-                 s->iteration, ca_iter_source_name(s->source), s->warmup, CA_LEAK_MIN_GROWTHS);
-    } else {
-        c->verdict = CA_VERDICT_HEALTHY;
-        snprintf(c->verdict_line, sizeof c->verdict_line,
-                 "HEALTHY: no leak over %u iterations (%s); peak allocated %s, peak reserved %s, "
-                 "fragmentation %.0f%% of %s cached.",
-                 s->iteration, ca_iter_source_name(s->source),
-                 ca_report_bytes((double)s->peak_allocated, b1, sizeof b1),
-                 ca_report_bytes((double)s->peak_reserved, b2, sizeof b2), c->frag.fragmentation * 100,
-                 ca_report_bytes((double)c->frag.cached_free, b3, sizeof b3));
-    }
-    if (c->verdict != CA_VERDICT_LEAK && c->n_findings > c->n_leak_findings) {
-        /* Slow growth: said, never the verdict. */
-        double rate = 0;
-        for (size_t i = c->n_leak_findings; i < c->n_findings; i++) rate += c->findings[i].bytes_per_iteration;
-        size_t len = strlen(c->verdict_line);
-        snprintf(c->verdict_line + len, sizeof c->verdict_line - len,
-                 " Note: slow growth of +%s per iteration, negligible (under %.1f%% of the working set per "
-                 "iteration; see the report).",
-                 ca_report_bytes(rate, b1, sizeof b1), 100.0 / CA_NOTE_WORKING_SETS);
-    }
-}
-
 /* PyTorch's caching allocator under the preload: it asks for segments (2
  * MiB for small tensors, 20 MiB for medium ones, larger requests rounded up
  * to 2 MiB from 10 MiB on) and keeps them. */
@@ -407,8 +221,14 @@ int ca_report_ctx_init(ca_report_ctx *c, ca_tracker *t, ca_allocator *a, const c
     while (c->n_leak_findings < c->n_findings && !c->findings[c->n_leak_findings].note) c->n_leak_findings++;
     c->working_set = ca_leak_working_set(&c->snap);
     for (size_t i = 0; i < c->n_leak_findings; i++) c->leak_rate += c->findings[i].bytes_per_iteration;
-    c->small_program = !c->snap.iteration && !c->snap.n_ooms && c->snap.n_allocs < CA_SMALL_PROGRAM_ALLOCS;
+    c->small_program = !c->snap.iteration && !c->snap.n_ooms && c->snap.n_allocs < CA_SMALL_PROGRAM_ALLOCS &&
+                       !c->snap.time_is_index; /* offline: a single pass says more */
     detect_caching(c);
+    c->have_peak = ca_peak_find(&c->snap, &c->peak) == 0;
+    /* Offline, fewer than two whole iterations: blocks repeated inside the
+     * one pass say what the trace holds (a period search: not at every exit
+     * summary of a live run). */
+    if (c->snap.time_is_index && c->snap.iteration < 3) c->have_blocks = ca_tracker_blocks(t, &c->blocks);
     find_live_sites(c);
     c->leak_oom_iteration = c->have_headroom && c->snap.iteration
                                 ? ca_leak_projection(c->snap.iteration - 1, c->headroom, c->leak_rate)
@@ -448,6 +268,8 @@ int ca_report_ctx_init(ca_report_ctx *c, ca_tracker *t, ca_allocator *a, const c
             }
         }
         for (size_t i = 0; i < c->n_growing; i++) want_site(c, c->leaks[i].site);
+        for (size_t i = 0; c->have_peak && i < c->peak.n_sites && i < CA_REPORT_PEAK_SITES; i++)
+            want_site(c, c->peak.sites[i].site);
         for (size_t i = 0; i < c->n_live_sites; i++) want_site(c, c->live_sites[i]->site);
         for (size_t i = 0; i < c->snap.n_ooms; i++) {
             want_site(c, c->snap.ooms[i].site);
@@ -456,7 +278,8 @@ int ca_report_ctx_init(ca_report_ctx *c, ca_tracker *t, ca_allocator *a, const c
         ca_symtab_resolve(c->sym, c->opt.symbolize, c->opt.symbolize_timeout_ms);
         if (fix_frame_names(c) != 0) goto fail;
     }
-    decide_verdict(c);
+    ca_report_peak_holders(c);
+    ca_report_decide_verdict(c);
     return 0;
 fail:
     ca_report_ctx_free(c);
@@ -469,6 +292,7 @@ void ca_report_ctx_free(ca_report_ctx *c) {
     ca_fix_report_free(&c->fixes);
     ca_track_snap_free(&c->snap);
     ca_frag_free(&c->frag);
+    ca_peak_free(&c->peak);
     free(c->leaks);
     free(c->findings);
     ca_symtab_free(c->sym);
@@ -645,8 +469,9 @@ void ca_report_summary(ca_tracker *t, ca_allocator *a, FILE *f) {
     if (c.n_findings > c.n_leak_findings) {
         const ca_finding *fd = &c.findings[c.n_leak_findings];
         ca_report_finding_title(&c, c.n_leak_findings, label, sizeof label);
-        fprintf(f, "cudalloc:   note: slow growth, not a leak: +%s/iteration (%.4f%% of the working set): %s%s\n",
-                ca_report_bytes(fd->bytes_per_iteration, b1, sizeof b1), fd->working_set_share * 100, label,
+        fprintf(f, "cudalloc:   note: %s, not a leak: +%s/iteration (%.4f%% of the working set): %s%s\n",
+                fd->handoff ? "hand-off" : "slow growth", ca_report_bytes(fd->bytes_per_iteration, b1, sizeof b1),
+                fd->working_set_share * 100, label,
                 c.n_findings - c.n_leak_findings > 1 ? "; and more in the report" : "");
     }
     for (size_t i = 0; i < s->n_ooms && i < 3; i++) {

@@ -54,6 +54,7 @@ typedef struct ca_report_options {
     int expandable;           /* 1 expandable, 0 classic, -1 unknown (default) */
     const char *title;        /* e.g. the program's name; NULL: "cudalloc report" */
     const char *source_name;  /* offline: the trace file the report comes from */
+    const char *marks_name;   /* offline: what the explicit marks are ("ProfilerStep annotations"); NULL: cudalloc_step() */
     int device_unknown;       /* offline without a capacity: no device figures, no projection */
     uint64_t device_total;    /* offline without an allocator: the device's size (free = size - reserved) */
     const ca_report_replay *replay; /* offline: a replay under cudalloc to report; NULL: none */

@@ -115,7 +115,7 @@ static void finding_box(const ca_report_ctx *c, FILE *f, size_t i) {
     char b1[32], b2[32], b3[32], title[1024];
     ca_report_finding_title(c, i, title, sizeof title);
     fprintf(f, "<div class=\"finding%s\">\n<h3>", g->note ? " note" : "");
-    if (g->note) fprintf(f, "Note %zu, slow growth: ", i - c->n_leak_findings + 1);
+    if (g->note) fprintf(f, "Note %zu, %s: ", i - c->n_leak_findings + 1, g->handoff ? "hand-off" : "slow growth");
     else fprintf(f, "Finding %zu: ", i + 1);
     ca_html_escape(f, title);
     fprintf(f, ": +%s every iteration</h3>\n<p>", ca_report_bytes(g->bytes_per_iteration, b1, sizeof b1));
@@ -138,6 +138,55 @@ static void finding_box(const ca_report_ctx *c, FILE *f, size_t i) {
         fputs("</div>\n", f);
     }
     fputs("</div>\n", f);
+}
+
+/* The peak and what held it, by the frame that names each call site. */
+static void peak_section(const ca_report_ctx *c, FILE *f) {
+    char b1[32];
+    if (!c->have_peak) return;
+    fprintf(f, "<h2>At the peak</h2>\n<p>%s allocated in %" PRIu64 " allocations at event %" PRIu64 " (iteration %u).</p>\n",
+            ca_report_bytes((double)c->peak.allocated, b1, sizeof b1), c->peak.count, c->peak.seq, c->peak.iteration);
+    fputs("<table>\n<tr><th>held</th><th>allocations</th><th>call sites</th><th>where</th></tr>\n", f);
+    for (size_t i = 0; i < c->n_holders; i++) {
+        fputs("<tr>", f);
+        td_bytes(f, (double)c->holders[i].bytes);
+        fprintf(f, "<td class=\"num\">%" PRIu64 "</td><td class=\"num\">%u</td><td>", c->holders[i].count,
+                c->holders[i].sites);
+        ca_html_escape(f, c->holders[i].label);
+        fputs("</td></tr>\n", f);
+    }
+    if (c->others_count) {
+        fputs("<tr>", f);
+        td_bytes(f, (double)c->others_bytes);
+        fprintf(f, "<td class=\"num\">%" PRIu64 "</td><td></td><td>elsewhere</td></tr>\n", c->others_count);
+    }
+    fputs("</table>\n", f);
+}
+
+/* Offline: the run replayed through cudalloc's allocator; with a capacity,
+ * whether it fits. */
+static void replay_section(const ca_report_ctx *c, FILE *f) {
+    const ca_report_replay *r = c->opt.replay;
+    char b1[32];
+    if (!r) return;
+    fprintf(f, "<h2>Replay under cudalloc</h2>\n<p>The run's %" PRIu64 " allocations and their frees, in order, "
+               "through cudalloc's allocator (%s segments).</p>\n<table>\n",
+            r->allocations, r->expandable ? "expandable" : "classic");
+    row_bytes(f, "peak requested", (double)r->peak_requested);
+    row_bytes(f, "peak reserved under cudalloc", (double)r->peak_reserved);
+    row_bytes(f, "peak reserved by the recorded allocator", (double)c->snap.peak_reserved);
+    row_bytes(f, "smallest device it fits on", (double)r->min_capacity);
+    if (r->capacity) {
+        row_bytes(f, "device asked about (--capacity)", (double)r->capacity);
+        fprintf(f, "<tr><th>allocations that fail on it</th><td class=\"num\">%" PRIu64 "</td></tr>\n",
+                r->ooms_at_capacity);
+        if (c->does_not_fit) row_bytes(f, "missing", (double)c->missing);
+    }
+    fputs("</table>\n", f);
+    if (r->capacity)
+        fprintf(f, "<p class=\"verdict %s\">%s</p>\n", c->does_not_fit ? "bad" : "good",
+                c->does_not_fit ? "Does not fit." : "Fits: no allocation fails.");
+    (void)b1;
 }
 
 /* What is live now, by call site: for a snapshot without a trace. */
@@ -166,7 +215,9 @@ static void leak_section(const ca_report_ctx *c, FILE *f) {
         live_section(c, f);
         return;
     }
-    if (!c->n_leak_findings)
+    if (c->base_verdict == CA_VERDICT_SINGLE_PASS)
+        fputs("<p>Not judged: fewer than two whole iterations.</p>\n", f);
+    else if (!c->n_leak_findings)
         fputs(s->iteration ? "<p>No call site piles up allocations across iterations.</p>\n"
                            : "<p>No iteration boundaries: leaks cannot be judged.</p>\n",
               f);
@@ -181,7 +232,7 @@ int ca_report_html(const ca_report_ctx *c, FILE *f) {
     fputs("<h1>", f);
     ca_html_escape(f, title);
     fprintf(f, "</h1>\n<p class=\"verdict %s\"><strong>Verdict:</strong> ",
-            c->verdict == CA_VERDICT_OOM || c->verdict == CA_VERDICT_LEAK ? "bad"
+            c->verdict == CA_VERDICT_OOM || c->verdict == CA_VERDICT_LEAK || c->verdict == CA_VERDICT_DOES_NOT_FIT ? "bad"
             : c->verdict == CA_VERDICT_HEALTHY                            ? "good"
                                                                           : "");
     ca_html_escape(f, c->verdict_line);
@@ -194,7 +245,14 @@ int ca_report_html(const ca_report_ctx *c, FILE *f) {
 
     fputs("<h2>Summary</h2>\n<table>\n", f);
     fprintf(f, "<tr><th>iterations</th><td class=\"num\">%u</td></tr>\n<tr><th>iteration source</th><td>%s</td></tr>\n",
-            s->iteration, ca_iter_source_name(s->source));
+            s->iteration, ca_report_source_text(c));
+    if (c->have_blocks) {
+        char text[512];
+        ca_report_blocks_text(c, text, sizeof text);
+        fputs("<tr><th>repeated blocks (not iterations)</th><td>", f);
+        ca_html_escape(f, text);
+        fputs("</td></tr>\n", f);
+    }
     row_bytes(f, "allocated now", (double)s->allocated);
     row_bytes(f, "reserved now", (double)s->reserved);
     row_bytes(f, "peak allocated", (double)s->peak_allocated);
@@ -208,6 +266,10 @@ int ca_report_html(const ca_report_ctx *c, FILE *f) {
     fputs("</table>\n", f);
 
     leak_section(c, f);
+    /* what held the peak answers a run whose iterations say nothing (a single
+     * pass, no loop, an OOM); a leak's page has its findings, a healthy one
+     * its breakdown under "what would fit" */
+    if (c->base_verdict != CA_VERDICT_LEAK && c->base_verdict != CA_VERDICT_HEALTHY) peak_section(c, f);
 
     fputs("<h2>Memory</h2>\n", f);
     ca_report_html_time(c, f);
@@ -241,6 +303,7 @@ int ca_report_html(const ca_report_ctx *c, FILE *f) {
     }
     fputs("</table>\n", f);
 
+    replay_section(c, f);
     ca_fixes_html(f, &c->fixes, (const char *const *)c->fix_frames);
 
     fputs("<h2>Out of memory</h2>\n", f);

@@ -7,6 +7,7 @@
 #include "reports/diagnose/fixes.h"
 #include "reports/diagnose/fragmentation.h"
 #include "reports/diagnose/leaks.h"
+#include "reports/diagnose/peak.h"
 #include "reports/write/fixes_text.h"
 #include "reports/write/report.h"
 #include "reports/capture/symbolize.h"
@@ -17,9 +18,19 @@ typedef enum {
     CA_VERDICT_OOM,
     CA_VERDICT_NO_ITERATIONS,
     CA_VERDICT_FEW_ITERATIONS,
-    CA_VERDICT_NO_TRACE,
+    CA_VERDICT_SINGLE_PASS,  /* offline: fewer than two whole iterations; what held the peak */
+    CA_VERDICT_DOES_NOT_FIT, /* offline: the replay does not fit the --capacity given */
+    CA_VERDICT_NO_TRACE,     /* a snapshot of segments with no trace: what is live, by call site */
 } ca_verdict;
 
+/* What held the peak, by the frame that names each call site (its label). */
+#define CA_REPORT_HOLDERS 6
+#define CA_REPORT_PEAK_SITES 256 /* sites symbolized for it, most bytes first; the rest count as elsewhere */
+typedef struct ca_report_holder {
+    char label[512];
+    uint64_t bytes, count;
+    uint32_t sites;
+} ca_report_holder;
 /* What is live now, by call site: the sites holding the most, shown when
  * there is nothing over time to judge (a snapshot without a trace). */
 #define CA_LIVE_SITES_SHOWN 10
@@ -57,6 +68,22 @@ typedef struct ca_report_ctx {
     const ca_site_stat *live_sites[CA_LIVE_SITES_SHOWN]; /* most live bytes first */
     size_t n_live_sites;
     ca_symtab *sym;
+    /* The peak and what held it (reports/diagnose/peak.h), by label, most
+     * bytes first: holders[0 .. n_holders), the rest summed in others. */
+    int have_peak;
+    ca_peak peak;
+    ca_report_holder holders[CA_REPORT_HOLDERS];
+    size_t n_holders;
+    uint64_t others_bytes, others_count;
+    /* Blocks repeated inside one pass (ca_tracker_blocks), looked for when
+     * there are fewer than two whole iterations. */
+    int have_blocks;
+    ca_blocks blocks;
+    /* Offline with --capacity: the replay under cudalloc does not fit; the
+     * bytes missing (its smallest device less the capacity). */
+    int does_not_fit;
+    uint64_t missing;
+    ca_verdict base_verdict;      /* what the verdict would be without the capacity */
     /* What would fit (reports/diagnose/fixes.h): the peak broken down, each
      * fix's peak; fix_frames[g] names its group g (a phase frame), or NULL. */
     ca_fix_report fixes;
@@ -122,6 +149,19 @@ void ca_report_html_segments(const ca_report_ctx *c, FILE *f);
 /* "op_matmul at ops.c:101" / "fn in module", as the text report prints it. */
 void ca_report_frame_text(const ca_frame *fr, char *buf, size_t n);
 int ca_report_csv(const ca_report_ctx *c, FILE *f);
+
+/* The verdict and its line (report_verdict.c), once everything else is
+ * computed; the peak's holders by label (symbols resolved). */
+void ca_report_decide_verdict(ca_report_ctx *c);
+void ca_report_peak_holders(ca_report_ctx *c);
+/* "ProfilerStep annotations", "cudalloc_step()", ...: what marked the
+ * iterations, for the text ("detected", "none" too). */
+const char *ca_report_source_text(const ca_report_ctx *c);
+/* "48 blocks of 86 allocations repeat inside a module's forward; each keeps
+ * 236 MiB more" (have_blocks). */
+void ca_report_blocks_text(const ca_report_ctx *c, char *buf, size_t n);
+/* The verdict's code in JSON: "leak", "single_pass", ... */
+const char *ca_report_verdict_code(ca_verdict v);
 
 /* "1.50 GiB" */
 const char *ca_report_bytes(double bytes, char *buf, size_t n);

@@ -70,7 +70,7 @@ static void finding(const ca_report_ctx *c, FILE *f, size_t i) {
     const ca_finding *fd = &c->findings[i];
     char b1[32], b2[32], title[1024];
     ca_report_finding_title(c, i, title, sizeof title);
-    if (fd->note) fprintf(f, "\nnote %zu: slow growth: %s\n", i - c->n_leak_findings + 1, title);
+    if (fd->note) fprintf(f, "\nnote %zu: %s: %s\n", i - c->n_leak_findings + 1, fd->handoff ? "hand-off" : "slow growth", title);
     else fprintf(f, "\nleak %zu: %s\n", i + 1, title);
     fprintf(f, "  +%s and %.2f allocations per iteration from %zu call site%s; growing since iteration %u; oldest "
                "live allocation from iteration %u\n",
@@ -136,9 +136,25 @@ static void replay(const ca_report_ctx *c, FILE *f) {
     if (r->capacity && !r->ooms_at_capacity)
         fprintf(f, "on a %s device: fits, no allocation fails\n", ca_report_bytes((double)r->capacity, b1, sizeof b1));
     else if (r->capacity)
-        fprintf(f, "on a %s device: does not fit, %" PRIu64 " allocation%s fail\n",
+        fprintf(f, "on a %s device: does not fit, %" PRIu64 " allocation%s fail; %s missing\n",
                 ca_report_bytes((double)r->capacity, b1, sizeof b1), r->ooms_at_capacity,
-                r->ooms_at_capacity == 1 ? "" : "s");
+                r->ooms_at_capacity == 1 ? "" : "s", ca_report_bytes((double)c->missing, b2, sizeof b2));
+}
+
+/* The peak and what held it, by the frame that names each call site. */
+static void peak(const ca_report_ctx *c, FILE *f) {
+    char b1[32];
+    if (!c->have_peak) return;
+    fprintf(f, "\n== At the peak\n");
+    fprintf(f, "%s allocated in %" PRIu64 " allocations at event %" PRIu64 " (iteration %u), held by:\n",
+            ca_report_bytes((double)c->peak.allocated, b1, sizeof b1), c->peak.count, c->peak.seq, c->peak.iteration);
+    for (size_t i = 0; i < c->n_holders; i++)
+        fprintf(f, "  %-10s in %6" PRIu64 " allocations from %u call site%s: %s\n",
+                ca_report_bytes((double)c->holders[i].bytes, b1, sizeof b1), c->holders[i].count, c->holders[i].sites,
+                c->holders[i].sites == 1 ? "" : "s", c->holders[i].label);
+    if (c->others_count)
+        fprintf(f, "  %-10s in %6" PRIu64 " allocations elsewhere\n", ca_report_bytes((double)c->others_bytes, b1, sizeof b1),
+                c->others_count);
 }
 
 /* What is live now, by call site. */
@@ -177,6 +193,7 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f) {
 
     fprintf(f, "\n== Summary\n");
     fprintf(f, "iterations          %u (source: %s", s->iteration, ca_iter_source_name(s->source));
+    if (s->source == CA_ITER_EXPLICIT && c->opt.marks_name) fprintf(f, ": %s", c->opt.marks_name);
     if (s->source == CA_ITER_DETECTED) fprintf(f, ", %u allocations per iteration", s->detect_period);
     fprintf(f, "; marks offered: explicit %" PRIu64 ", nvtx %" PRIu64 ")\n", s->marks[CA_ITER_EXPLICIT],
             s->marks[CA_ITER_NVTX]);
@@ -197,23 +214,36 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f) {
                    "optimizer state, and whatever leaks)\n",
                 ca_report_bytes((double)last->allocated, b1, sizeof b1), last->live_count);
     }
+    if (c->have_blocks) {
+        char text[512];
+        ca_report_blocks_text(c, text, sizeof text);
+        fprintf(f, "repeated blocks     %s: not iterations\n", text);
+    }
+    peak(c, f);
 
     fprintf(f, "\n== Leaks\n");
     if (c->opt.no_trace)
         para(f, "", "No trace: leaks show over time, and the snapshot holds its segments only. " CA_HOW_TO_RECORD);
+    else if (c->verdict == CA_VERDICT_SINGLE_PASS || c->base_verdict == CA_VERDICT_SINGLE_PASS)
+        fprintf(f, "Not judged: fewer than two whole iterations (a leak is memory kept more at every boundary).\n");
     else if (!s->iteration)
         fprintf(f, "No iteration boundaries: the diagnosis needs them (cudalloc_step(), an NVTX range, or a "
                    "repeating loop to detect).\n");
     else if (!c->n_leak_findings)
         fprintf(f, "None: no call site piled up allocations across iterations after warm-up (%u).\n", s->warmup);
     for (size_t i = 0; i < c->n_leak_findings; i++) finding(c, f, i);
-    if (c->n_findings > c->n_leak_findings)
-        fprintf(f, "%s growth below is slow: under %.1f%% of the working set (%s) per iteration%s. Notes, not "
+    size_t handed = 0;
+    for (size_t i = c->n_leak_findings; i < c->n_findings; i++) handed += c->findings[i].handoff;
+    if (c->n_findings > c->n_leak_findings + handed)
+        fprintf(f, "%s slow growth below is under %.1f%% of the working set (%s) per iteration%s. Notes, not "
                    "leaks.\n",
                 c->n_leak_findings ? "\nThe" : "The", 100.0 / CA_NOTE_WORKING_SETS,
                 ca_report_bytes((double)c->working_set, b1, sizeof b1),
                 c->have_headroom ? ", and the device would not be full within " CA_STR(CA_NOTE_DEVICE_ITERATIONS_INT)
                                    " iterations" : "");
+    if (handed)
+        fprintf(f, "%sThe hand-offs below grow at some call sites while others shrink by about as much: the memory "
+                   "kept across boundaries is flat. Notes, not leaks.\n", c->n_leak_findings ? "\n" : "");
     for (size_t i = c->n_leak_findings; i < c->n_findings; i++) finding(c, f, i);
     if (c->n_leak_findings > 1 && c->leak_oom_iteration >= 0)
         fprintf(f, "\nAll leaks together (+%s per iteration): the device runs out at iteration %" PRId64 ".\n",

@@ -12,9 +12,10 @@ for t in "$@"; do
     work=$bin/corpus/$t
     mkdir -p "$work"
     log=$bin/$t.log
-    # -max_len: room for a few dozen trace rows; -timeout: a hang is a finding.
+    # -max_len: room for a few dozen trace rows; -timeout (s) and -rss_limit_mb: a hang
+    # or a blow-up of memory is a finding (the hostile seeds are held to them).
     dict=(); [ -f "$here/$t.dict" ] && dict=(-dict="$here/$t.dict")
-    "$bin/fuzz_$t" -max_total_time="$secs" -max_len=8192 -timeout=10 -print_final_stats=1 "${dict[@]}" \
+    "$bin/fuzz_$t" -max_total_time="$secs" -max_len=8192 -timeout=10 -rss_limit_mb=1024 -print_final_stats=1 "${dict[@]}" \
         -artifact_prefix="$bin/artifacts/$t-" "$work" "$here/corpus/$t" >"$log" 2>&1
     rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")

@@ -40,6 +40,11 @@ taken without _record_memory_history().
                     [--no-frames] [--devices N] [--oom] [--oom-device D]
                     [--classic] [--segments] [--params N] [--no-trace]
                     [--gzip] [--zip]
+                    [--scenario forward|step|steps] [--layers N] [--params-per-layer N]
+                    [--no-grad] [--optimizer-annotation] [--handoff] [--seed N]
+                    [--eval-leak] [--backward-leak]
+  (--scenario: a deep model's forward, one training step or several, with
+  an optimizer looping over its parameters: scenarios.py)
   make_snapshots.py --fixtures DIR   the committed fixtures (tests/data/snapshots)
 --gzip writes the pickle gzipped (snapshot.pickle.gz); --zip writes what
 torch.save() writes instead of a snapshot: a zip archive holding the pickle.
@@ -326,7 +331,10 @@ def build(opt):
     annotations = []
     devices = [(ClassicDevice if opt.segments else Device)(d, opt) for d in range(opt.devices)]
     for dev in devices:
-        if opt.segments:
+        if opt.scenario:
+            import scenarios
+            scenarios.run(dev, opt, annotations)
+        elif opt.segments:
             train_segments(dev, opt)
         else:
             train(dev, opt, annotations)
@@ -347,7 +355,7 @@ def build(opt):
             'roundup_power2_divisions': {},
         },
     }
-    if opt.annotations:
+    if opt.annotations or opt.optimizer_annotation:
         snap['external_annotations'] = annotations
     return snap
 
@@ -372,6 +380,15 @@ def options(argv=None):
     p.add_argument('--gzip', action='store_true')
     p.add_argument('--zip', action='store_true')
     p.add_argument('--fixtures', metavar='DIR')
+    p.add_argument('--scenario', choices=['forward', 'step', 'steps'])
+    p.add_argument('--layers', type=int, default=24)
+    p.add_argument('--params-per-layer', type=int, default=4)
+    p.add_argument('--no-grad', action='store_true')
+    p.add_argument('--optimizer-annotation', action='store_true')
+    p.add_argument('--handoff', action='store_true')
+    p.add_argument('--eval-leak', action='store_true')
+    p.add_argument('--backward-leak', action='store_true')
+    p.add_argument('--seed', type=int, default=0)
     return p.parse_args(argv)
 
 
@@ -384,6 +401,21 @@ FIXTURES = {
     'segments.pickle': ['--segments', '--iterations', '8', '--max-entries', '900'],
     'segments_no_trace.pickle': ['--segments', '--iterations', '4', '--params', '60', '--no-trace'],
     'three_devices_oom_on_1.pickle': ['--devices', '3', '--oom', '--oom-device', '1', '--iterations', '4'],
+    # issue 17: what a training loop's iterations are, and what they are not
+    'forward_48_layers.pickle': ['--scenario', 'forward', '--layers', '48'],
+    'forward_48_layers_no_frames.pickle': ['--scenario', 'forward', '--layers', '48', '--no-frames'],
+    'one_step.pickle': ['--scenario', 'step', '--layers', '12', '--params-per-layer', '2'],
+    'one_step_optimizer_annotated.pickle': ['--scenario', 'step', '--layers', '12', '--params-per-layer', '2',
+                                            '--optimizer-annotation'],
+    'optimizer_loop_no_frames.pickle': ['--scenario', 'steps', '--iterations', '2', '--layers', '24', '--no-frames',
+                                        '--max-entries', '500'],
+    'steps_profiler.pickle': ['--scenario', 'steps', '--iterations', '6', '--layers', '6', '--params-per-layer', '2',
+                              '--annotations'],
+    'steps_detected.pickle': ['--scenario', 'steps', '--iterations', '6', '--layers', '6', '--params-per-layer', '2'],
+    'steps_leak.pickle': ['--scenario', 'steps', '--iterations', '8', '--layers', '6', '--params-per-layer', '2',
+                          '--leak'],
+    'steps_handoff.pickle': ['--scenario', 'steps', '--iterations', '8', '--layers', '6', '--params-per-layer', '2',
+                             '--handoff'],
 }
 
 

@@ -413,6 +413,46 @@ START_TEST(working_set_leaves_the_pile_out) {
 }
 END_TEST
 
+/* A pool made before the loop (site 66) handed one buffer an iteration to
+ * a cache filled lazily (site 67): site 67 grows by a new high at every
+ * boundary, but site 66 shrinks by as much and the memory kept across
+ * boundaries is flat. A hand-off: a note, never the verdict; the same growth
+ * with nothing shrinking is a leak. */
+static found handoff_run(int hand) {
+    sim s = {sim_tracker(0), 0, 5};
+    loop_state L;
+    loop_setup(&s, &L);
+    uintptr_t pool[16];
+    for (int i = 0; i < 16; i++) pool[i] = sim_alloc(&s, 2 * MIB, 66);
+    for (int i = 0; i < 12; i++) {
+        loop_iteration(&s, &L, LOOP_MARKS);
+        if (hand) sim_free(&s, pool[15 - i], 2 * MIB);
+        sim_alloc(&s, 2 * MIB, 67);
+    }
+    ca_tracker_step(s.t, CA_ITER_EXPLICIT);
+    found r = {.t = s.t};
+    find(s.t, 0, 0, &r);
+    return r;
+}
+
+START_TEST(handoff_is_a_note) {
+    found r = handoff_run(1);
+    ck_assert_uint_eq(r.n, 1);
+    ck_assert_int_eq(r.f[0].note, 1);
+    ck_assert_int_eq(r.f[0].handoff, 1);
+    ck_assert_uint_eq(r.n_leak_sites, 0);
+    ck_assert_int_eq(sim_site_number(r.t, r.leaks[0].site), 67);
+    ck_assert_ptr_nonnull(strstr(r.f[0].advice, "handed from one place to another"));
+    found_free(&r);
+    r = handoff_run(0);
+    ck_assert_uint_eq(r.n, 1);
+    ck_assert_int_eq(r.f[0].note, 0);
+    ck_assert_int_eq(r.f[0].handoff, 0);
+    ck_assert_uint_eq(r.n_leak_sites, 1);
+    found_free(&r);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("leaks");
     TCase *tc = tcase_create("leaks");
@@ -434,6 +474,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, per_shape_cache_is_a_note);
     tcase_add_test(tc, small_real_leak_still_flagged);
     tcase_add_test(tc, working_set_leaves_the_pile_out);
+    tcase_add_test(tc, handoff_is_a_note);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# cudalloc-report on hostile files (make_hostile.py, at full size): each within
+# a time and memory bound set by the file, the ones that are no snapshot
+# refused in one line naming the place, and no control byte of the file's
+# reaching the terminal or a report.
+#   run.sh BIN_DIR
+set -u
+bin=${1:?usage: run.sh BIN_DIR}
+here=$(cd "$(dirname "$0")" && pwd)
+report=$bin/cudalloc-report
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+no() { echo "FAIL: $*"; fail=$((fail + 1)); }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+python3 "$here/make_hostile.py" "$tmp" || { echo "FAIL: make_hostile.py"; exit 1; }
+
+# The bound (REPORT.md, "Hostile files"): 10 s, and at most 64 MiB plus 32
+# times the file's size resident, whatever the file claims.
+bounded() { # case, expected exit status, text the one-line error must hold (or "")
+    local f=$tmp/$1.pickle size rc secs kb
+    size=$(stat -c %s "$f")
+    /usr/bin/time -f '%e %M' -o "$tmp/time" timeout 60 "$report" "$f" --txt "$tmp/$1.txt" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    read -r secs kb < <(tail -1 "$tmp/time") # (a first line says a non-zero exit)
+    echo "hostile $1: $(numfmt --to=iec "$size")B, exit $rc, $secs s, $((kb / 1024)) MiB"
+    [ "$rc" = "$2" ] && ok || no "$1: exit $rc, wanted $2: $(head -c 300 "$tmp/err")"
+    awk -v s="$secs" 'BEGIN{exit !(s < 10)}' && ok || no "$1: $secs s (bound 10 s)"
+    [ "$kb" -le $(( 65536 + 32 * size / 1024 )) ] && ok || no "$1: $kb KB resident (bound 64 MiB + 32 x $size B)"
+    if [ -n "$3" ]; then
+        [ "$(wc -l < "$tmp/err")" = 1 ] && grep -q -- "$3" "$tmp/err" && ok || no "$1: not one line with '$3': $(cat "$tmp/err")"
+    fi
+}
+bounded shared_blocks 2 "segments' blocks: more segments, blocks, trace entries and annotations than the .* distinct dicts"
+bounded shared_entry 2 "device_traces\[0\]: more segments, blocks, trace entries and annotations than the 4 distinct dicts"
+bounded one_address 0 ""
+bounded reverse_annotations 0 ""
+bounded many_unmaps 0 ""
+bounded unmap_pieces 0 ""
+bounded overlapping_blocks 2 "segments\[0\].blocks\[1\]: the block \[0x7f0000100000, +2097152) overlaps the block before it"
+bounded block_outside 2 "segments\[0\].blocks\[1\]: the block \[0x7f0000300000, +1048576) lies outside the bounds of segment"
+# the steps of reversed annotations are found all the same, in time order
+grep -q "50000 boundaries from ProfilerStep annotations\|iterations *50000" "$tmp/reverse_annotations.txt" && ok ||
+    no "reverse_annotations: 50000 steps not found: $(grep -m1 iterations "$tmp/reverse_annotations.txt")"
+
+# Control bytes of the file's: escaped on the terminal and in every report.
+"$report" "$tmp/escape_frames.pickle" --txt "$tmp/e.txt" --json "$tmp/e.json" --html "$tmp/e.html" >"$tmp/e.out" 2>&1
+"$report" "$tmp/escape_frames.pickle" >>"$tmp/e.out" 2>&1
+"$report" "$tmp/rank_escape_0.json" "$tmp/rank_escape_1.json" >"$tmp/r.out" 2>&1
+for f in e.out e.txt e.json e.html r.out; do
+    [ -s "$tmp/$f" ] && ! grep -q $'\x1b\|\x07' "$tmp/$f" && ok || no "$f is missing or holds a raw control byte of the file's"
+done
+grep -q 'step\\x1b' "$tmp/e.txt" && ok || no "escape_frames: the frame's name is not shown escaped in the text"
+grep -q 'healthy\\x1b' "$tmp/r.out" && ok || no "ranks: the verdict code is not shown escaped"
+
+echo "hostile: $pass passed, $fail failed"
+[ $fail -eq 0 ]
