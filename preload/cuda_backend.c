@@ -15,6 +15,7 @@
 
 #include "allocator/lock.h"
 #include "preload/preload.h"
+#include "util/cuda_sticky.h"
 
 typedef struct cuda_fence cuda_fence;
 
@@ -44,27 +45,9 @@ typedef struct cuda_backend {
         r_;                                                                     \
     })
 
-/* The errors that leave the process unable to run any more CUDA work
- * (cuda.h: "any further CUDA work will return the same error"), and a driver
- * shutting down. */
-static bool sticky(CUresult r) {
-    switch (r) {
-    case CUDA_ERROR_DEINITIALIZED:
-    case CUDA_ERROR_CONTAINED:
-    case CUDA_ERROR_ILLEGAL_ADDRESS:
-    case CUDA_ERROR_LAUNCH_TIMEOUT:
-    case CUDA_ERROR_ASSERT:
-    case CUDA_ERROR_HARDWARE_STACK_ERROR:
-    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
-    case CUDA_ERROR_MISALIGNED_ADDRESS:
-    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
-    case CUDA_ERROR_INVALID_PC:
-    case CUDA_ERROR_LAUNCH_FAILED:
-    case CUDA_ERROR_TENSOR_MEMORY_LEAK:
-    case CUDA_ERROR_EXTERNAL_DEVICE: return true;
-    default: return false;
-    }
-}
+/* The errors that leave the process unable to run any more CUDA work, and a
+ * driver shutting down. */
+static bool sticky(CUresult r) { return r == CUDA_ERROR_DEINITIALIZED || ca_cuda_sticky(r); }
 
 /* What an answer says about the work queued before it. */
 typedef enum { DONE, PENDING, UNKNOWN } answer;

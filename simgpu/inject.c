@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "simgpu/sim.h"
+#include "util/cuda_sticky.h"
 
 struct rule {
     const char *call;
@@ -44,24 +45,7 @@ static const struct {
 #undef SIM_ERROR
 };
 
-static int sticky(CUresult r)
-{
-    switch (r) {
-    case CUDA_ERROR_CONTAINED:
-    case CUDA_ERROR_ILLEGAL_ADDRESS:
-    case CUDA_ERROR_LAUNCH_TIMEOUT:
-    case CUDA_ERROR_ASSERT:
-    case CUDA_ERROR_HARDWARE_STACK_ERROR:
-    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
-    case CUDA_ERROR_MISALIGNED_ADDRESS:
-    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
-    case CUDA_ERROR_INVALID_PC:
-    case CUDA_ERROR_LAUNCH_FAILED:
-    case CUDA_ERROR_TENSOR_MEMORY_LEAK:
-    case CUDA_ERROR_EXTERNAL_DEVICE: return 1;
-    default: return 0;
-    }
-}
+static int sticky(CUresult r) { return ca_cuda_sticky(r); }
 
 static int parse_error(const char *s, CUresult *out)
 {
