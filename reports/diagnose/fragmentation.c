@@ -92,7 +92,7 @@ int ca_frag_compute(const ca_track_snap *s, ca_allocator *a, ca_frag *f) {
         ca_frag_segment *g = &f->segs[f->n_segs++];
         g->addr = s->ranges[i].addr;
         g->reserved = s->ranges[i].size;
-        g->stream = (uint16_t)s->ranges[i].stream;
+        g->stream = (uint32_t)s->ranges[i].stream;
         g->pool = s->ranges[i].kind.pool;
         g->expandable = s->ranges[i].kind.expandable;
         memcpy(g->pool_id, s->ranges[i].kind.pool_id, sizeof g->pool_id);

@@ -30,7 +30,7 @@ typedef struct ca_frag_segment {
     uint64_t largest_free;
     double fragmentation;
     uint32_t n_blocks, n_free;
-    uint16_t stream;            /* index in the snapshot's streams */
+    uint32_t stream;            /* index in the snapshot's streams */
     int pool;                   /* 0 unknown, 1 small, 2 large */
     int expandable;             /* 1, 0, or -1 unknown */
     int64_t pool_id[2];         /* PyTorch's segment_pool_id ((0, 0): its default pool) */

@@ -81,8 +81,8 @@ void ca_tracker_destroy(ca_tracker *t) {
     free(t->dirty);
     free(t->dirty_list);
     free(t->ring);
-    free(t->threads);
-    free(t->streams);
+    ca_idtab_free(&t->threads);
+    ca_idtab_free(&t->streams);
     free(t->bounds);
     ca_ranges_free(&t->ranges);
     free(t->ooms);
@@ -118,28 +118,20 @@ uint32_t ca_tracker_size_site(ca_tracker *t, uint64_t requested) {
 /* ---- small tables (lock held) ---- */
 
 static TLS uint64_t tl_serial;
-static TLS uint16_t tl_thread;
+static TLS uint32_t tl_thread;
 
-static uint16_t index_of(uint64_t **tab, size_t *n, size_t *cap, uint64_t v) {
-    for (size_t i = 0; i < *n; i++)
-        if ((*tab)[i] == v) return (uint16_t)i;
-    if (*n >= UINT16_MAX || ca_track_grow((void **)tab, cap, *n + 1, sizeof **tab)) return UINT16_MAX;
-    (*tab)[*n] = v;
-    return (uint16_t)(*n)++;
-}
-
-static uint16_t thread_index(ca_tracker *t, uint64_t os_tid) {
-    if (os_tid) return index_of(&t->threads, &t->n_threads, &t->cap_threads, os_tid);
+static uint32_t thread_index(ca_tracker *t, uint64_t os_tid) {
+    if (os_tid) return ca_idtab_index(&t->threads, os_tid);
     if (tl_serial == t->serial) return tl_thread;
-    uint16_t i = index_of(&t->threads, &t->n_threads, &t->cap_threads, (uint64_t)syscall(SYS_gettid));
+    uint32_t i = ca_idtab_index(&t->threads, (uint64_t)syscall(SYS_gettid));
     tl_serial = t->serial;
     tl_thread = i;
     return i;
 }
 
-static uint16_t stream_index(ca_tracker *t, uint64_t s) {
-    if (t->n_streams && s == t->last_stream) return t->last_stream_idx;
-    uint16_t i = index_of(&t->streams, &t->n_streams, &t->cap_streams, s);
+static uint32_t stream_index(ca_tracker *t, uint64_t s) {
+    if (t->streams.n && s == t->last_stream) return t->last_stream_idx;
+    uint32_t i = ca_idtab_index(&t->streams, s);
     t->last_stream = s;
     t->last_stream_idx = i;
     return i;
@@ -195,7 +187,7 @@ static void live_put(ca_tracker *t, live *e) {
 
 /* The event logged, or NULL when no ring is kept. */
 static ca_ev *log_event(ca_tracker *t, ca_evk kind, uint64_t addr, uint64_t bytes, uint64_t block,
-                        uint64_t ticks, uint32_t site, uint16_t thread, uint16_t stream) {
+                        uint64_t ticks, uint32_t site, uint32_t thread, uint32_t stream) {
     uint64_t seq = t->seq++;
     if (!t->ring_cap) return NULL;
     if (!t->ring && !(t->ring = malloc(t->ring_cap * sizeof *t->ring))) {
@@ -225,7 +217,7 @@ static void record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint6
     if (stamp) ticks = ca_ticks();
     ca_lock_acquire(&t->lock);
     if (!ticks) ticks = t->seq + 1;
-    uint16_t th = thread_index(t, thread), sm = stream_index(t, ev->stream);
+    uint32_t th = thread_index(t, thread), sm = stream_index(t, ev->stream);
     switch (ev->kind) {
     case CA_EV_ALLOC: {
         /* Detected iterations: a boundary due before this allocation. */
@@ -355,7 +347,7 @@ void ca_tracker_oom(ca_tracker *t, const ca_oom_info *info, ca_oom_judge_fn *jud
     ca_lock_acquire(&t->lock);
     /* Judging needs iterations: look for the loop now if it is still unknown. */
     if (t->detect_state == DETECT_TRYING && t->seq) ca_track_try_detect(t);
-    uint16_t th = thread_index(t, 0);
+    uint32_t th = thread_index(t, 0);
     ca_oom_record *r = NULL;
     for (size_t i = t->n_ooms; i-- > 0;)
         if (!t->ooms[i].have_info && t->ooms[i].thread == th) {
@@ -389,7 +381,7 @@ size_t ca_tracker_memory(ca_tracker *t, size_t *live_allocations) {
     size_t bytes = sizeof *t + t->n_slabs * sizeof(slab) + t->cap_sites * (sizeof *t->sites + 1) +
                    t->cap_dirty * sizeof *t->dirty_list + t->cap_bounds * sizeof *t->bounds +
                    t->ranges.cap * sizeof *t->ranges.v + CA_MAX_OOM_RECORDS * sizeof *t->ooms +
-                   (t->cap_threads + t->cap_streams) * sizeof(uint64_t);
+                   ca_idtab_memory(&t->threads) + ca_idtab_memory(&t->streams);
     if (t->live) bytes += t->live->hh.tbl->num_buckets * sizeof(UT_hash_bucket) + sizeof(UT_hash_table);
     if (t->ring) bytes += (t->seq < t->ring_cap ? t->seq : t->ring_cap) * sizeof *t->ring;
     if (live_allocations) *live_allocations = t->n_live;
@@ -458,10 +450,10 @@ int ca_tracker_snapshot(ca_tracker *t, ca_track_snap *s) {
     s->n_ranges = t->ranges.n;
     DUP(s->ooms, t->ooms, t->n_ooms);
     s->n_ooms = t->n_ooms;
-    DUP(s->threads, t->threads, t->n_threads);
-    s->n_threads = t->n_threads;
-    DUP(s->streams, t->streams, t->n_streams);
-    s->n_streams = t->n_streams;
+    DUP(s->threads, t->threads.ids, t->threads.n);
+    s->n_threads = t->threads.n;
+    DUP(s->streams, t->streams.ids, t->streams.n);
+    s->n_streams = t->streams.n;
     ca_lock_release(&t->lock);
     if (s->n_live) qsort(s->live, s->n_live, sizeof *s->live, by_addr);
     return 0;

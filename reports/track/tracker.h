@@ -54,7 +54,7 @@ typedef enum {
 typedef struct ca_tracker_options {
     unsigned max_frames;   /* frames kept per call stack (default 32) */
     int capture_stacks;    /* 0: no unwinding; sites are then requested sizes */
-    size_t trace_events;   /* events kept in the ring (default 1<<20, 32 bytes each; 0: none) */
+    size_t trace_events;   /* events kept in the ring (default 1<<20, 40 bytes each; 0: none) */
     unsigned warmup;       /* iterations whose growth is never a leak (default 1) */
     int detect;            /* detect iterations when nothing marks them (default 1) */
     size_t detect_events;  /* give detection up after this many events (default 1<<18) */
@@ -161,7 +161,7 @@ typedef enum {
     CA_EVK_ALLOC, CA_EVK_FREE, CA_EVK_MAP, CA_EVK_UNMAP, CA_EVK_OOM,
 } ca_evk;
 
-/* One event of the ring: 32 bytes. Blocks and mappings are below
+/* One event of the ring: 40 bytes. Blocks and mappings are below
  * CA_MAX_BYTES (2^47), so their sizes fit 48 bits; a failed request may be
  * any size (SIZE_MAX - 1000), so an OOM keeps it whole in addr. */
 typedef struct ca_ev {
@@ -173,8 +173,8 @@ typedef struct ca_ev {
     uint64_t ticks;
     uint32_t site;     /* ALLOC/FREE: the allocation's site; OOM: the failing call's;
                           MAP/UNMAP: the call that made it (0 offline) */
-    uint16_t thread;   /* index in threads[] */
-    uint16_t stream;   /* index in streams[] */
+    uint32_t thread;   /* index in threads[] */
+    uint32_t stream;   /* index in streams[] */
 } ca_ev;
 
 static inline ca_evk ca_ev_kind(const ca_ev *e) { return (ca_evk)(e->packed >> 60); }
@@ -212,7 +212,7 @@ typedef struct ca_live_view {
     uint64_t size, requested;
     uint64_t birth_ticks;
     uint32_t site, birth_iteration;
-    uint16_t thread, stream;
+    uint32_t thread, stream;
 } ca_live_view;
 
 /* What made a mapped range, as far as its allocator says (the snapshot's
@@ -247,7 +247,7 @@ typedef enum { CA_OOM_NOT_THERE, CA_OOM_FRAGMENTED, CA_OOM_LEAK, CA_OOM_BEYOND }
 typedef struct ca_oom_record {
     uint64_t seq, ticks;
     uint32_t site, iteration;
-    uint16_t thread, stream;
+    uint32_t thread, stream;
     uint64_t requested;
     int have_info;
     ca_oom_info info;

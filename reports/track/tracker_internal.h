@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "allocator/lock.h"
+#include "reports/track/idtab.h"
 #include "reports/track/period.h"
 #include "reports/track/ranges.h"
 #include "reports/track/tracker.h"
@@ -29,7 +30,7 @@ typedef struct live {
     uintptr_t addr;
     uint64_t size, requested, birth_ticks;
     uint32_t site, birth_iter;
-    uint16_t thread, stream;
+    uint32_t thread, stream;
     UT_hash_handle hh;
 } live;
 
@@ -70,10 +71,9 @@ struct ca_tracker {
     size_t ring_cap;
     uint64_t seq;
 
-    uint64_t *threads, *streams;
-    size_t n_threads, n_streams, cap_threads, cap_streams;
+    ca_idtab threads, streams; /* OS thread ids, stream handles */
     uint64_t last_stream;
-    uint16_t last_stream_idx;
+    uint32_t last_stream_idx;
 
     uint32_t iteration;
     ca_iter_source source;

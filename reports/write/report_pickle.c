@@ -33,7 +33,7 @@ static void pool_id(ca_pkl *p, const int64_t id[2]) {
 }
 static void default_pool(ca_pkl *p) { pool_id(p, (const int64_t[2]){0, 0}); }
 
-static int64_t stream_of(const ca_track_snap *s, uint16_t idx) {
+static int64_t stream_of(const ca_track_snap *s, uint32_t idx) {
     return idx < s->n_streams ? (int64_t)s->streams[idx] : 0;
 }
 

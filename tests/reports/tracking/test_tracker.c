@@ -301,6 +301,38 @@ START_TEST(threads_on_streams) {
 }
 END_TEST
 
+/* A long run makes streams and threads by the hundred thousand: each keeps
+ * its own id in the reports (the tables once stopped at 65,535, and every
+ * later one showed as stream 0 and thread 0), and a new one costs the same
+ * at the end as at the start. */
+START_TEST(streams_and_threads_past_65535) {
+    ca_tracker *t = sim_tracker(0);
+    uint32_t site = sim_site(t, 1);
+    const uint64_t N = 100000;
+    for (uint64_t i = 0; i < N; i++) {
+        ca_trace_event a = {CA_EV_ALLOC, 0x100000000 + i * 1024, 512, 512, 0x7000000 + i * 16};
+        ca_tracker_record(t, &a, site, 1000 + i, 0);
+        ca_trace_event m = {CA_EV_SEGMENT_MAP, 0x800000000 + i * 4096, 4096, 0, 0x7000000 + i * 16};
+        ca_tracker_record(t, &m, 0, 1000 + i, 0);
+    }
+    ca_track_snap s;
+    ck_assert_int_eq(ca_tracker_snapshot(t, &s), 0);
+    ck_assert_uint_eq(s.n_streams, N);
+    ck_assert_uint_eq(s.n_threads, N);
+    for (uint64_t i = 0; i < N; i += 7919) {
+        const ca_live_view *l = find_live(&s, 0x100000000 + i * 1024);
+        ck_assert_ptr_nonnull(l);
+        ck_assert_uint_eq(s.streams[l->stream], 0x7000000 + i * 16);
+        ck_assert_uint_eq(s.threads[l->thread], 1000 + i);
+    }
+    /* Touching ranges of different streams stay apart, past 65,535 too. */
+    ck_assert_uint_eq(s.n_ranges, N);
+    ck_assert_uint_eq(s.streams[s.ranges[N - 1].stream], 0x7000000 + (N - 1) * 16);
+    ca_track_snap_free(&s);
+    ca_tracker_destroy(t);
+}
+END_TEST
+
 START_TEST(oom_record) {
     ca_allocator *a = count_allocator(16 * MIB, 1);
     ca_tracker *t = ca_tracker_new(NULL);
@@ -365,6 +397,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, memory_per_allocation);
     tcase_add_test(tc, observer_captures_sites);
     tcase_add_test(tc, threads_on_streams);
+    tcase_add_test(tc, streams_and_threads_past_65535);
     tcase_add_test(tc, oom_record);
     tcase_add_test(tc, ring_keeps_the_latest);
     suite_add_tcase(s, tc);
