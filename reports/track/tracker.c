@@ -83,6 +83,7 @@ void ca_tracker_destroy(ca_tracker *t) {
     free(t->ring);
     ca_idtab_free(&t->threads);
     ca_idtab_free(&t->streams);
+    ca_idtab_free(&t->whos);
     free(t->bounds);
     ca_ranges_free(&t->ranges);
     free(t->ooms);
@@ -135,6 +136,15 @@ static uint32_t stream_index(ca_tracker *t, uint64_t s) {
     t->last_stream = s;
     t->last_stream_idx = i;
     return i;
+}
+
+/* Events keep one 32-bit index for their thread and stream together: a run
+ * has few pairs, and the ring stays at 32 bytes an event. */
+static uint32_t who_index(ca_tracker *t, uint32_t thread, uint32_t stream) {
+    uint64_t key = (uint64_t)thread << 32 | stream;
+    if (t->whos.n && key == t->last_who_key) return t->last_who;
+    t->last_who_key = key;
+    return t->last_who = ca_idtab_index(&t->whos, key);
 }
 
 static ca_site_stat *site_stat(ca_tracker *t, uint32_t site) {
@@ -204,8 +214,7 @@ static ca_ev *log_event(ca_tracker *t, ca_evk kind, uint64_t addr, uint64_t byte
     e->packed = b | round << 48 | (uint64_t)kind << 60;
     e->ticks = ticks;
     e->site = site;
-    e->thread = thread;
-    e->stream = stream;
+    e->who = who_index(t, thread, stream);
     return e;
 }
 
@@ -381,7 +390,7 @@ size_t ca_tracker_memory(ca_tracker *t, size_t *live_allocations) {
     size_t bytes = sizeof *t + t->n_slabs * sizeof(slab) + t->cap_sites * (sizeof *t->sites + 1) +
                    t->cap_dirty * sizeof *t->dirty_list + t->cap_bounds * sizeof *t->bounds +
                    t->ranges.cap * sizeof *t->ranges.v + CA_MAX_OOM_RECORDS * sizeof *t->ooms +
-                   ca_idtab_memory(&t->threads) + ca_idtab_memory(&t->streams);
+                   ca_idtab_memory(&t->threads) + ca_idtab_memory(&t->streams) + ca_idtab_memory(&t->whos);
     if (t->live) bytes += t->live->hh.tbl->num_buckets * sizeof(UT_hash_bucket) + sizeof(UT_hash_table);
     if (t->ring) bytes += (t->seq < t->ring_cap ? t->seq : t->ring_cap) * sizeof *t->ring;
     if (live_allocations) *live_allocations = t->n_live;
@@ -454,6 +463,8 @@ int ca_tracker_snapshot(ca_tracker *t, ca_track_snap *s) {
     s->n_threads = t->threads.n;
     DUP(s->streams, t->streams.ids, t->streams.n);
     s->n_streams = t->streams.n;
+    DUP(s->whos, t->whos.ids, t->whos.n);
+    s->n_whos = t->whos.n;
     ca_lock_release(&t->lock);
     if (s->n_live) qsort(s->live, s->n_live, sizeof *s->live, by_addr);
     return 0;
@@ -472,5 +483,6 @@ void ca_track_snap_free(ca_track_snap *s) {
     free(s->ooms);
     free(s->threads);
     free(s->streams);
+    free(s->whos);
     memset(s, 0, sizeof *s);
 }

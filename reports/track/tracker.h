@@ -54,7 +54,7 @@ typedef enum {
 typedef struct ca_tracker_options {
     unsigned max_frames;   /* frames kept per call stack (default 32) */
     int capture_stacks;    /* 0: no unwinding; sites are then requested sizes */
-    size_t trace_events;   /* events kept in the ring (default 1<<20, 40 bytes each; 0: none) */
+    size_t trace_events;   /* events kept in the ring (default 1<<20, 32 bytes each; 0: none) */
     unsigned warmup;       /* iterations whose growth is never a leak (default 1) */
     int detect;            /* detect iterations when nothing marks them (default 1) */
     size_t detect_events;  /* give detection up after this many events (default 1<<18) */
@@ -161,7 +161,7 @@ typedef enum {
     CA_EVK_ALLOC, CA_EVK_FREE, CA_EVK_MAP, CA_EVK_UNMAP, CA_EVK_OOM,
 } ca_evk;
 
-/* One event of the ring: 40 bytes. Blocks and mappings are below
+/* One event of the ring: 32 bytes. Blocks and mappings are below
  * CA_MAX_BYTES (2^47), so their sizes fit 48 bits; a failed request may be
  * any size (SIZE_MAX - 1000), so an OOM keeps it whole in addr. */
 typedef struct ca_ev {
@@ -173,8 +173,7 @@ typedef struct ca_ev {
     uint64_t ticks;
     uint32_t site;     /* ALLOC/FREE: the allocation's site; OOM: the failing call's;
                           MAP/UNMAP: the call that made it (0 offline) */
-    uint32_t thread;   /* index in threads[] */
-    uint32_t stream;   /* index in streams[] */
+    uint32_t who;      /* index in whos[]: its thread and stream (ca_ev_thread, ca_ev_stream) */
 } ca_ev;
 
 static inline ca_evk ca_ev_kind(const ca_ev *e) { return (ca_evk)(e->packed >> 60); }
@@ -298,8 +297,19 @@ typedef struct ca_track_snap {
     uint64_t n_ooms_total;
     uint64_t *threads;   size_t n_threads; /* OS thread ids */
     uint64_t *streams;   size_t n_streams;
+    uint64_t *whos;      size_t n_whos;    /* events' (thread index << 32 | stream index) */
     unsigned warmup;
 } ca_track_snap;
+
+/* An event's OS thread id and stream handle (0 where the tracker had no room). */
+static inline uint64_t ca_ev_thread(const ca_track_snap *s, const ca_ev *e) {
+    uint32_t i = e->who < s->n_whos ? (uint32_t)(s->whos[e->who] >> 32) : UINT32_MAX;
+    return i < s->n_threads ? s->threads[i] : 0;
+}
+static inline uint64_t ca_ev_stream(const ca_track_snap *s, const ca_ev *e) {
+    uint32_t i = e->who < s->n_whos ? (uint32_t)s->whos[e->who] : UINT32_MAX;
+    return i < s->n_streams ? s->streams[i] : 0;
+}
 
 /* 0, or -1 when memory ran out (snap left empty). */
 int ca_tracker_snapshot(ca_tracker *t, ca_track_snap *out);

@@ -74,6 +74,9 @@ struct ca_tracker {
     ca_idtab threads, streams; /* OS thread ids, stream handles */
     uint64_t last_stream;
     uint32_t last_stream_idx;
+    ca_idtab whos;             /* (thread, stream) pairs: one index in each event */
+    uint64_t last_who_key;
+    uint32_t last_who;
 
     uint32_t iteration;
     ca_iter_source source;

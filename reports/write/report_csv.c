@@ -60,8 +60,7 @@ int ca_report_csv(const ca_report_ctx *c, FILE *f) {
         } else {
             continue; /* mapping is the allocator's business, not the program's */
         }
-        uint64_t tid = e->thread < s->n_threads ? s->threads[e->thread] : 0;
-        uint64_t stream = e->stream < s->n_streams ? s->streams[e->stream] : 0;
+        uint64_t tid = ca_ev_thread(s, e), stream = ca_ev_stream(s, e);
         fprintf(f, "%" PRIu64 ",%.0f,%s,0x%" PRIx64 ",%" PRIu64 ",0x%" PRIx64 "\n", tid,
                 s->time_is_index ? (double)e->ticks : ca_report_time(c, e->ticks) * 1e9, action,
                 k == CA_EVK_OOM ? (uint64_t)0 : e->addr, ca_ev_bytes(e), stream);

@@ -79,7 +79,7 @@ static void trace_entry(const ca_report_ctx *c, ca_pkl *p, const char *action, c
      * ints stop at 2^63 - 1, the largest memory_viz reads. */
     uint64_t size = ca_ev_bytes(e);
     ca_pkl_kv_uint(p, "size", size > INT64_MAX ? (uint64_t)INT64_MAX : size);
-    ca_pkl_kv_int(p, "stream", stream_of(s, e->stream));
+    ca_pkl_kv_int(p, "stream", (int64_t)ca_ev_stream(s, e));
     ca_pkl_kv_int(p, "time_us", s->time_is_index ? (int64_t)e->ticks : ca_clock_epoch_us(&s->clock, e->ticks));
     if (!oom) default_pool(p);
     /* alloc/free: the allocation's stack; segment_map/unmap: the call that

@@ -115,6 +115,6 @@ int main(int argc, char **argv) {
     printf("(depth: frames of the program's own call chain under the allocator call; the stack\n"
            " also holds the allocator's and the tracker's frames and main's callers. bytes/live:\n"
            " tracker memory per live allocation over 200000 more live ones; the event ring, full\n"
-           " by then, is apart: 40 bytes an event, 2^20 events by default.)\n");
+           " by then, is apart: 32 bytes an event, 2^20 events by default.)\n");
     return 0;
 }

@@ -325,6 +325,11 @@ START_TEST(streams_and_threads_past_65535) {
         ck_assert_uint_eq(s.streams[l->stream], 0x7000000 + i * 16);
         ck_assert_uint_eq(s.threads[l->thread], 1000 + i);
     }
+    /* The ring's events (a MAP last) name them too. */
+    const ca_ev *last = &s.events[s.n_events - 1];
+    ck_assert_int_eq(ca_ev_kind(last), CA_EVK_MAP);
+    ck_assert_uint_eq(ca_ev_stream(&s, last), 0x7000000 + (N - 1) * 16);
+    ck_assert_uint_eq(ca_ev_thread(&s, last), 1000 + N - 1);
     /* Touching ranges of different streams stay apart, past 65,535 too. */
     ck_assert_uint_eq(s.n_ranges, N);
     ck_assert_uint_eq(s.streams[s.ranges[N - 1].stream], 0x7000000 + (N - 1) * 16);
