@@ -90,6 +90,12 @@ void ca_emit(ca_allocator *a, ca_event_kind kind, uintptr_t addr, size_t size, s
     a->observer(a->observer_ctx, &ev);
 }
 
+void ca_emit_classic(ca_allocator *a, ca_event_kind kind, const ca_segment *seg) {
+    if (!a->observer) return;
+    ca_trace_event ev = {kind, seg->base, seg->span, 0, seg->heap->pool->stream, seg->heap->small ? 1 : 2};
+    a->observer(a->observer_ctx, &ev);
+}
+
 /* After an allocation of kind `kind`: active's peaks (see figures.c:
  * pool_current). */
 static inline void active_peaks(ca_allocator *a, ca_pool *p, int kind) {

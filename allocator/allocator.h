@@ -60,6 +60,10 @@ typedef struct ca_trace_event {
     size_t size;
     size_t requested;
     ca_stream stream;
+    /* SEGMENT_MAP/UNMAP of a classic segment: made and released whole (no
+     * allocation spans two, however they touch), in the small pool (1) or the
+     * large one (2). 0 for expandable segments' granules. */
+    uint8_t classic_pool;
 } ca_trace_event;
 
 typedef void (*ca_observer_fn)(void *ctx, const ca_trace_event *ev);

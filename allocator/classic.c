@@ -53,7 +53,7 @@ int ca_classic_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out) {
     CA_STAT(a, h, segment, 1);
     ca_reserved_add(a, h, (int64_t)seg_size);
     h->pool->st.num_device_alloc++;
-    ca_emit(a, CA_EV_SEGMENT_MAP, addr, seg_size, 0, h->pool->stream);
+    ca_emit_classic(a, CA_EV_SEGMENT_MAP, seg);
     *out = b;
     return CA_OK;
 }
@@ -65,7 +65,7 @@ void ca_classic_destroy(ca_allocator *a, ca_segment *seg) {
     CA_STAT(a, h, segment, -1);
     ca_reserved_add(a, h, -(int64_t)seg->span);
     seg->heap->pool->st.num_device_free++;
-    ca_emit(a, CA_EV_SEGMENT_UNMAP, seg->base, seg->span, 0, seg->heap->pool->stream);
+    ca_emit_classic(a, CA_EV_SEGMENT_UNMAP, seg);
     free(seg);
 }
 

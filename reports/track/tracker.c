@@ -332,6 +332,7 @@ static void record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint6
 void ca_tracker_record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint64_t thread,
                        uint64_t ticks) {
     ca_range_kind kind = ca_range_kind_default();
+    if (ev->classic_pool) kind.whole = 1, kind.pool = ev->classic_pool, kind.expandable = 0;
     record(t, ev, site, thread, ticks, &kind);
 }
 

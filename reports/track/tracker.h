@@ -215,8 +215,8 @@ typedef struct ca_live_view {
 } ca_live_view;
 
 /* What made a mapped range, as far as its allocator says (the snapshot's
- * segments do; cudalloc's live allocator leaves the defaults, { 0, 0, -1,
- * (0, 0) }). */
+ * segments do; cudalloc's classic segments are whole, in their pool, not
+ * expandable; its expandable granules leave the defaults, { 0, 0, -1, (0, 0) }). */
 typedef struct ca_range_kind {
     uint8_t whole;       /* 1: a segment of its own (PyTorch's classic segments, one cudaMalloc
                             each): made and released whole, never joined to its neighbours */

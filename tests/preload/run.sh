@@ -217,6 +217,25 @@ for ext in txt json html pickle csv; do
 done
 if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); [d[k] for k in ("iterations","leaks","fragmentation","ooms","stats")]' "$rdir/exit.json"; then
     pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL reports-exit: JSON keys"; fi
+# Classic segments (expandable_segments:false) are each one cudaMalloc of the
+# driver's: the reports keep them apart however the driver placed them (a 20
+# MiB large-pool segment ending where a small one began was joined with it).
+if [ $on_gpu = 0 ]; then
+    run classic-apart 0 CUDALLOC_REPORT="$rdir/classic" CUDALLOC_CONF=expandable_segments:false -- python3 -c '
+import ctypes
+rt = ctypes.CDLL("libcudart.so.13")
+for n in (1 << 20, 1 << 20, 1 << 20, 3 << 20):
+    p = ctypes.c_void_p()
+    assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(n)) == 0'
+    if python3 -c '
+import json, pickle, sys
+segs = json.load(open(sys.argv[1] + ".json"))["fragmentation"]["segments"]
+kinds = sorted((s["pool"], s["reserved_bytes"]) for s in segs)
+viz = sorted((s["segment_type"], s["total_size"]) for s in pickle.load(open(sys.argv[1] + ".pickle", "rb"))["segments"])
+assert kinds == [("large", 20 << 20), ("small", 2 << 20), ("small", 2 << 20)], kinds
+assert viz == [("large", 20 << 20), ("small", 2 << 20), ("small", 2 << 20)], viz' "$rdir/classic"; then
+        pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL classic-apart: segments joined or mislabelled"; fi
+fi
 # The trace keeps `iteration` rows unless asked for plain RMM CSV; both replay.
 trainer=("$build/bin/demo_trainer" --layers 1 --channels 32 --heads 2 --seq 16 --batch 2 --steps 3 --device cpu)
 if [ $on_gpu = 0 ] && [ -x "${trainer[0]}" ]; then
@@ -241,7 +260,9 @@ for kv in sys.argv[4:]:
     k, v = kv.split(':', 1)
     assert conf.get(k) == v, (kv, conf)
 assert all(g['segment_pool_id'] == (0, 0) for g in s['segments']), s['segments'][:1]
-maps = [e for e in s['device_traces'][0] if e['action'] == 'segment_map']
+# PyTorch's actions: expandable segments are mapped, classic ones allocated whole.
+act = 'segment_map' if exp else 'segment_alloc'
+maps = [e for e in s['device_traces'][0] if e['action'] == act]
 assert maps and all(e['frames'] and e['frames'][0]['name'] == sys.argv[2] for e in maps), [e['frames'][:2] for e in maps]
 PY
 }

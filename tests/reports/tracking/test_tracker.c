@@ -338,6 +338,41 @@ START_TEST(streams_and_threads_past_65535) {
 }
 END_TEST
 
+/* cudalloc's classic segments (expandable_segments:false) are each one
+ * device allocation: the reports keep them apart however they touch (they
+ * were joined into one, whose free blocks no allocation could use). */
+START_TEST(classic_segments_stay_apart) {
+    ca_allocator *a = count_allocator(0, 0);
+    ca_tracker *t = ca_tracker_new(NULL);
+    ca_tracker_attach(t, a);
+    void *p[4];
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(ca_malloc(a, MIB, 0, &p[i], NULL), CA_OK);
+    ck_assert_int_eq(ca_malloc(a, 3 * MIB, 0, &p[3], NULL), CA_OK);
+    ca_track_snap s;
+    ck_assert_int_eq(ca_tracker_snapshot(t, &s), 0);
+    ck_assert_uint_eq(s.n_ranges, 3);
+    int small = 0, large = 0;
+    for (size_t i = 0; i < s.n_ranges; i++) {
+        ck_assert_int_eq(s.ranges[i].kind.whole, 1);
+        ck_assert_int_eq(s.ranges[i].kind.expandable, 0);
+        small += s.ranges[i].kind.pool == 1 && s.ranges[i].size == 2 * MIB;
+        large += s.ranges[i].kind.pool == 2;
+    }
+    ck_assert_int_eq(small, 2);
+    ck_assert_int_eq(large, 1);
+    ca_track_snap_free(&s);
+    /* Released whole: one segment of each pool back to the device. */
+    for (int i = 0; i < 4; i++) ca_free(a, p[i], 0);
+    ca_release(a);
+    ck_assert_int_eq(ca_tracker_snapshot(t, &s), 0);
+    ck_assert_uint_eq(s.n_ranges, 0);
+    ca_track_snap_free(&s);
+    ca_tracker_detach(t, a);
+    ca_tracker_destroy(t);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
 START_TEST(oom_record) {
     ca_allocator *a = count_allocator(16 * MIB, 1);
     ca_tracker *t = ca_tracker_new(NULL);
@@ -403,6 +438,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, observer_captures_sites);
     tcase_add_test(tc, threads_on_streams);
     tcase_add_test(tc, streams_and_threads_past_65535);
+    tcase_add_test(tc, classic_segments_stay_apart);
     tcase_add_test(tc, oom_record);
     tcase_add_test(tc, ring_keeps_the_latest);
     suite_add_tcase(s, tc);
