@@ -222,7 +222,7 @@ void ca_block_free_all(ca_pool *p);
 /* allocator.c: shared steps */
 ca_block *ca_split(ca_allocator *a, ca_block *b, size_t size);
 void ca_emit(ca_allocator *a, ca_event_kind kind, uintptr_t addr, size_t size, size_t req, ca_stream s);
-/* A classic segment of heap h made (SEGMENT_MAP) or released (SEGMENT_UNMAP). */
+/* A classic segment made (SEGMENT_MAP) or released (SEGMENT_UNMAP), with its pool. */
 void ca_emit_classic(ca_allocator *a, ca_event_kind kind, const ca_segment *seg);
 /* Wait until the work queued so far on every stream of the device is done
  * (a fence of backend.h's fence_record_done; without one, p's stream):
