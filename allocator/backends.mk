@@ -11,7 +11,8 @@ BACKEND_OBJS := $(BACKEND_SRCS:%.c=$(OBJ)/%.o)
 UTIL_SRCS    := util/size.c util/quote.c util/prefix.c util/version.c
 UTIL_OBJS    := $(UTIL_SRCS:%.c=$(OBJ)/%.o)
 VERSION_OBJ  := $(OBJ)/util/version.o
-TRACE_SRCS   := tools/trace.c
+# The trace parser reads trace.csv.gz too: link it with -lz.
+TRACE_SRCS   := tools/trace.c util/gunzip.c
 TRACE_OBJS   := $(TRACE_SRCS:%.c=$(OBJ)/%.o)
 
 # One Check binary per test source; $(1) test name, $(2) the objects it needs.

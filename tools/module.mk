@@ -7,12 +7,13 @@ include allocator/backends.mk
 $(eval $(call ca_check_test,util/test_size,$(UTIL_OBJS)))
 $(eval $(call ca_check_test,util/test_quote,$(UTIL_OBJS)))
 $(eval $(call ca_check_test,tools/test_trace,$(TRACE_OBJS) $(UTIL_OBJS)))
+$(BUILD)/tests/tools/test_trace: LDLIBS_CHECK += -lz
 
 # cudalloc-replay
 REPLAY_SRCS := tools/replay.c tools/replay_run.c tools/replay_foreign.c tools/replay_timeline.c
 $(BIN)/cudalloc-replay: $(REPLAY_SRCS:%.c=$(OBJ)/%.o) $(TRACE_OBJS) $(UTIL_OBJS) $(LIBCA)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -o $@ $^ -lpthread -ldl
+	$(CC) $(ALL_CFLAGS) -o $@ $^ -lpthread -ldl -lz
 ALL_TARGETS += $(BIN)/cudalloc-replay
 
 .PHONY: test-replay

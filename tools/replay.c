@@ -19,7 +19,7 @@ static void usage(FILE *f) {
             "usage: cudalloc-replay [--mode expandable|classic] [--backend count|host]\n"
             "                       [--capacity SIZE] [--min-capacity] [--runs N]\n"
             "                       [--compare] [--threads N] [--timeline[=N]]\n"
-            "                       [--release-after N] FILE.csv...\n"
+            "                       [--release-after N] FILE.csv[.gz]...\n"
             "       cudalloc-replay --version | --help\n"
             "Replays RMM-style CSV allocation logs (Thread,Time,Action,Pointer,Size,Stream) through\n"
             "cudalloc's allocator and prints, per file, peak_requested, peak_reserved, utilization,\n"

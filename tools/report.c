@@ -2,8 +2,8 @@
  *
  * Its input says what it is (by content; the extension only names the
  * format in messages when the content is neither):
- *  - an RMM-style CSV trace (with cudalloc's `iteration` rows or without:
- *    then the loop is detected), replayed through the allocator on the count
+ *  - an RMM-style CSV trace, plain or gzipped (with cudalloc's `iteration`
+ *    rows or without: then the loop is detected), replayed through the allocator on the count
  *    backend with the tracker watching, so the figures come from the same
  *    code as a live run's; call sites are the requested sizes, since traces
  *    carry no stacks;
@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "reports/diagnose/fixes_track.h"
 #include "reports/diagnose/oom.h"
@@ -31,7 +32,7 @@
 /* The help is the man page's SYNOPSIS and OPTIONS too (man/, built from it). */
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: cudalloc-report TRACE.csv|SNAPSHOT.pickle[.gz] [--txt OUT] [--json OUT] [--html OUT] [--pickle OUT]\n"
+            "usage: cudalloc-report TRACE.csv[.gz]|SNAPSHOT.pickle[.gz] [--txt OUT] [--json OUT] [--html OUT] [--pickle OUT]\n"
             "                       [--capacity SIZE] [--mode expandable|classic] [--warmup N] [--device N]\n"
             "       cudalloc-report RANK0.json [RANK1.json ...]\n"
             "       cudalloc-report --version | --help\n"
@@ -125,19 +126,22 @@ int report_read_file(const char *path, char **buf, size_t *len, char *err, size_
     return 0;
 }
 
-/* What the file holds, from its first bytes: 'p' a snapshot (a pickle, a
- * gzipped one, or a zip archive, which its reader refuses as torch.save()'s),
- * 'j' JSON, 'c' CSV (or anything else: the CSV reader says what is wrong). */
+/* What the file holds, from its first bytes (inflated first when gzipped): 'p'
+ * a snapshot (a pickle, a gzipped one, or a zip archive, which its reader
+ * refuses as torch.save()'s), 'j' JSON, 'c' CSV, plain or gzipped (or anything
+ * else: the CSV reader says what is wrong). */
 static int sniff(const char *path) {
-    FILE *f = fopen(path, "rb");
-    int c = EOF, c2 = EOF;
+    gzFile f = gzopen(path, "rb"); /* reads a plain file as it is */
+    int c = EOF, c2 = EOF, gz = 0;
     if (f) { /* else the extension picks the reader, which says why it cannot open it */
-        while ((c = fgetc(f)) == ' ' || c == '\t' || c == '\n' || c == '\r') {
+        while ((c = gzgetc(f)) == ' ' || c == '\t' || c == '\n' || c == '\r') {
         }
-        c2 = fgetc(f);
-        fclose(f);
+        c2 = gzgetc(f);
+        gz = !gzdirect(f);
+        gzclose(f);
     }
     if (c == 0x80 || (c == 0x1f && c2 == 0x8b) || (c == 'P' && c2 == 'K')) return 'p';
+    if (gz) return c == EOF ? 'p' : 'c'; /* a broken stream: the snapshot reader names the fault */
     if (c == '{') return 'j';
     const char *dot = strrchr(path, '.');
     if (dot && (!strcmp(dot, ".pickle") || !strcmp(dot, ".pkl") || !strcmp(dot, ".gz") || !strcmp(dot, ".pt") ||

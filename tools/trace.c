@@ -1,6 +1,7 @@
 /* RMM-style CSV allocation logs into an array of ops with dense ids; see trace.h. */
 #include "tools/trace.h"
 
+#include "util/gunzip.h"
 #include "util/quote.h"
 
 #include <errno.h>
@@ -358,6 +359,18 @@ int ca_trace_parse_file(const char *path, ca_trace *out, char *err, size_t errle
                      buf ? strerror(read_errno) : "out of memory");
         free(buf);
         return -1;
+    }
+    if (ca_is_gzip(buf, n)) { /* trace.csv.gz: inflated whole, as a snapshot's pickle is */
+        unsigned char *raw;
+        size_t raw_n;
+        char why[200] = "";
+        rc = ca_gunzip((const unsigned char *)buf, n, (size_t)1 << 40, &raw, &raw_n, why, sizeof why);
+        free(buf);
+        if (rc != 0) {
+            if (err && errlen) snprintf(err, errlen, "%s:0: %s", path, why);
+            return -1;
+        }
+        buf = (char *)raw, n = raw_n;
     }
     rc = ca_trace_parse_buffer(path, buf, n, out, err, errlen);
     free(buf);

@@ -60,7 +60,8 @@ typedef struct ca_trace {
     char cut_why[160];               /* what is wrong with it, as an error would say */
 } ca_trace;
 
-/* Parse a whole file (name used in messages) or a buffer. 0 on success, with
+/* Parse a whole file (plain or gzipped: trace.csv.gz) or a buffer (plain; name
+ * used in messages). 0 on success, with
  * *out filled (free it with ca_trace_free). -1 on error, with *out empty and
  * "NAME:LINE: what is wrong" in err (always terminated when errlen > 0).
  * Never exits, never crashes on bad input. */

@@ -413,6 +413,40 @@ END_TEST
 /* A log whose writer was killed mid-line: its last line, with no newline
  * after it, is left out and named; the rows before it stand. The same line
  * anywhere else, or ended by a newline, is an error. */
+/* trace.csv.gz reads as trace.csv (a trace kept compressed); a cut or
+ * corrupt stream is one line naming the file and what is wrong with it. */
+START_TEST(gzipped_file)
+{
+    const char *csv = HDR "1,0,allocate,0x10,256,0x0\n1,1,free,0x10,256,0x0\n"
+                          "1,2,allocate,0x20,512,0x7\n";
+    char dir[] = "/tmp/ca_trace_gz_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char plain[64], gz[64], cut[64], cmd[512];
+    snprintf(plain, sizeof plain, "%s/t.csv", dir);
+    snprintf(gz, sizeof gz, "%s/t.csv.gz", dir);
+    snprintf(cut, sizeof cut, "%s/cut.csv.gz", dir);
+    FILE *f = fopen(plain, "w");
+    fputs(csv, f);
+    fclose(f);
+    /* gzip -c, as people compress a trace; the first 30 bytes of it, cut short. */
+    snprintf(cmd, sizeof cmd, "gzip -c %s > %s && head -c 30 %s > %s", plain, gz, gz, cut);
+    ck_assert_int_eq(system(cmd), 0);
+    ca_trace t;
+    char err[256];
+    ck_assert_int_eq(ca_trace_parse_file(gz, &t, err, sizeof err), 0);
+    ck_assert_uint_eq(t.n_ops, 3);
+    ck_assert_uint_eq(t.ops[2].size, 512);
+    ca_trace_free(&t);
+    ck_assert_int_eq(ca_trace_parse_file(cut, &t, err, sizeof err), -1);
+    char want[128];
+    snprintf(want, sizeof want, "%s:0: gzip: the compressed data is cut short (truncated)", cut);
+    ck_assert_str_eq(err, want);
+    ck_assert_ptr_null(t.ops);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 START_TEST(cut_last_line)
 {
     static const char rows[] = HDR "1,0,allocate,0x10,256,0x0\n1,1,allocate failure,0x0,5368709120,0x0\n";
@@ -520,6 +554,7 @@ int main(void)
     tcase_add_test(tc, peak_live_bytes_never_wraps);
     tcase_add_test(tc, liveness);
     tcase_add_test(tc, files_and_errors);
+    tcase_add_test(tc, gzipped_file);
     tcase_add_test(tc, cut_last_line);
     tcase_add_test(tc, mangled_input_never_crashes);
     suite_add_tcase(s, tc);

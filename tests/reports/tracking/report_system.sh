@@ -152,6 +152,15 @@ out=$("$report" "$tmp/cut.csv" 2>"$tmp/cut.err"); rc=$?
     && ok || no "cut log warning: $(cat "$tmp/cut.err")"
 head -1 <<<"$out" | grep -q '^VERDICT: LEAK: allocations of 1.00 MiB (1048576 B) are kept: +1.00 MiB every iteration' && ok || no "cut log: $(head -1 <<<"$out")"
 
+# A trace kept gzipped (trace.csv.gz) is read as the plain one: the same
+# report; cut short, one line naming the file and what is wrong.
+gzip -c "$tmp/cut.csv" > "$tmp/cut.csv.gz"
+gz=$("$report" "$tmp/cut.csv.gz" 2>/dev/null | sed "s|cut.csv.gz|cut.csv|"); rc=${PIPESTATUS[0]}
+[ $rc = 0 ] && [ "$gz" = "$out" ] && ok || no "gzipped trace: rc=$rc, $(diff <(echo "$out") <(echo "$gz") | head -3)"
+head -c 200 "$tmp/cut.csv.gz" > "$tmp/short.csv.gz"
+msg=$("$report" "$tmp/short.csv.gz" 2>&1); rc=$?
+[ $rc = 2 ] && [ "$msg" = "$tmp/short.csv.gz:0: gzip: the compressed data is cut short (truncated)" ] && ok || no "cut gzip: rc=$rc '$msg'"
+
 # Inside a shared object, the library's own frames are skipped at capture:
 # the leak's first frame is the program's.
 if [ -n "$probe" ]; then
