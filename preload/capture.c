@@ -257,16 +257,8 @@ CA_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph *g) {
 
 /* The runtime's, for a cudart that would reach the driver by other paths;
  * being told twice changes nothing. */
-#define REAL(name)                                                                         \
-    static __typeof__(&name) real_##name##_found;                                          \
-    __typeof__(&name) real_##name = __atomic_load_n(&real_##name##_found, __ATOMIC_ACQUIRE); \
-    if (!real_##name) {                                                                    \
-        real_##name = (__typeof__(&name))ca_real_dlsym(RTLD_NEXT, #name);                  \
-        __atomic_store_n(&real_##name##_found, real_##name, __ATOMIC_RELEASE);             \
-    }
-
 CA_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode) {
-    REAL(cudaStreamBeginCapture);
+    CA_REAL(cudaStreamBeginCapture);
     if (!real_cudaStreamBeginCapture) return cudaErrorInitializationError;
     begin_announce();
     cudaError_t e = real_cudaStreamBeginCapture(s, mode);
@@ -275,7 +267,7 @@ CA_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCapt
 }
 
 CA_EXPORT cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t s, enum cudaStreamCaptureMode mode) {
-    REAL(cudaStreamBeginCapture_ptsz);
+    CA_REAL(cudaStreamBeginCapture_ptsz);
     if (!real_cudaStreamBeginCapture_ptsz) return cudaErrorInitializationError;
     begin_announce();
     cudaError_t e = real_cudaStreamBeginCapture_ptsz(s, mode);
@@ -284,7 +276,7 @@ CA_EXPORT cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t s, enum cudaStrea
 }
 
 CA_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g) {
-    REAL(cudaStreamEndCapture);
+    CA_REAL(cudaStreamEndCapture);
     if (!real_cudaStreamEndCapture) return cudaErrorInitializationError;
     cudaError_t e = real_cudaStreamEndCapture(s, g);
     end_done((CUstream)s);
@@ -292,7 +284,7 @@ CA_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g) {
 }
 
 CA_EXPORT cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t s, cudaGraph_t *g) {
-    REAL(cudaStreamEndCapture_ptsz);
+    CA_REAL(cudaStreamEndCapture_ptsz);
     if (!real_cudaStreamEndCapture_ptsz) return cudaErrorInitializationError;
     cudaError_t e = real_cudaStreamEndCapture_ptsz(s, g);
     end_done(per_thread((CUstream)s));

@@ -7,16 +7,6 @@
 
 #include "preload/preload.h"
 
-/* The real function, looked up once; threads racing to look it up store the
- * same pointer (atomically: the race is then no data race). */
-#define REAL(name)                                                                         \
-    static __typeof__(&name) real_##name##_found;                                          \
-    __typeof__(&name) real_##name = __atomic_load_n(&real_##name##_found, __ATOMIC_ACQUIRE); \
-    if (!real_##name) {                                                                    \
-        real_##name = (__typeof__(&name))ca_real_dlsym(RTLD_NEXT, #name);                  \
-        __atomic_store_n(&real_##name##_found, real_##name, __ATOMIC_RELEASE);             \
-    }
-
 static cudaError_t runtime_code(CUresult r) {
     /* capture errors, sticky device errors and a few others have the runtime's numbers */
     if ((r >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && r <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) ||
@@ -45,7 +35,7 @@ static cudaError_t runtime_error(CUresult r) { return ca_rt_answered(runtime_cod
 static bool needs_runtime_init(CUresult r) { return r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_NOT_INITIALIZED; }
 
 static bool init_runtime(void) {
-    REAL(cudaFree);
+    CA_REAL(cudaFree);
     return real_cudaFree && real_cudaFree(NULL) == cudaSuccess;
 }
 
@@ -64,7 +54,7 @@ static cudaError_t do_malloc(void **devPtr, size_t size, cudaStream_t stream, bo
 
 CA_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size) {
     if (!ca_drv()) {
-        REAL(cudaMalloc);
+        CA_REAL(cudaMalloc);
         return real_cudaMalloc ? real_cudaMalloc(devPtr, size) : cudaErrorInitializationError;
     }
     return do_malloc(devPtr, size, NULL, false);
@@ -84,7 +74,7 @@ static cudaError_t do_malloc_pitch(void **devPtr, size_t *pitch, size_t width, s
 
 CA_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height) {
     if (!ca_drv() || !devPtr || !pitch || !width || !height) {
-        REAL(cudaMallocPitch);
+        CA_REAL(cudaMallocPitch);
         return real_cudaMallocPitch ? real_cudaMallocPitch(devPtr, pitch, width, height) : cudaErrorInitializationError;
     }
     return do_malloc_pitch(devPtr, pitch, width, height, 1);
@@ -92,7 +82,7 @@ CA_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width
 
 CA_EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct cudaExtent extent) {
     if (!ca_drv() || !pitchedDevPtr || !extent.width || !extent.height || !extent.depth) {
-        REAL(cudaMalloc3D);
+        CA_REAL(cudaMalloc3D);
         return real_cudaMalloc3D ? real_cudaMalloc3D(pitchedDevPtr, extent) : cudaErrorInitializationError;
     }
     void *p;
@@ -104,7 +94,7 @@ CA_EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct 
 }
 
 CA_EXPORT cudaError_t cudaFree(void *devPtr) {
-    REAL(cudaFree);
+    CA_REAL(cudaFree);
     if (devPtr && ca_drv()) {
         CUresult r = ca_do_free((CUdeviceptr)devPtr, NULL, true);
         if (r != CUDA_ERROR_NOT_FOUND) return runtime_error(r);
@@ -116,14 +106,14 @@ CA_EXPORT cudaError_t cudaFree(void *devPtr) {
 
 CA_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t stream) {
     if (!ca_drv()) {
-        REAL(cudaMallocAsync);
+        CA_REAL(cudaMallocAsync);
         return real_cudaMallocAsync ? real_cudaMallocAsync(devPtr, size, stream) : cudaErrorInitializationError;
     }
     return do_malloc(devPtr, size, stream, true);
 }
 
 CA_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream) {
-    REAL(cudaFreeAsync);
+    CA_REAL(cudaFreeAsync);
     if (devPtr && ca_drv()) {
         CUresult r = ca_do_free((CUdeviceptr)devPtr, (CUstream)stream, false);
         if (r != CUDA_ERROR_NOT_FOUND) return runtime_error(r);
@@ -146,7 +136,7 @@ CA_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t stream) {
 
 CA_EXPORT cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
     if (!ca_drv()) {
-        REAL(cudaMemGetInfo);
+        CA_REAL(cudaMemGetInfo);
         return real_cudaMemGetInfo ? real_cudaMemGetInfo(free_bytes, total_bytes) : cudaErrorInitializationError;
     }
     CUresult r = ca_do_mem_info(free_bytes, total_bytes);
@@ -158,7 +148,7 @@ CA_EXPORT cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
  * (streams.c). cudart may reach the driver hooks as well; being told twice
  * changes nothing. */
 CA_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority) {
-    REAL(cudaStreamCreateWithPriority);
+    CA_REAL(cudaStreamCreateWithPriority);
     if (!real_cudaStreamCreateWithPriority) return cudaErrorInitializationError;
     cudaError_t e = real_cudaStreamCreateWithPriority(pStream, flags, priority);
     if (e == cudaSuccess && ca_drv()) ca_stream_created((CUstream)*pStream, flags);
@@ -166,7 +156,7 @@ CA_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsign
 }
 
 CA_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags) {
-    REAL(cudaStreamCreateWithFlags);
+    CA_REAL(cudaStreamCreateWithFlags);
     if (!real_cudaStreamCreateWithFlags) return cudaErrorInitializationError;
     cudaError_t e = real_cudaStreamCreateWithFlags(pStream, flags);
     if (e == cudaSuccess && ca_drv()) ca_stream_created((CUstream)*pStream, flags);
@@ -174,7 +164,7 @@ CA_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned 
 }
 
 CA_EXPORT cudaError_t cudaStreamCreate(cudaStream_t *pStream) {
-    REAL(cudaStreamCreate);
+    CA_REAL(cudaStreamCreate);
     if (!real_cudaStreamCreate) return cudaErrorInitializationError;
     cudaError_t e = real_cudaStreamCreate(pStream);
     if (e == cudaSuccess && ca_drv()) ca_stream_created((CUstream)*pStream, cudaStreamDefault);
@@ -182,14 +172,14 @@ CA_EXPORT cudaError_t cudaStreamCreate(cudaStream_t *pStream) {
 }
 
 CA_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-    REAL(cudaStreamDestroy);
+    CA_REAL(cudaStreamDestroy);
     if (ca_drv()) ca_stream_destroying((CUstream)stream);
     return real_cudaStreamDestroy ? real_cudaStreamDestroy(stream) : cudaErrorInitializationError;
 }
 
 /* The current device's context goes: plain frees waited for first. */
 CA_EXPORT cudaError_t cudaDeviceReset(void) {
-    REAL(cudaDeviceReset);
+    CA_REAL(cudaDeviceReset);
     const ca_driver *drv = ca_drv();
     CUcontext ctx = NULL;
     ca_device *d = drv && drv->cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx ? ca_device_by_ctx(ctx) : NULL;

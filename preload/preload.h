@@ -23,6 +23,16 @@
 /* ---- real.c: the functions we stand in front of ---- */
 void *ca_real_dlsym(void *handle, const char *name);
 void *ca_real_dlvsym(void *handle, const char *name, const char *version);
+/* In a function: real_NAME, the next definition of NAME (cudart's), looked up
+ * once; threads racing to look it up store the same pointer (atomically: the
+ * race is then no data race). NULL where there is none. */
+#define CA_REAL(name)                                                                      \
+    static __typeof__(&name) real_##name##_found;                                          \
+    __typeof__(&name) real_##name = __atomic_load_n(&real_##name##_found, __ATOMIC_ACQUIRE); \
+    if (!real_##name) {                                                                    \
+        real_##name = (__typeof__(&name))ca_real_dlsym(RTLD_NEXT, #name);                  \
+        __atomic_store_n(&real_##name##_found, real_##name, __ATOMIC_RELEASE);             \
+    }
 /* dlsym(RTLD_NEXT, name) (dlvsym: in that version) as seen from the object
  * containing `caller`, for names that are no TLS variable. */
 void *ca_next_symbol(const void *caller, const char *name, const char *version);
