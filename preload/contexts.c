@@ -4,6 +4,10 @@
  * the context goes. The count is the driver's; the preload sees every retain
  * and release made through the driver's entry points (cudart's too) and keeps
  * its own, so it knows which release is the last. */
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "preload/log.h"
 #include "preload/preload.h"
 
 #define MAX_DEVICES 64
@@ -37,6 +41,103 @@ CA_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
     return r;
 }
 
+/* ---- contexts of their own (cuCtxCreate) ----
+ * The legacy stream of a context orders itself against the blocking streams
+ * of that context only (CUDA's "stream synchronization behavior"): work on a
+ * second context of the device is not behind the allocator's context's
+ * legacy event, though it may use the allocator's blocks. Fences cover every
+ * context of the device (cuda_backend.c), so the contexts made are known. */
+#define MAX_MADE 64
+
+static struct made {
+    CUcontext ctx;
+    int device;
+} made[MAX_MADE];
+static size_t nmade;
+static _Atomic size_t made_alive; /* read without the lock: are there any? */
+static pthread_mutex_t made_lock = PTHREAD_MUTEX_INITIALIZER;
+
+bool ca_contexts_none_made(void) { return atomic_load(&made_alive) == 0; }
+
+size_t ca_contexts_others(int device, CUcontext mine, CUcontext *out, size_t cap) {
+    size_t n = 0;
+    pthread_mutex_lock(&made_lock);
+    for (size_t i = 0; i < nmade; i++)
+        if (made[i].device == device && made[i].ctx != mine) {
+            if (n < cap) out[n] = made[i].ctx;
+            n++;
+        }
+    pthread_mutex_unlock(&made_lock);
+    CUcontext primary = device >= 0 && device < MAX_DEVICES ? __atomic_load_n(&primaries[device], __ATOMIC_RELAXED) : NULL;
+    unsigned flags;
+    int active = 0;
+    const ca_driver *drv = ca_drv();
+    if (primary && primary != mine && drv->cuDevicePrimaryCtxGetState &&
+        drv->cuDevicePrimaryCtxGetState(device, &flags, &active) == CUDA_SUCCESS && active) {
+        if (n < cap) out[n] = primary;
+        n++;
+    }
+    return n;
+}
+
+/* Counted before the program can use it; a context made after plain frees
+ * were handed out behind the legacy event alone starts behind them. */
+static void made_one(CUcontext ctx) {
+    const ca_driver *drv = ca_drv();
+    CUdevice dev;
+    if (drv->cuCtxGetDevice(&dev) != CUDA_SUCCESS) return; /* cuCtxCreate made it current */
+    pthread_mutex_lock(&made_lock);
+    bool kept = nmade < MAX_MADE;
+    if (kept) made[nmade++] = (struct made){ctx, dev};
+    pthread_mutex_unlock(&made_lock);
+    if (!kept) {
+        ca_warn("more than %d contexts of their own: plain frees now wait for the device", MAX_MADE);
+        ca_conf.sync_free = true;
+        return;
+    }
+    atomic_fetch_add(&made_alive, 1);
+    ca_streams_context_made(dev);
+}
+
+void ca_contexts_destroyed(CUcontext ctx) {
+    pthread_mutex_lock(&made_lock);
+    for (size_t i = 0; i < nmade; i++)
+        if (made[i].ctx == ctx) {
+            made[i] = made[--nmade];
+            atomic_fetch_sub(&made_alive, 1);
+            break;
+        }
+    pthread_mutex_unlock(&made_lock);
+}
+
+CA_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
+    const ca_driver *drv = ca_drv();
+    if (!drv || !drv->cuCtxCreate_v2) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = drv->cuCtxCreate_v2(pctx, flags, dev);
+    if (r == CUDA_SUCCESS) made_one(*pctx);
+    return r;
+}
+
+CA_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int n, unsigned int flags,
+                                  CUdevice dev) {
+    const ca_driver *drv = ca_drv();
+    if (!drv || !drv->cuCtxCreate_v3) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = drv->cuCtxCreate_v3(pctx, params, n, flags, dev);
+    if (r == CUDA_SUCCESS) made_one(*pctx);
+    return r;
+}
+
+CA_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev) {
+    const ca_driver *drv = ca_drv();
+    if (!drv || !drv->cuCtxCreate_v4) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = drv->cuCtxCreate_v4(pctx, params, flags, dev);
+    if (r == CUDA_SUCCESS) made_one(*pctx);
+    return r;
+}
+
 void ca_contexts_after_fork(void) {
     for (int i = 0; i < MAX_DEVICES; i++) retains[i] = 0, primaries[i] = NULL; /* the child retains its own */
+    pthread_mutex_init(&made_lock, NULL);
+    nmade = 0;
+    atomic_store(&made_alive, 0);
 }

@@ -280,7 +280,7 @@ static int b_stream_check(void *self, ca_stream key) {
 typedef struct cuda_fence {
     struct cuda_fence *next; /* spare list */
     unsigned n, done, cap;   /* events, how many are known passed, room */
-    CUevent ev[];            /* [0] on the legacy stream, then one per non-blocking stream */
+    ca_event ev[];           /* per context: its legacy stream, then one per non-blocking stream; or its whole */
 } cuda_fence;
 
 static cuda_fence *get_fence(cuda_backend *cb, unsigned n) {
@@ -298,58 +298,100 @@ static cuda_fence *get_fence(cuda_backend *cb, unsigned n) {
 static void b_fence_destroy(void *self, ca_fence fence) {
     cuda_backend *cb = self;
     cuda_fence *f = (cuda_fence *)(uintptr_t)fence;
-    for (unsigned i = 0; i < f->n; i++) put_event(cb, f->ev[i]);
+    for (unsigned i = 0; i < f->n; i++) b_event_destroy(cb, f->ev[i]);
     ca_lock_acquire(&cb->lock);
     f->next = cb->spare_fences;
     cb->spare_fences = f;
     ca_lock_release(&cb->lock);
 }
 
-/* An event on s in the fence; the event goes back on failure. */
-static CUresult record_on(cuda_backend *cb, cuda_fence *f, CUstream s) {
-    CUevent e = get_event(cb);
+/* An event in ctx for the fence: the device's own kept for reuse, another
+ * context's made there (FOREIGN, in that context: current). */
+static CUevent fence_event(cuda_backend *cb, CUcontext ctx, ca_event *tagged) {
+    CUevent e = NULL;
+    if (ctx == cb->ctx) e = get_event(cb);
+    else if (ca_drv()->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) e = NULL;
+    *tagged = (ca_event)(uintptr_t)e | (ctx == cb->ctx ? 0 : FOREIGN);
+    return e;
+}
+
+/* An event on s (NULL: the whole context, cuCtxRecordEvent, CUDA 12.5+) in
+ * the fence; the event goes back on failure. */
+static CUresult record_on(cuda_backend *cb, cuda_fence *f, CUcontext ctx, CUstream s, bool whole) {
+    ca_event tagged;
+    CUevent e = fence_event(cb, ctx, &tagged);
     if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = ca_drv()->cuEventRecord(e, s);
-    if (r != CUDA_SUCCESS) put_event(cb, e);
-    else f->ev[f->n++] = e;
+    CUresult r = whole ? ca_drv()->cuCtxRecordEvent(ctx, e) : ca_drv()->cuEventRecord(e, s);
+    if (r != CUDA_SUCCESS) b_event_destroy(cb, tagged);
+    else f->ev[f->n++] = tagged;
     return r;
 }
 
-/* One event for all the context's work (cuCtxRecordEvent, CUDA 12.5+). */
-static CUresult record_context(cuda_backend *cb, cuda_fence *f) {
-    CUevent e = get_event(cb);
-    if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = ca_drv()->cuCtxRecordEvent(cb->ctx, e);
-    if (r != CUDA_SUCCESS) put_event(cb, e);
-    else f->ev[f->n++] = e;
+/* The streams of a context a fence records on beside its legacy stream:
+ * *whole when one cuCtxRecordEvent stands for them all (then none). */
+static size_t streams_of(CUcontext ctx, bool others, CUstream **nb, CUstream *few, size_t nfew, bool *whole) {
+    size_t n = ca_streams_nonblocking(ctx, few, nfew);
+    *whole = (n || others) && ca_drv()->cuCtxRecordEvent && ca_conf.context_fences;
+    *nb = few;
+    if (*whole) return 0;
+    if (n > nfew && (*nb = malloc(n * sizeof **nb))) ca_streams_nonblocking(ctx, *nb, n);
+    return n;
+}
+
+/* The point "now" in every stream of one context (current). */
+static CUresult record_context(cuda_backend *cb, cuda_fence **f, CUcontext ctx, bool others) {
+    CUstream few[16], *nb;
+    bool whole;
+    size_t n = streams_of(ctx, others, &nb, few, 16, &whole);
+    CUresult r = nb ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS && (*f)->cap - (*f)->n < n + 1) { /* more streams than counted: grow */
+        cuda_fence *g = realloc(*f, sizeof *g + ((*f)->n + n + 1) * sizeof g->ev[0]);
+        if (g) *f = g, g->cap = g->n + (unsigned)n + 1;
+        else r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (r == CUDA_SUCCESS) r = record_on(cb, *f, ctx, CU_STREAM_LEGACY, whole);
+    for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++) r = record_on(cb, *f, ctx, nb[i], false);
+    if (nb && nb != few) free(nb);
     return r;
 }
 
-/* The point "now" in every stream of the device: one event for the whole
- * context where the driver has cuCtxRecordEvent, else the legacy event and
- * one on each non-blocking stream. With no non-blocking stream on this
- * device (other devices have some), the legacy event alone orders later
- * uses (0). Under the registry's lock. A fence that cannot be recorded is
- * replaced by synchronizing the device (0); when that fails too, there is
+/* Another context of the device, made current for its events. */
+static CUresult record_other(cuda_backend *cb, cuda_fence **f, CUcontext ctx) {
+    const ca_driver *d = ca_drv();
+    CUcontext popped;
+    CUresult r = d->cuCtxPushCurrent_v2(ctx);
+    if (r != CUDA_SUCCESS) return r;
+    r = record_context(cb, f, ctx, true);
+    d->cuCtxPopCurrent_v2(&popped);
+    return r;
+}
+
+/* The point "now" in every stream of the device: in each of its contexts
+ * (the allocator's, and those the program made: the legacy stream orders
+ * only its own context's streams), one event for the whole context where the
+ * driver has cuCtxRecordEvent, else the legacy event and one on each
+ * non-blocking stream. With no non-blocking stream on this device (other
+ * devices have some) and no other context, the legacy event alone orders
+ * later uses (0). Under the registry's lock. A fence that cannot be recorded
+ * is replaced by synchronizing the device (0); when that fails too, there is
  * no fence (the error): the blocks stay pending. No stream is forgotten for
  * a failed record: it may be capturing, or the error passing. */
 static CUresult record_fence(cuda_backend *cb, ca_fence *out, bool done) {
     *out = 0;
-    CUstream few[16], *nb = few;
-    size_t n = ca_streams_nonblocking(cb->ctx, few, 16);
-    bool whole = n && ca_drv()->cuCtxRecordEvent && ca_conf.context_fences;
-    if (!whole && n > 16 && (nb = malloc(n * sizeof *nb))) ca_streams_nonblocking(cb->ctx, nb, n);
-    cuda_fence *f = nb ? get_fence(cb, whole ? 1 : (unsigned)n + 1) : NULL;
-    CUresult r = f ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
-    if (r == CUDA_SUCCESS && whole) r = record_context(cb, f);
-    else if (r == CUDA_SUCCESS) r = record_on(cb, f, CU_STREAM_LEGACY);
-    for (size_t i = 0; r == CUDA_SUCCESS && !whole && i < n; i++) r = record_on(cb, f, nb[i]);
-    if (nb && nb != few) free(nb);
+    CUcontext few[8], *others = few;
+    size_t nothers = ca_contexts_none_made() ? 0 : ca_contexts_others(cb->ordinal, cb->ctx, few, 8);
+    if (nothers > 8 && (others = malloc(nothers * sizeof *others)))
+        nothers = ca_contexts_others(cb->ordinal, cb->ctx, others, nothers);
+    size_t n = ca_streams_nonblocking(cb->ctx, NULL, 0);
+    cuda_fence *f = others ? get_fence(cb, (unsigned)(n + 1 + nothers)) : NULL;
+    CUresult r = f ? record_context(cb, &f, cb->ctx, nothers > 0) : CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; r == CUDA_SUCCESS && i < nothers; i++) r = record_other(cb, &f, others[i]);
+    if (others && others != few) free(others);
     if (r != CUDA_SUCCESS) {
         if (f) b_fence_destroy(cb, (ca_fence)(uintptr_t)f);
         return sync_device(cb) == DONE ? CUDA_SUCCESS : r;
     }
-    if (!done && !n) { /* the legacy event alone: ordered, passed at record */
+    if (!done && !n && !nothers) { /* the legacy event alone: ordered, passed at record */
         b_fence_destroy(cb, (ca_fence)(uintptr_t)f);
         ca_streams_fenced_ordered();
         return CUDA_SUCCESS;
@@ -381,7 +423,7 @@ static int record(cuda_backend *cb, ca_fence *out, bool done) {
     *out = 0;
     if (!ca_capture_guard_enter()) return CA_ERR_BACKEND;
     bool ordered = false;
-    if (!done && ca_streams_none_nonblocking()) IN_CTX(cb, record_ordered(cb, &ordered));
+    if (!done && ca_streams_ordered_fences_ok()) IN_CTX(cb, record_ordered(cb, &ordered));
     CUresult r = CUDA_SUCCESS;
     if (!ordered) {
         ca_streams_lock();
@@ -404,7 +446,7 @@ static int b_fence_query(void *self, ca_fence fence) {
     cuda_fence *f = (cuda_fence *)(uintptr_t)fence;
     const ca_driver *d = ca_drv();
     if (!ca_capture_guard_enter()) return 0;
-    while (f->done < f->n && answer_of(d->cuEventQuery(f->ev[f->done])) == DONE) f->done++;
+    while (f->done < f->n && answer_of(d->cuEventQuery(event_of(f->ev[f->done]))) == DONE) f->done++;
     ca_capture_guard_leave();
     return f->done == f->n;
 }
@@ -416,7 +458,7 @@ static int b_fence_wait(void *self, ca_fence fence) {
     cuda_fence *f = (cuda_fence *)(uintptr_t)fence;
     const ca_driver *d = ca_drv();
     if (!ca_capture_guard_enter()) return 0;
-    while (f->done < f->n && answer_of(d->cuEventSynchronize(f->ev[f->done])) == DONE) f->done++;
+    while (f->done < f->n && answer_of(d->cuEventSynchronize(event_of(f->ev[f->done]))) == DONE) f->done++;
     if (f->done < f->n && sync_device(cb) == DONE) f->done = f->n;
     ca_capture_guard_leave();
     return f->done == f->n;
@@ -439,6 +481,16 @@ void ca_backend_cuda_order_after_fences(ca_backend *be, CUstream s) {
     cuda_backend *cb = be->self;
     CUevent e = __atomic_load_n(&cb->barrier, __ATOMIC_ACQUIRE);
     if (e) IN_CTX(cb, ca_drv()->cuStreamWaitEvent(s, e, 0));
+}
+
+bool ca_backend_cuda_wait_ordered(ca_backend *be) {
+    cuda_backend *cb = be->self;
+    CUevent e = __atomic_load_n(&cb->barrier, __ATOMIC_ACQUIRE);
+    if (!e) return true;
+    if (!ca_capture_guard_enter()) return false;
+    CUresult r = ca_drv()->cuEventSynchronize(e);
+    ca_capture_guard_leave();
+    return answer_of(r) == DONE;
 }
 
 void ca_backend_cuda_drop_events(ca_backend *be) {

@@ -113,6 +113,7 @@ CA_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
     if (!drv || !drv->cuCtxDestroy_v2) return no_driver();
     ca_peers_ctx_gone(ctx);
     ca_device_ctx_gone(ctx);
+    ca_contexts_destroyed(ctx);
     return drv->cuCtxDestroy_v2(ctx);
 }
 
@@ -144,6 +145,9 @@ static const struct swap {
     {"cuStreamDestroy", offsetof(ca_driver, cuStreamDestroy_v1), (void *)cuStreamDestroy_v2},
     SWAP(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset_v2),
     SWAP(cuCtxDestroy_v2, cuCtxDestroy_v2),
+    SWAP(cuCtxCreate_v2, cuCtxCreate_v2),
+    SWAP(cuCtxCreate_v3, cuCtxCreate_v3),
+    SWAP(cuCtxCreate_v4, cuCtxCreate_v4),
     SWAP(cuStreamBeginCapture_v2, cuStreamBeginCapture_v2),
     SWAP(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture_v2_ptsz),
     {"cuStreamBeginCapture", offsetof(ca_driver, cuStreamBeginCapture_v1), (void *)ca_begin_capture_v1},

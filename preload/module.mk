@@ -135,6 +135,12 @@ $(PRELOAD_TEST_BIN)/bench_fences: tests/preload/bench_fences.c $(SIM)/libcudart.
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -ldl
 test-preload: $(PRELOAD_TEST_BIN)/bench_fences
 ALL_TARGETS += $(PRELOAD_TEST_BIN)/bench_fences
+# A real driver's rules (tests/preload/prog_rules.c, issue 32).
+$(PRELOAD_TEST_BIN)/prog_rules: tests/preload/prog_rules.c $(SIM)/libcuda.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcuda -ldl -lpthread
+test-preload: $(PRELOAD_TEST_BIN)/prog_rules
+ALL_TARGETS += $(PRELOAD_TEST_BIN)/prog_rules
 endif
 
 # Several devices, several processes, other tools (issue 23): peer access, CUDA IPC, last error, profilers, contexts.

@@ -88,6 +88,9 @@ typedef struct ca_driver {
     CUresult (*cuStreamGetFlags)(CUstream, unsigned int *);
     CUresult (*cuDevicePrimaryCtxReset_v2)(CUdevice);
     CUresult (*cuCtxDestroy_v2)(CUcontext);
+    CUresult (*cuCtxCreate_v2)(CUcontext *, unsigned int, CUdevice);
+    CUresult (*cuCtxCreate_v3)(CUcontext *, CUexecAffinityParam *, int, unsigned int, CUdevice);
+    CUresult (*cuCtxCreate_v4)(CUcontext *, CUctxCreateParams *, unsigned int, CUdevice);
     CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
     CUresult (*cuDevicePrimaryCtxRelease_v2)(CUdevice);
     CUresult (*cuDevicePrimaryCtxGetState)(CUdevice, unsigned int *, int *);
@@ -229,6 +232,16 @@ int ca_rt_answered(int e);
 CA_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
 CA_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
 void ca_contexts_after_fork(void);
+/* Contexts of their own (cuCtxCreate): none alive (a relaxed read), the
+ * device's contexts other than `mine` that fences must cover (up to cap into
+ * out; the count is returned whole; the primary among them when it is
+ * active), and one that goes (cuCtxDestroy). */
+bool ca_contexts_none_made(void);
+size_t ca_contexts_others(int device, CUcontext mine, CUcontext *out, size_t cap);
+void ca_contexts_destroyed(CUcontext ctx);
+CA_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
+CA_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int n, unsigned int flags,
+                                  CUdevice dev);
 
 /* ---- peers.c: peer access on expandable segments ---- */
 /* After cuMemMap in the backend: access for the owner and the peers granted
@@ -274,6 +287,8 @@ void ca_backend_cuda_drop_events(ca_backend *be);
 CUresult ca_backend_cuda_capture_probe(ca_backend *be);
 /* s waits for the last ordered fence's legacy event (streams.c). */
 void ca_backend_cuda_order_after_fences(ca_backend *be, CUstream s);
+/* The host waits for it; false when that could not be done (a capture). */
+bool ca_backend_cuda_wait_ordered(ca_backend *be);
 
 /* ---- streams.c: the streams fences cover; per-thread stream keys ---- */
 /* Hooks call these around the real create (after it) and destroy (before it). */
@@ -298,8 +313,11 @@ void ca_streams_fenced_ordered(void);
 /* After recording a fence's legacy event: true when that event alone orders
  * every later use of the blocks (no non-blocking stream in the process). */
 bool ca_fence_is_ordered(void);
-/* A hint, read without ordering: whether an ordered fence is worth trying. */
-bool ca_streams_none_nonblocking(void);
+/* A hint, read without ordering: whether an ordered fence is worth trying
+ * (no non-blocking stream, no context of its own). */
+bool ca_streams_ordered_fences_ok(void);
+/* A context was made on the device (contexts.c). */
+void ca_streams_context_made(int device);
 /* The calling thread made a per-thread-stream pool on device d: it is
  * retired at thread exit, as a later thread may get the same key. */
 void ca_ptds_pool_used(const ca_device *d);

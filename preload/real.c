@@ -257,6 +257,9 @@ static void load_driver(void) {
     LOAD(h, cuStreamGetFlags);
     LOAD(h, cuDevicePrimaryCtxReset_v2);
     LOAD(h, cuCtxDestroy_v2);
+    LOAD(h, cuCtxCreate_v2);
+    LOAD(h, cuCtxCreate_v3);
+    LOAD(h, cuCtxCreate_v4);
     LOAD(h, cuDevicePrimaryCtxRetain);
     LOAD(h, cuDevicePrimaryCtxRelease_v2);
     LOAD(h, cuDevicePrimaryCtxGetState);

@@ -84,14 +84,29 @@ bool ca_streams_known(CUstream s) {
     return e != NULL;
 }
 
-bool ca_streams_none_nonblocking(void) { return atomic_load_explicit(&nonblocking, memory_order_relaxed) == 0; }
-
 bool ca_fence_is_ordered(void) {
     atomic_store(&ordered_fences, true);
-    return atomic_load(&nonblocking) == 0;
+    return atomic_load(&nonblocking) == 0 && ca_contexts_none_made();
 }
 
 void ca_streams_fenced_ordered(void) { atomic_store(&ordered_fences, true); }
+
+bool ca_streams_ordered_fences_ok(void) {
+    return atomic_load_explicit(&nonblocking, memory_order_relaxed) == 0 && ca_contexts_none_made();
+}
+
+/* A context made after ordered fences is not behind them: the host waits for
+ * the last one (the point of the last plain free, which cudaFree itself would
+ * have waited for) before the program can use the new context. */
+void ca_streams_context_made(int device) {
+    if (!atomic_load(&ordered_fences)) return;
+    ca_device *d = ca_device_by_ordinal(device);
+    if (d && !ca_backend_cuda_wait_ordered(d->backend)) {
+        ca_warn("could not wait for the last plain free before a new context on device %d: plain frees now wait for "
+                "the device", device);
+        ca_conf.sync_free = true;
+    }
+}
 
 /* `waiter` waits for the work queued so far on `s` (both of the current context). */
 static void wait_for(CUstream waiter, CUstream s) {

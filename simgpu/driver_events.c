@@ -169,7 +169,8 @@ static CUresult record(CUevent hEvent, CUstream s, unsigned flags)
     return r;
 }
 
-/* All the context's work now, one event (CUDA 12.5): complete when every
+/* All the context's work now, one event (CUDA 12.5), in any context (a
+ * primary context's event also covers its green contexts, not simulated): complete when every
  * stream of the context has run what it had; refused, invalidating them,
  * while a stream of the context captures (cuCtxRecordEvent's note). */
 CA_EXPORT CUresult cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)
@@ -177,9 +178,8 @@ CA_EXPORT CUresult cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)
     CA_SIM_FAIL("cuCtxRecordEvent");
     ca_sim_lock();
     CUresult r = ca_sim_check_init();
-    int known = 0;
-    for (int d = 0; r == CUDA_SUCCESS && d < ca_sim.ndev; d++)
-        known |= hCtx == &ca_sim.dev[d].primary && hCtx->refcount > 0;
+    /* a primary context while retained, or a context of its own (cuCtxCreate) */
+    int known = r == CUDA_SUCCESS && ca_sim_ctx_valid(hCtx) && hCtx->refcount > 0;
     struct CUevent_st *e = NULL;
     if (r == CUDA_SUCCESS && !known)
         r = CUDA_ERROR_INVALID_CONTEXT;

@@ -95,6 +95,25 @@ START_TEST(ctx_record_event_covers_every_stream)
     ck_assert_uint_eq(c.event_records, 0);
     ck_assert_int_eq(cuCtxRecordEvent(NULL, e), CUDA_ERROR_INVALID_CONTEXT);
     ck_assert_int_eq(cuCtxRecordEvent(ctx, (CUevent)&c), CUDA_ERROR_INVALID_HANDLE);
+    /* a context of its own too, with an event of its own: not the other's held work */
+    CUcontext mine, popped;
+    CUstream s;
+    CK(cuCtxCreate(&mine, NULL, 0, 0));
+    CUevent m = event();
+    CK(cuStreamCreate(&s, CU_STREAM_DEFAULT));
+    ck_assert_int_eq(simgpu_stream_hold(b, 1), 0);
+    CK(cuCtxRecordEvent(mine, m));
+    CK(cuEventQuery(m));
+    ck_assert_int_eq(cuCtxRecordEvent(mine, e), CUDA_ERROR_INVALID_HANDLE); /* the other context's event */
+    ck_assert_int_eq(simgpu_stream_hold(s, 1), 0);
+    CK(cuCtxRecordEvent(mine, m));
+    ck_assert_int_eq(cuEventQuery(m), CUDA_ERROR_NOT_READY);
+    ck_assert_int_eq(simgpu_stream_hold(s, 0), 0);
+    ck_assert_int_eq(simgpu_stream_hold(b, 0), 0);
+    CK(cuEventQuery(m));
+    CK(cuEventDestroy(m));
+    CK(cuCtxPopCurrent(&popped));
+    CK(cuCtxDestroy(mine));
 }
 END_TEST
 
