@@ -165,17 +165,105 @@ static const struct swap {
     SWAP(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain),
     SWAP(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease_v2),
     {"cuDevicePrimaryCtxRelease", offsetof(ca_driver, cuDevicePrimaryCtxRelease_v1), (void *)cuDevicePrimaryCtxRelease_v2},
+    {"cuDevicePrimaryCtxReset", offsetof(ca_driver, cuDevicePrimaryCtxReset_v1), (void *)cuDevicePrimaryCtxReset_v2},
     SWAP(cuGetProcAddress_v2, cuGetProcAddress_v2),
     SWAP(cuGetProcAddress, cuGetProcAddress),
 };
 #define NSWAPS (sizeof swaps / sizeof swaps[0])
 
-void *ca_hook_for_real(void *real) {
-    const ca_driver *drv = ca_drv();
-    if (!real || !drv) return NULL;
+/* Which entry cuGetProcAddress answers for a base name: the newest one the
+ * caller's CUDA version knows (cudaTypedefs.h: PFN_cuX_vNNNN), its per-thread
+ * variant with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM. Entries we do not
+ * serve are named NULL, so an older version is not taken for a newer one. */
+static const struct proc {
+    const char *symbol;
+    int version;
+    bool per_thread;
+    const char *entry;
+} procs[] = {
+    {"cuMemAlloc", 2000, 0, NULL},
+    {"cuMemAlloc", 3020, 0, "cuMemAlloc_v2"},
+    {"cuMemAllocPitch", 2000, 0, NULL},
+    {"cuMemAllocPitch", 3020, 0, "cuMemAllocPitch_v2"},
+    {"cuMemFree", 2000, 0, NULL},
+    {"cuMemFree", 3020, 0, "cuMemFree_v2"},
+    {"cuMemGetInfo", 2000, 0, NULL},
+    {"cuMemGetInfo", 3020, 0, "cuMemGetInfo_v2"},
+    {"cuMemAllocAsync", 11020, 0, "cuMemAllocAsync"},
+    {"cuMemAllocAsync", 11020, 1, "cuMemAllocAsync_ptsz"},
+    {"cuMemFreeAsync", 11020, 0, "cuMemFreeAsync"},
+    {"cuMemFreeAsync", 11020, 1, "cuMemFreeAsync_ptsz"},
+    {"cuStreamCreate", 2000, 0, "cuStreamCreate"},
+    {"cuStreamCreateWithPriority", 5050, 0, "cuStreamCreateWithPriority"},
+    {"cuStreamDestroy", 2000, 0, "cuStreamDestroy"},
+    {"cuStreamDestroy", 4000, 0, "cuStreamDestroy_v2"},
+    {"cuDevicePrimaryCtxReset", 7000, 0, "cuDevicePrimaryCtxReset"},
+    {"cuDevicePrimaryCtxReset", 11000, 0, "cuDevicePrimaryCtxReset_v2"},
+    {"cuCtxDestroy", 2000, 0, NULL},
+    {"cuCtxDestroy", 4000, 0, "cuCtxDestroy_v2"},
+    {"cuCtxCreate", 2000, 0, NULL},
+    {"cuCtxCreate", 3020, 0, "cuCtxCreate_v2"},
+    {"cuCtxCreate", 11040, 0, "cuCtxCreate_v3"},
+    {"cuCtxCreate", 12050, 0, "cuCtxCreate_v4"},
+    {"cuStreamBeginCapture", 10000, 0, "cuStreamBeginCapture"},
+    {"cuStreamBeginCapture", 10000, 1, "cuStreamBeginCapture_ptsz"},
+    {"cuStreamBeginCapture", 10010, 0, "cuStreamBeginCapture_v2"},
+    {"cuStreamBeginCapture", 10010, 1, "cuStreamBeginCapture_v2_ptsz"},
+    {"cuStreamBeginCaptureToGraph", 12030, 0, "cuStreamBeginCaptureToGraph"},
+    {"cuStreamBeginCaptureToGraph", 12030, 1, "cuStreamBeginCaptureToGraph_ptsz"},
+    {"cuStreamEndCapture", 10000, 0, "cuStreamEndCapture"},
+    {"cuStreamEndCapture", 10000, 1, "cuStreamEndCapture_ptsz"},
+    {"cuCtxEnablePeerAccess", 4000, 0, "cuCtxEnablePeerAccess"},
+    {"cuCtxDisablePeerAccess", 4000, 0, "cuCtxDisablePeerAccess"},
+    {"cuIpcGetMemHandle", 4010, 0, "cuIpcGetMemHandle"},
+    {"cuIpcOpenMemHandle", 4010, 0, "cuIpcOpenMemHandle"},
+    {"cuIpcOpenMemHandle", 11000, 0, "cuIpcOpenMemHandle_v2"},
+    {"cuIpcCloseMemHandle", 4010, 0, "cuIpcCloseMemHandle"},
+    {"cuDevicePrimaryCtxRetain", 7000, 0, "cuDevicePrimaryCtxRetain"},
+    {"cuDevicePrimaryCtxRelease", 7000, 0, "cuDevicePrimaryCtxRelease"},
+    {"cuDevicePrimaryCtxRelease", 11000, 0, "cuDevicePrimaryCtxRelease_v2"},
+    {"cuGetProcAddress", 11030, 0, "cuGetProcAddress"},
+    {"cuGetProcAddress", 12000, 0, "cuGetProcAddress_v2"},
+};
+
+static const struct swap *swap_named(const char *name) {
     for (size_t i = 0; i < NSWAPS; i++)
-        if (*(void *const *)((const char *)drv + swaps[i].field) == real) return swaps[i].ours;
+        if (!strcmp(swaps[i].name, name)) return &swaps[i];
     return NULL;
+}
+
+static bool driver_has(const ca_driver *drv, const struct swap *s) {
+    return *(void *const *)((const char *)drv + s->field) != NULL;
+}
+
+/* The entry of one kind (per-thread or not) for symbol at `version`: the
+ * newest not newer than it that the driver has. An entry we do not serve
+ * stops the search (NULL). */
+static const struct swap *entry_for(const ca_driver *drv, const char *symbol, int version, bool per_thread) {
+    const struct proc *best = NULL;
+    for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++) {
+        const struct proc *p = &procs[i];
+        if (p->per_thread != per_thread || strcmp(p->symbol, symbol)) continue;
+        if (p->version > version || (best && p->version < best->version)) continue;
+        const struct swap *s = p->entry ? swap_named(p->entry) : NULL;
+        if (!p->entry || (s && driver_has(drv, s))) best = p;
+    }
+    return best && best->entry ? swap_named(best->entry) : NULL;
+}
+
+/* Ours for what cuGetProcAddress answered: by the symbol, the version asked
+ * (no newer than the driver's) and the flags, never by the address, which
+ * the driver may give as another than its export's (a thunk). */
+static void *hook_for_proc(const char *symbol, int version, cuuint64_t flags) {
+    const ca_driver *drv = ca_drv();
+    int driver = 0;
+    if (!symbol || !drv) return NULL;
+    if (drv->cuDriverGetVersion && drv->cuDriverGetVersion(&driver) == CUDA_SUCCESS && driver < version)
+        version = driver;
+    const struct swap *s = NULL;
+    if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) s = entry_for(drv, symbol, version, true);
+    if (!s) s = entry_for(drv, symbol, version, false); /* no per-thread variant: the legacy one */
+    return s ? s->ours : NULL;
 }
 
 /* Is addr inside a loaded libcuda.so*? */
@@ -197,8 +285,8 @@ CA_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
     const ca_driver *drv = ca_drv();
     if (!drv || !drv->cuGetProcAddress_v2) return no_driver();
     CUresult r = drv->cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus);
-    if (r == CUDA_SUCCESS && pfn) {
-        void *ours = ca_hook_for_real(*pfn);
+    if (r == CUDA_SUCCESS && pfn && *pfn) {
+        void *ours = hook_for_proc(symbol, cudaVersion, flags);
         if (ours) *pfn = ours;
     }
     return r;
@@ -209,8 +297,8 @@ CA_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
     if (!drv) return no_driver();
     CUresult r = drv->cuGetProcAddress ? drv->cuGetProcAddress(symbol, pfn, cudaVersion, flags)
                                        : drv->cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
-    if (r == CUDA_SUCCESS && pfn) {
-        void *ours = ca_hook_for_real(*pfn);
+    if (r == CUDA_SUCCESS && pfn && *pfn) {
+        void *ours = hook_for_proc(symbol, cudaVersion, flags);
         if (ours) *pfn = ours;
     }
     return r;

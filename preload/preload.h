@@ -43,9 +43,8 @@ void ca_find_real_dl(void);
 void *ca_dlsym_driver(void *handle, const char *name);
 void *ca_dlvsym_driver(void *handle, const char *name, const char *version);
 /* hooks_driver.c: our function standing for a real driver function, or NULL:
- * by its address (cuGetProcAddress's answers), or by its name where it was
- * found in libcuda (dlsym; never loads the driver). */
-void *ca_hook_for_real(void *real);
+ * by its name where it was found in libcuda (dlsym; never loads the driver).
+ * cuGetProcAddress's answers are swapped by symbol, version and flags. */
 void *ca_hook_for_driver_name(const char *name, void *real);
 
 /* The real driver, from libcuda.so.1, looked up by its exact entry names. */
@@ -87,6 +86,8 @@ typedef struct ca_driver {
     CUresult (*cuStreamDestroy_v1)(CUstream); /* "cuStreamDestroy", where the driver has it */
     CUresult (*cuStreamGetFlags)(CUstream, unsigned int *);
     CUresult (*cuDevicePrimaryCtxReset_v2)(CUdevice);
+    CUresult (*cuDevicePrimaryCtxReset_v1)(CUdevice); /* "cuDevicePrimaryCtxReset", where the driver has it */
+    CUresult (*cuDriverGetVersion)(int *);
     CUresult (*cuCtxDestroy_v2)(CUcontext);
     CUresult (*cuCtxCreate_v2)(CUcontext *, unsigned int, CUdevice);
     CUresult (*cuCtxCreate_v3)(CUcontext *, CUexecAffinityParam *, int, unsigned int, CUdevice);

@@ -256,6 +256,8 @@ static void load_driver(void) {
     drv.cuStreamDestroy_v1 = (__typeof__(drv.cuStreamDestroy_v1))ca_real_dlsym(h, "cuStreamDestroy");
     LOAD(h, cuStreamGetFlags);
     LOAD(h, cuDevicePrimaryCtxReset_v2);
+    drv.cuDevicePrimaryCtxReset_v1 = (__typeof__(drv.cuDevicePrimaryCtxReset_v1))ca_real_dlsym(h, "cuDevicePrimaryCtxReset");
+    LOAD(h, cuDriverGetVersion);
     LOAD(h, cuCtxDestroy_v2);
     LOAD(h, cuCtxCreate_v2);
     LOAD(h, cuCtxCreate_v3);

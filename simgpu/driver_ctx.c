@@ -248,6 +248,18 @@ CA_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+/* The CUDA 7.0 entries, still exported and still what cuGetProcAddress
+ * answers for versions before 11.0 (cudaTypedefs.h: PFN_..._v7000). */
+CA_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    return cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+CA_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    return cuDevicePrimaryCtxReset_v2(dev);
+}
+
 CA_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
     CUresult r = check_dev(dev);

@@ -15,7 +15,7 @@ $(OBJ)/simgpu/%.o: ALL_CFLAGS += -I$(CUDA_INC)
 
 $(SIM)/libcuda.so.1: $(SIMGPU_DRIVER_SRC:%.c=$(OBJ)/%.o) $(UTIL_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(SANFLAGS) -shared -Wl,-soname,libcuda.so.1 -Wl,-z,defs -o $@ $^ -lpthread
+	$(CC) $(SANFLAGS) -shared -Wl,-soname,libcuda.so.1 -Wl,-z,defs -Wl,-Bsymbolic-functions -o $@ $^ -lpthread
 
 # The real libcudart.so.13 versions its symbols (cudaMalloc@@libcudart.so.13);
 # so does this one, so that programs linked against either run with either.

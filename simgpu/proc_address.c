@@ -5,7 +5,15 @@
  * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM the _ptds/_ptsz variant wins
  * where there is one. Versions are those of cudaTypedefs.h (PFN_cuX_vNNNN).
  * With CUDALLOC_SIM_DRIVER_VERSION, entries newer than that driver are not
- * found (cuCtxRecordEvent needs 12050). */
+ * found (cuCtxRecordEvent needs 12050).
+ *
+ * The answer is the function, not its exported address: CUDA promises only
+ * "the address of the requested driver function" (cuGetProcAddress in
+ * cuda.h), and a real driver may hand out another (a versioned thunk). Here
+ * each entry has a thunk of its own that jumps to the function, so an
+ * interposer that recognizes answers by address (not by name, version and
+ * flags) misses them, as it would on such a driver. simgpu_proc_target says
+ * where a thunk goes, for tests. */
 #include <string.h>
 
 #include "simgpu/sim.h"
@@ -37,9 +45,9 @@ static const struct entry table[] = {
     E("cuDeviceGetUuid", 11040, cuDeviceGetUuid_v2),
 
     E("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain),
-    E("cuDevicePrimaryCtxRelease", 7000, cuDevicePrimaryCtxRelease_v2),
+    E("cuDevicePrimaryCtxRelease", 7000, cuDevicePrimaryCtxRelease),
     E("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2),
-    E("cuDevicePrimaryCtxReset", 7000, cuDevicePrimaryCtxReset_v2),
+    E("cuDevicePrimaryCtxReset", 7000, cuDevicePrimaryCtxReset),
     E("cuDevicePrimaryCtxReset", 11000, cuDevicePrimaryCtxReset_v2),
     E("cuDevicePrimaryCtxGetState", 7000, cuDevicePrimaryCtxGetState),
     E("cuDevicePrimaryCtxSetFlags", 7000, cuDevicePrimaryCtxSetFlags_v2),
@@ -171,12 +179,57 @@ static const struct entry table[] = {
     E("cuCtxRecordEvent", 12050, cuCtxRecordEvent),
 };
 
+#define NENTRIES (sizeof table / sizeof table[0])
+
+#if defined(__x86_64__)
+/* Thunk i jumps to ca_sim_thunk_targets[i]; 16 bytes each. */
+#define MAX_THUNKS 512
+_Static_assert(NENTRIES <= MAX_THUNKS, "more entries than thunks");
+__attribute__((visibility("hidden"))) void *ca_sim_thunk_targets[MAX_THUNKS];
+__attribute__((visibility("hidden"))) extern char ca_sim_thunks[];
+__asm__(".text\n"
+        ".p2align 4\n"
+        "ca_sim_thunks:\n"
+        ".set ca_sim_thunk_i, 0\n"
+        ".rept 512\n"
+        "    endbr64\n"
+        "    jmp *(ca_sim_thunk_targets + 8 * ca_sim_thunk_i)(%rip)\n"
+        "    .p2align 4\n"
+        "    .set ca_sim_thunk_i, ca_sim_thunk_i + 1\n"
+        ".endr\n");
+
+static void *answer(const struct entry *e)
+{
+    size_t i = (size_t)(e - table);
+    __atomic_store_n(&ca_sim_thunk_targets[i], e->fn, __ATOMIC_RELEASE);
+    return ca_sim_thunks + 16 * i;
+}
+
+CA_EXPORT void *simgpu_proc_target(void *fn)
+{
+    uintptr_t p = (uintptr_t)fn, base = (uintptr_t)ca_sim_thunks;
+    if (p < base || p >= base + 16 * NENTRIES || (p - base) % 16)
+        return fn;
+    return __atomic_load_n(&ca_sim_thunk_targets[(p - base) / 16], __ATOMIC_ACQUIRE);
+}
+#else
+static void *answer(const struct entry *e)
+{
+    return e->fn; /* no thunks here: the exported address */
+}
+
+CA_EXPORT void *simgpu_proc_target(void *fn)
+{
+    return fn;
+}
+#endif
+
 /* The newest entry of the wanted kind for symbol at or before version. */
 static const struct entry *best(const char *symbol, int version, int per_thread, int *seen)
 {
     const struct entry *found = NULL;
     int driver = ca_sim_driver_version(); /* an older driver does not know newer entries */
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+    for (size_t i = 0; i < NENTRIES; i++) {
         const struct entry *e = &table[i];
         if (strcmp(e->name, symbol) != 0 || e->version > driver)
             continue;
@@ -201,7 +254,7 @@ CA_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
         e = best(symbol, cudaVersion, 1, &seen);
     if (!e)
         e = best(symbol, cudaVersion, 0, &seen);
-    *pfn = e ? e->fn : NULL;
+    *pfn = e ? answer(e) : NULL;
     if (symbolStatus)
         *symbolStatus = e ? CU_GET_PROC_ADDRESS_SUCCESS
                       : seen ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT

@@ -62,6 +62,10 @@ typedef struct simgpu_counters {
 
 /* Fills *out; 0 on success, -1 when out is NULL. Works before cuInit (zeros). */
 int simgpu_counters(simgpu_counters_t *out);
+/* Where an address cuGetProcAddress handed out goes: its answers are thunks
+ * of their own (proc_address.c), not the exported functions. Anything else
+ * is answered as it is. */
+void *simgpu_proc_target(void *fn);
 
 /* The event `stream` last waited on (NULL if none); the legacy and per-thread
  * handles mean those of the calling thread's current context. 0, or -1 when the

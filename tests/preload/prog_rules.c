@@ -2,10 +2,12 @@
  * each a mode run by tests/preload/run.sh under the preload on the simulated
  * device, and by scripts/gpu-check.sh on a GPU (without the held streams,
  * which only the simulator has: those modes say so and pass).
- *   prog_rules second-context */
+ *   prog_rules second-context|entry-points */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <string.h>
+
+#undef cuGetProcAddress
 
 #include "tests/preload/simhooks.h"
 
@@ -45,14 +47,83 @@ static int second_context(void) {
     CHECK_DONE("second-context");
 }
 
+/* Every entry cudalloc serves, asked of cuGetProcAddress by its base name
+ * at each CUDA version that changed it, with and without the per-thread
+ * flag: the answer is cudalloc's (found in libcudalloc), whatever address the
+ * driver gave for it. */
+static const struct {
+    const char *symbol;
+    int version;
+    const char *entry, *per_thread; /* what each flag's answer stands for */
+} served[] = {
+    {"cuMemAlloc", 3020, "cuMemAlloc_v2", "cuMemAlloc_v2"},
+    {"cuMemAllocPitch", 3020, "cuMemAllocPitch_v2", "cuMemAllocPitch_v2"},
+    {"cuMemFree", 3020, "cuMemFree_v2", "cuMemFree_v2"},
+    {"cuMemGetInfo", 3020, "cuMemGetInfo_v2", "cuMemGetInfo_v2"},
+    {"cuMemAllocAsync", 11020, "cuMemAllocAsync", "cuMemAllocAsync_ptsz"},
+    {"cuMemFreeAsync", 11020, "cuMemFreeAsync", "cuMemFreeAsync_ptsz"},
+    {"cuStreamCreate", 2000, "cuStreamCreate", "cuStreamCreate"},
+    {"cuStreamCreateWithPriority", 5050, "cuStreamCreateWithPriority", "cuStreamCreateWithPriority"},
+    {"cuStreamDestroy", 4000, "cuStreamDestroy_v2", "cuStreamDestroy_v2"},
+    {"cuDevicePrimaryCtxReset", 7000, "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset"},
+    {"cuDevicePrimaryCtxReset", 11000, "cuDevicePrimaryCtxReset_v2", "cuDevicePrimaryCtxReset_v2"},
+    {"cuDevicePrimaryCtxRetain", 7000, "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain"},
+    {"cuDevicePrimaryCtxRelease", 7000, "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease"},
+    {"cuDevicePrimaryCtxRelease", 11000, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease_v2"},
+    {"cuCtxDestroy", 4000, "cuCtxDestroy_v2", "cuCtxDestroy_v2"},
+    {"cuCtxCreate", 3020, "cuCtxCreate_v2", "cuCtxCreate_v2"},
+    {"cuCtxCreate", 12050, "cuCtxCreate_v4", "cuCtxCreate_v4"},
+    {"cuStreamBeginCapture", 10000, "cuStreamBeginCapture", "cuStreamBeginCapture_ptsz"},
+    {"cuStreamBeginCapture", 10010, "cuStreamBeginCapture_v2", "cuStreamBeginCapture_v2_ptsz"},
+    {"cuStreamEndCapture", 10000, "cuStreamEndCapture", "cuStreamEndCapture_ptsz"},
+    {"cuCtxEnablePeerAccess", 4000, "cuCtxEnablePeerAccess", "cuCtxEnablePeerAccess"},
+    {"cuCtxDisablePeerAccess", 4000, "cuCtxDisablePeerAccess", "cuCtxDisablePeerAccess"},
+    {"cuIpcGetMemHandle", 4010, "cuIpcGetMemHandle", "cuIpcGetMemHandle"},
+    {"cuIpcOpenMemHandle", 11000, "cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle_v2"},
+    {"cuIpcCloseMemHandle", 4010, "cuIpcCloseMemHandle", "cuIpcCloseMemHandle"},
+    {"cuGetProcAddress", 12000, "cuGetProcAddress_v2", "cuGetProcAddress_v2"},
+};
+
+static int is_cudallocs(void *fn) {
+    Dl_info di;
+    return fn && dladdr(fn, &di) && di.dli_fname && strstr(di.dli_fname, "libcudalloc");
+}
+
+typedef CUresult (*getproc_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+
+static int entry_points(void) {
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW);
+    getproc_fn getproc = cuda ? (getproc_fn)dlsym(cuda, "cuGetProcAddress_v2") : NULL;
+    CHECK(getproc && is_cudallocs((void *)getproc), "cuGetProcAddress_v2 through dlsym is cudalloc's");
+    if (!getproc) CHECK_DONE("entry-points");
+    int driver = 0;
+    cuDriverGetVersion(&driver);
+    for (size_t i = 0; i < sizeof served / sizeof served[0]; i++) {
+        if (served[i].version > driver) continue;
+        const cuuint64_t flags[] = {0, CU_GET_PROC_ADDRESS_LEGACY_STREAM, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM};
+        for (int f = 0; f < 3; f++) {
+            void *fn = NULL;
+            const char *entry = f == 2 ? served[i].per_thread : served[i].entry;
+            CUresult r = getproc(served[i].symbol, &fn, served[i].version, flags[f], NULL);
+            if (r == CUDA_ERROR_NOT_FOUND && !dlsym(cuda, entry)) continue; /* a driver without that entry */
+            CHECK(r == CUDA_SUCCESS && is_cudallocs(fn), "%s at %d, flags %llu: cudalloc's %s, not the driver's",
+                  served[i].symbol, served[i].version, (unsigned long long)flags[f], entry);
+            CHECK(fn == dlsym(RTLD_DEFAULT, entry), "%s at %d, flags %llu: the same function as dlsym's %s",
+                  served[i].symbol, served[i].version, (unsigned long long)flags[f], entry);
+        }
+    }
+    CHECK_DONE("entry-points");
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     on_sim = simhooks_init();
+    if (!strcmp(mode, "entry-points")) return entry_points();
     if (!on_sim) {
         printf("%s: needs the simulated device's held streams: skipped\n", mode);
         return 0;
     }
     if (!strcmp(mode, "second-context")) return second_context();
-    fprintf(stderr, "usage: prog_rules second-context\n");
+    fprintf(stderr, "usage: prog_rules second-context|entry-points\n");
     return 2;
 }

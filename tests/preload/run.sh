@@ -83,6 +83,8 @@ run free-exit-pending 0 -- timeout 20 "$bin/prog_free" exit-pending
 # A real driver's rules (prog_rules.c, issue 32): fences cover a second context's streams.
 run rules-second-context 0 -- "$bin/prog_rules" second-context
 run rules-second-context-per-stream 0 CUDALLOC_SIM_DRIVER_VERSION=12040 -- "$bin/prog_rules" second-context
+# cuGetProcAddress's answers are swapped by symbol, version and flags: simgpu hands out thunks.
+run rules-entry-points 0 -- "$bin/prog_rules" entry-points
 # Stream capture (prog_capture.c): each program prints what every call answered;
 # under the preload it must print what it prints without it (on the simulated
 # device alone, or the real driver alone on a GPU).
