@@ -101,7 +101,7 @@ static void forget(CUstream s) {
     int i = find(key_of(s));
     if (i >= 0) keys[i] = keys[--nkeys];
     pthread_mutex_unlock(&lock);
-    if (i >= 0 && atomic_fetch_sub(&active, 1) == 1) ca_streams_captures_over();
+    if (i >= 0) atomic_fetch_sub(&active, 1);
 }
 
 /* After a real end: the capture is over unless the stream still captures

@@ -305,6 +305,18 @@ static void b_fence_destroy(void *self, ca_fence fence) {
     ca_lock_release(&cb->lock);
 }
 
+/* The barrier: the legacy event of ordered fences, recorded again (the
+ * device's context current); false when it could not be. */
+static bool record_barrier(cuda_backend *cb) {
+    const ca_driver *d = ca_drv();
+    CUevent e = __atomic_load_n(&cb->barrier, __ATOMIC_ACQUIRE), mine = NULL;
+    if (!e && d->cuEventCreate(&mine, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+        if (__atomic_compare_exchange_n(&cb->barrier, &e, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) e = mine;
+        else d->cuEventDestroy_v2(mine); /* another thread made it first: e is theirs */
+    }
+    return e && d->cuEventRecord(e, CU_STREAM_LEGACY) == CUDA_SUCCESS;
+}
+
 /* An event in ctx for the fence: the device's own kept for reuse, another
  * context's made there (FOREIGN, in that context: current). */
 static CUevent fence_event(cuda_backend *cb, CUcontext ctx, ca_event *tagged) {
@@ -391,7 +403,7 @@ static CUresult record_fence(cuda_backend *cb, ca_fence *out, bool done) {
         if (f) b_fence_destroy(cb, (ca_fence)(uintptr_t)f);
         return sync_device(cb) == DONE ? CUDA_SUCCESS : r;
     }
-    if (!done && !n && !nothers) { /* the legacy event alone: ordered, passed at record */
+    if (!done && !n && !nothers && record_barrier(cb)) { /* the legacy event alone: ordered */
         b_fence_destroy(cb, (ca_fence)(uintptr_t)f);
         ca_streams_fenced_ordered();
         return CUDA_SUCCESS;
@@ -404,15 +416,7 @@ static CUresult record_fence(cuda_backend *cb, ca_fence *out, bool done) {
  * use of the blocks after the work before it (streams.c): the fence has
  * passed at record (0), and costs one event record. */
 static CUresult record_ordered(cuda_backend *cb, bool *ordered) {
-    const ca_driver *d = ca_drv();
-    *ordered = false;
-    CUevent e = __atomic_load_n(&cb->barrier, __ATOMIC_ACQUIRE), mine = NULL;
-    if (!e && d->cuEventCreate(&mine, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
-        if (__atomic_compare_exchange_n(&cb->barrier, &e, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) e = mine;
-        else d->cuEventDestroy_v2(mine); /* another thread made it first: e is theirs */
-    }
-    if (!e || d->cuEventRecord(e, CU_STREAM_LEGACY) != CUDA_SUCCESS) return CUDA_SUCCESS;
-    *ordered = ca_fence_is_ordered();
+    *ordered = record_barrier(cb) && ca_fence_is_ordered();
     return CUDA_SUCCESS;
 }
 
@@ -480,7 +484,13 @@ CUresult ca_backend_cuda_capture_probe(ca_backend *be) {
 void ca_backend_cuda_order_after_fences(ca_backend *be, CUstream s) {
     cuda_backend *cb = be->self;
     CUevent e = __atomic_load_n(&cb->barrier, __ATOMIC_ACQUIRE);
-    if (e) IN_CTX(cb, ca_drv()->cuStreamWaitEvent(s, e, 0));
+    if (!e) return;
+    answer passed = UNKNOWN; /* asked only while no capture forbids the query */
+    if (ca_capture_guard_enter()) {
+        passed = answer_of(ca_drv()->cuEventQuery(e));
+        ca_capture_guard_leave();
+    }
+    if (passed != DONE) IN_CTX(cb, ca_drv()->cuStreamWaitEvent(s, e, 0));
 }
 
 bool ca_backend_cuda_wait_ordered(ca_backend *be) {

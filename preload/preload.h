@@ -80,6 +80,7 @@ typedef struct ca_driver {
     CUresult (*cuEventDestroy_v2)(CUevent);
     CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned int);
     CUresult (*cuStreamSynchronize)(CUstream);
+    CUresult (*cuStreamQuery)(CUstream);
     CUresult (*cuStreamCreate)(CUstream *, unsigned int);
     CUresult (*cuStreamCreateWithPriority)(CUstream *, unsigned int, int);
     CUresult (*cuStreamDestroy_v2)(CUstream);
@@ -286,7 +287,8 @@ void ca_backend_cuda_drop_events(ca_backend *be);
  * (an event query): its answer, a capture error when this thread is refused
  * (and then the capture is invalidated, as the real call would have done). */
 CUresult ca_backend_cuda_capture_probe(ca_backend *be);
-/* s waits for the last ordered fence's legacy event (streams.c). */
+/* s waits for the last ordered fence's legacy event while it has not passed
+ * (streams.c). */
 void ca_backend_cuda_order_after_fences(ca_backend *be, CUstream s);
 /* The host waits for it; false when that could not be done (a capture). */
 bool ca_backend_cuda_wait_ordered(ca_backend *be);
@@ -323,8 +325,6 @@ void ca_streams_context_made(int device);
  * retired at thread exit, as a later thread may get the same key. */
 void ca_ptds_pool_used(const ca_device *d);
 void ca_streams_after_fork(void);
-/* The last capture ended: what waited for the legacy stream to be usable. */
-void ca_streams_captures_over(void);
 
 /* ---- capture.c: stream capture (CUDA graphs) ---- */
 /* A capture is under way somewhere in the process (a relaxed read). */

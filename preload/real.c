@@ -250,6 +250,7 @@ static void load_driver(void) {
     LOAD(h, cuEventDestroy_v2);
     LOAD(h, cuStreamWaitEvent);
     LOAD(h, cuStreamSynchronize);
+    LOAD(h, cuStreamQuery);
     LOAD(h, cuStreamCreate);
     LOAD(h, cuStreamCreateWithPriority);
     LOAD(h, cuStreamDestroy_v2);

@@ -12,20 +12,26 @@
  * hooks_driver.c; the driver's entries also through cuGetProcAddress and
  * dlsym).
  *
- * While the process has no non-blocking stream, a fence is the legacy event
- * alone and the blocks behind it are handed out at once: whatever uses them
- * later is ordered after it (ca_fence_is_ordered). Two rules keep that true:
- *   - A non-blocking stream created after such a fence would not be ordered,
- *     so once one was recorded, each new non-blocking stream first waits for
- *     an event on the legacy stream.
- *   - cuStreamDestroy returns at once and the stream's work still runs. Before
- *     a stream goes, the legacy stream is made to wait for its last work, so
- *     later fences, and work issued later, still come after it.
+ * cuStreamDestroy returns at once and the stream's work still runs: before a
+ * stream goes, cudalloc's own non-blocking stream of its context (a keeper)
+ * is made to wait for its last work, and fences record on the keeper too
+ * while it may still be waiting. No stream of the program waits for it (CUDA
+ * makes none wait for a destroyed stream: a stream that ends waiting for a
+ * flag that the legacy stream sets later must not hold the legacy stream).
+ *
+ * While the process has no non-blocking stream, no context of its own and no
+ * busy keeper, a fence is the legacy event alone and the blocks behind it
+ * are handed out at once: whatever uses them later is ordered after it
+ * (ca_fence_is_ordered). A non-blocking stream created after such a fence
+ * would not be ordered, so while the last one (the backend's barrier event,
+ * cudalloc's own record) has not passed, a new non-blocking stream first
+ * waits for it: for the work before the last plain free, which cudaFree
+ * itself waits for, never for the legacy stream's later work.
  * The order of the atomic steps makes this hold without a lock: a fence
  * records its event, then reads the count; a stream is counted, then reads
  * whether a fence went first. The lock is held while a fence with events on
  * non-blocking streams is recorded and while streams come and go, so such a
- * fence sees each stream either alive or folded into the legacy stream. */
+ * fence sees each stream either alive or waited for by its keeper. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -46,19 +52,41 @@ typedef struct entry {
 
 static entry *streams;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-/* Events on streams destroyed during a capture, for the legacy stream to wait
- * on once no capture is under way (it may be unusable meanwhile). */
-typedef struct deferred {
-    CUevent event;
+/* A context's keeper: cudalloc's stream that waits for the last work of its
+ * destroyed streams; busy until a query finds it done. */
+typedef struct keeper {
     CUcontext ctx;
-    struct deferred *next;
-} deferred;
-static deferred *after_captures;
+    CUstream stream;
+    bool busy;
+    struct keeper *next;
+} keeper;
+static keeper *keepers;
+static _Atomic size_t busy_keepers;
 static _Atomic size_t nonblocking; /* non-blocking streams in the registry, all contexts */
 static _Atomic bool ordered_fences; /* a fence was the legacy event alone */
 
 void ca_streams_lock(void) { pthread_mutex_lock(&lock); }
 void ca_streams_unlock(void) { pthread_mutex_unlock(&lock); }
+
+static keeper *keeper_of(CUcontext ctx) {
+    keeper *k = keepers;
+    while (k && k->ctx != ctx) k = k->next;
+    return k;
+}
+
+/* Busy no more once its work is done (a query, while no capture forbids it). */
+static bool still_busy(keeper *k) {
+    if (!k || !k->busy) return false;
+    if (ca_drv()->cuStreamQuery && ca_capture_guard_enter()) {
+        CUresult r = ca_drv()->cuStreamQuery(k->stream);
+        ca_capture_guard_leave();
+        if (r == CUDA_SUCCESS) {
+            k->busy = false;
+            atomic_fetch_sub(&busy_keepers, 1);
+        }
+    }
+    return k->busy;
+}
 
 size_t ca_streams_nonblocking(CUcontext ctx, CUstream *out, size_t cap) {
     size_t n = 0;
@@ -67,6 +95,11 @@ size_t ca_streams_nonblocking(CUcontext ctx, CUstream *out, size_t cap) {
             if (n < cap) out[n] = e->handle;
             n++;
         }
+    keeper *k = keeper_of(ctx);
+    if (still_busy(k)) {
+        if (n < cap) out[n] = k->stream;
+        n++;
+    }
     return n;
 }
 
@@ -86,13 +119,14 @@ bool ca_streams_known(CUstream s) {
 
 bool ca_fence_is_ordered(void) {
     atomic_store(&ordered_fences, true);
-    return atomic_load(&nonblocking) == 0 && ca_contexts_none_made();
+    return atomic_load(&nonblocking) == 0 && atomic_load(&busy_keepers) == 0 && ca_contexts_none_made();
 }
 
 void ca_streams_fenced_ordered(void) { atomic_store(&ordered_fences, true); }
 
 bool ca_streams_ordered_fences_ok(void) {
-    return atomic_load_explicit(&nonblocking, memory_order_relaxed) == 0 && ca_contexts_none_made();
+    return atomic_load_explicit(&nonblocking, memory_order_relaxed) == 0 &&
+           atomic_load_explicit(&busy_keepers, memory_order_relaxed) == 0 && ca_contexts_none_made();
 }
 
 /* A context made after ordered fences is not behind them: the host waits for
@@ -108,27 +142,10 @@ void ca_streams_context_made(int device) {
     }
 }
 
-/* `waiter` waits for the work queued so far on `s` (both of the current context). */
-static void wait_for(CUstream waiter, CUstream s) {
-    const ca_driver *d = ca_drv();
-    CUevent ev;
-    if (d->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
-        d->cuStreamSynchronize(s); /* no event: wait here instead */
-        return;
-    }
-    if (d->cuEventRecord(ev, s) == CUDA_SUCCESS) d->cuStreamWaitEvent(waiter, ev, 0);
-    else d->cuStreamSynchronize(s);
-    d->cuEventDestroy_v2(ev);
-}
-
 /* A new non-blocking stream starts behind the plain frees that an ordered
- * fence handed out: behind the legacy stream, or, while a capture may make
- * that unusable, behind the last ordered fence's event. */
+ * fence handed out: behind the last ordered fence's event, if it has not
+ * passed. */
 static void order_after_fences(CUstream s, CUcontext ctx) {
-    if (!ca_capture_any()) {
-        wait_for(s, CU_STREAM_LEGACY);
-        return;
-    }
     ca_device *d = ca_device_by_ctx(ctx);
     if (d) ca_backend_cuda_order_after_fences(d->backend, s);
 }
@@ -167,51 +184,38 @@ void ca_stream_created(CUstream s, unsigned flags) {
     ca_streams_unlock();
 }
 
-/* The legacy stream waits for a stream that goes (its work still runs), so
- * that later fences cover that work. While a capture is under way the wait
- * is kept for its end: no fence is recorded meanwhile, and the legacy stream
- * may be unusable. A stream that is itself capturing has no work to wait for
- * that a fence could see. */
-static void legacy_waits_for(CUstream s) {
-    const ca_driver *d = ca_drv();
-    if (!ca_capture_any()) {
-        wait_for(CU_STREAM_LEGACY, s);
-        return;
+/* The context's keeper (ctx current), made on first use. */
+static keeper *keeper_for(CUcontext ctx) {
+    keeper *k = keeper_of(ctx);
+    if (k) return k;
+    if (!(k = calloc(1, sizeof *k))) return NULL;
+    if (ca_drv()->cuStreamCreate(&k->stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+        free(k);
+        return NULL;
     }
-    if (ca_stream_capturing(s)) return;
-    deferred *w = calloc(1, sizeof *w);
-    CUcontext ctx = NULL;
-    d->cuCtxGetCurrent(&ctx);
-    if (w && d->cuEventCreate(&w->event, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
-        d->cuEventRecord(w->event, s) == CUDA_SUCCESS) {
-        w->ctx = ctx;
-        w->next = after_captures;
-        after_captures = w;
-        return;
-    }
-    if (w && w->event) d->cuEventDestroy_v2(w->event);
-    free(w);
-    ca_warn("could not record the last work of stream %p, destroyed during a stream capture: plain frees now wait "
-            "for the device", (void *)s);
-    ca_conf.sync_free = true;
+    k->ctx = ctx;
+    k->next = keepers;
+    keepers = k;
+    return k;
 }
 
-void ca_streams_captures_over(void) {
+/* The keeper of s's context (current) waits for the work queued on s, which
+ * still runs after the destroy; no stream of the program does. A stream that
+ * is capturing has no work a fence could see. Under the lock. */
+static void keep_last_work(CUstream s, CUcontext ctx) {
     const ca_driver *d = ca_drv();
-    ca_streams_lock();
-    deferred *w = after_captures;
-    after_captures = NULL;
-    ca_streams_unlock();
-    while (w) {
-        deferred *next = w->next;
-        CUcontext popped;
-        bool pushed = d->cuCtxPushCurrent_v2 && d->cuCtxPushCurrent_v2(w->ctx) == CUDA_SUCCESS;
-        if (pushed && d->cuStreamWaitEvent(CU_STREAM_LEGACY, w->event, 0) != CUDA_SUCCESS)
-            d->cuEventSynchronize(w->event);
-        if (pushed) d->cuCtxPopCurrent_v2(&popped);
-        d->cuEventDestroy_v2(w->event);
-        free(w);
-        w = next;
+    if (ca_capture_any() && ca_stream_capturing(s)) return;
+    keeper *k = keeper_for(ctx);
+    CUevent ev = NULL;
+    bool kept = k && d->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
+                d->cuEventRecord(ev, s) == CUDA_SUCCESS && d->cuStreamWaitEvent(k->stream, ev, 0) == CUDA_SUCCESS;
+    if (ev) d->cuEventDestroy_v2(ev);
+    if (kept && !k->busy) {
+        k->busy = true;
+        atomic_fetch_add(&busy_keepers, 1);
+    } else if (!kept) {
+        ca_warn("could not keep the last work of stream %p, destroyed: plain frees now wait for the device", (void *)s);
+        ca_conf.sync_free = true;
     }
 }
 
@@ -228,13 +232,13 @@ void ca_stream_destroying(CUstream s) {
         d->cuCtxGetCurrent(&cur);
         bool push = cur != e->ctx && d->cuCtxPushCurrent_v2;
         bool pushed = push && d->cuCtxPushCurrent_v2(e->ctx) == CUDA_SUCCESS;
-        if (!push || pushed) legacy_waits_for(s);
+        if (!push || pushed) keep_last_work(s, e->ctx);
         if (pushed) d->cuCtxPopCurrent_v2(&popped);
         drop(e);
     }
     ca_streams_unlock();
     ca_capture_stream_destroyed(s);
-    /* after the legacy stream took its work: the pools' fences cover it */
+    /* after its keeper took its work: the pools' fences cover it */
     ca_devices_foreach(retire_on, s);
 }
 
@@ -254,13 +258,14 @@ void ca_streams_forget_ctx(CUcontext ctx) {
     HASH_ITER(hh, streams, e, tmp) {
         if (e->ctx == ctx) drop(e);
     }
-    for (deferred **w = &after_captures; *w;) { /* their events go with the context */
-        deferred *gone = *w;
+    for (keeper **k = &keepers; *k;) { /* its stream goes with the context */
+        keeper *gone = *k;
         if (gone->ctx == ctx) {
-            *w = gone->next;
+            *k = gone->next;
+            if (gone->busy) atomic_fetch_sub(&busy_keepers, 1);
             free(gone);
         } else {
-            w = &gone->next;
+            k = &gone->next;
         }
     }
     ca_streams_unlock();
@@ -300,6 +305,7 @@ void ca_ptds_pool_used(const ca_device *d) {
 void ca_streams_after_fork(void) {
     pthread_mutex_init(&lock, NULL);
     streams = NULL;
-    after_captures = NULL;
+    keepers = NULL;
+    atomic_store(&busy_keepers, 0);
     atomic_store(&nonblocking, 0);
 }

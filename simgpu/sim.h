@@ -148,6 +148,9 @@ struct ca_sim {
         CUstream handle;
         struct CUctx_st *ctx;
         unsigned flags;
+        const uint32_t *wait_addr;  /* held by cuStreamWaitValue32 until its condition holds (memops.c) */
+        uint32_t wait_value;
+        unsigned wait_flags;
     } holds[SIMGPU_MAX_HOLDS];
     int nholds;
     struct ca_sim_phys *phys;
@@ -259,6 +262,15 @@ CUstream ca_sim_hold_for_context(struct CUctx_st *ctx);
 void ca_sim_hold_wait(const struct ca_sim_stream_ref *ref, CUstream held);
 void ca_sim_hold_clear_stream(const struct ca_sim_stream_ref *ref);
 void ca_sim_holds_drop_ctx(struct CUctx_st *ctx);
+/* A hold of the stream `handle` (a held stream's, or a wait-value's): NULL
+ * when there is none; hold and release one (the release runs what waited
+ * behind it, writes of values included). */
+struct ca_sim_hold *ca_sim_find_hold(CUstream handle);
+int ca_sim_hold_add(CUstream handle, struct CUctx_st *ctx, unsigned flags);
+void ca_sim_hold_release(CUstream handle);
+/* Stream memory operations (memops.c): after a hold goes, the writes queued
+ * behind it run and the waits they satisfy end, until nothing more moves. */
+void ca_sim_memops_settle(void);
 
 /* Events (driver_events.c). */
 void ca_sim_events_complete_stream(const struct ca_sim_stream_ref *ref);

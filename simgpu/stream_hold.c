@@ -12,7 +12,7 @@
  * per-thread stream is not offered. */
 #include "simgpu/sim.h"
 
-static struct ca_sim_hold *find_hold(CUstream handle)
+struct ca_sim_hold *ca_sim_find_hold(CUstream handle)
 {
     for (int i = 0; i < ca_sim.nholds; i++)
         if (ca_sim.holds[i].handle == handle)
@@ -22,7 +22,7 @@ static struct ca_sim_hold *find_hold(CUstream handle)
 
 static CUstream still_held(CUstream s)
 {
-    return s && find_hold(s) ? s : NULL;
+    return s && ca_sim_find_hold(s) ? s : NULL;
 }
 
 CUstream ca_sim_hold_for_record(const struct ca_sim_stream_ref *ref)
@@ -30,7 +30,7 @@ CUstream ca_sim_hold_for_record(const struct ca_sim_stream_ref *ref)
     if (!ca_sim.nholds)
         return NULL;
     if (ref->obj)
-        return find_hold(ref->handle) ? ref->handle : still_held(ref->obj->behind);
+        return ca_sim_find_hold(ref->handle) ? ref->handle : still_held(ref->obj->behind);
     if (ref->handle == CU_STREAM_PER_THREAD)
         return still_held(ref->ctx->ptds_behind);
     for (int i = 0; i < ca_sim.nholds; i++) {
@@ -109,22 +109,37 @@ static void release(CUstream handle)
     }
 }
 
+int ca_sim_hold_add(CUstream handle, struct CUctx_st *ctx, unsigned flags)
+{
+    if (ca_sim.nholds == SIMGPU_MAX_HOLDS)
+        return -1;
+    ca_sim.holds[ca_sim.nholds++] = (struct ca_sim_hold){handle, ctx, flags};
+    return 0;
+}
+
+void ca_sim_hold_release(CUstream handle)
+{
+    struct ca_sim_hold *h = ca_sim_find_hold(handle);
+    if (!h)
+        return;
+    remove_hold(h);
+    release(handle);
+}
+
 CA_EXPORT int simgpu_stream_hold(void *stream, int hold)
 {
     int rc = 0;
     ca_sim_lock();
-    struct ca_sim_hold *h = find_hold(stream);
+    struct ca_sim_hold *h = ca_sim_find_hold(stream);
     if (hold) {
         struct CUstream_st *st = ca_sim.initialized ? ca_sim_find_stream(stream) : NULL;
-        if (!st || ca_sim.nholds == SIMGPU_MAX_HOLDS)
+        if (!st || (!h && ca_sim_hold_add(stream, st->ctx, st->flags)))
             rc = -1;
-        else if (!h)
-            ca_sim.holds[ca_sim.nholds++] = (struct ca_sim_hold){stream, st->ctx, st->flags};
     } else if (!h) {
         rc = -1;
     } else {
-        remove_hold(h);
-        release(stream);
+        ca_sim_hold_release(stream);
+        ca_sim_memops_settle();
     }
     ca_sim_unlock();
     return rc;

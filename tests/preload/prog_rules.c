@@ -2,7 +2,7 @@
  * each a mode run by tests/preload/run.sh under the preload on the simulated
  * device, and by scripts/gpu-check.sh on a GPU (without the held streams,
  * which only the simulator has: those modes say so and pass).
- *   prog_rules second-context|entry-points */
+ *   prog_rules second-context|entry-points|wait-destroyed|wait-created */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <string.h>
@@ -45,6 +45,70 @@ static int second_context(void) {
     CHECK(cuCtxSetCurrent(primary) == CUDA_SUCCESS, "the primary context");
     all_back(0, "second-context");
     CHECK_DONE("second-context");
+}
+
+/* A flag in device memory, 0, and the device's primary context current. */
+static CUdeviceptr flag_zero(void) {
+    CUcontext primary;
+    CUdeviceptr flag = 0;
+    CHECK(cuInit(0) == CUDA_SUCCESS && cuDevicePrimaryCtxRetain(&primary, 0) == CUDA_SUCCESS &&
+              cuCtxSetCurrent(primary) == CUDA_SUCCESS,
+          "the primary context");
+    CHECK(cuMemAlloc(&flag, 4) == CUDA_SUCCESS && cuMemsetD32(flag, 0, 1) == CUDA_SUCCESS, "a flag, 0");
+    return flag;
+}
+
+static unsigned flag_value(CUdeviceptr flag) {
+    unsigned v = 0;
+    CHECK(cuMemcpyDtoH(&v, flag, 4) == CUDA_SUCCESS, "read the flag");
+    return v;
+}
+
+/* Plain frees first, and an allocation after each (which records the fence
+ * of the frees before it): cudalloc's fences have then been handed out. */
+static void plain_free(void) {
+    CUdeviceptr p;
+    for (int i = 0; i < 2; i++)
+        CHECK(cuMemAlloc(&p, 4 * MIB) == CUDA_SUCCESS && cuMemFree(p) == CUDA_SUCCESS, "a plain free");
+}
+
+/* A non-blocking stream that ends waiting for a flag is destroyed; the
+ * legacy stream then sets the flag. CUDA makes the legacy stream wait for no
+ * destroyed stream, so the write runs and the wait ends. */
+static int wait_destroyed(void) {
+    CUdeviceptr flag = flag_zero();
+    CUstream s;
+    plain_free();
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "a non-blocking stream");
+    CHECK(cuStreamWaitValue32(s, flag, 1, CU_STREAM_WAIT_VALUE_EQ) == CUDA_SUCCESS, "it waits for the flag");
+    CHECK(cuStreamDestroy(s) == CUDA_SUCCESS, "and is destroyed, still waiting");
+    CHECK(cuStreamWriteValue32(NULL, flag, 1, 0) == CUDA_SUCCESS, "the legacy stream sets the flag");
+    CHECK(cuStreamQuery(NULL) == CUDA_SUCCESS, "the legacy stream is not stuck behind the destroyed stream");
+    CHECK(flag_value(flag) == 1, "the flag was set");
+    plain_free(); /* the destroyed stream's work is done: fences pass */
+    CHECK(cuMemFree(flag) == CUDA_SUCCESS, "free the flag");
+    all_back(0, "wait-destroyed");
+    CHECK_DONE("wait-destroyed");
+}
+
+/* A blocking stream waits for a flag (the legacy stream waits for it, as CUDA
+ * says); a non-blocking stream made then sets the flag. CUDA orders a new
+ * non-blocking stream after nothing, so the write runs and the wait ends. */
+static int wait_created(void) {
+    CUdeviceptr flag = flag_zero();
+    CUstream b, n;
+    plain_free();
+    CHECK(cuStreamCreate(&b, 0) == CUDA_SUCCESS, "a blocking stream");
+    CHECK(cuStreamWaitValue32(b, flag, 1, CU_STREAM_WAIT_VALUE_EQ) == CUDA_SUCCESS, "it waits for the flag");
+    CHECK(cuStreamCreate(&n, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "a non-blocking stream, made now");
+    CHECK(cuStreamWriteValue32(n, flag, 1, 0) == CUDA_SUCCESS, "sets the flag");
+    CHECK(cuStreamQuery(n) == CUDA_SUCCESS, "the new stream is not stuck behind the legacy stream");
+    CHECK(cuStreamQuery(b) == CUDA_SUCCESS && flag_value(flag) == 1, "the wait ended");
+    cuStreamDestroy(n);
+    cuStreamDestroy(b);
+    CHECK(cuMemFree(flag) == CUDA_SUCCESS, "free the flag");
+    all_back(0, "wait-created");
+    CHECK_DONE("wait-created");
 }
 
 /* Every entry cudalloc serves, asked of cuGetProcAddress by its base name
@@ -124,6 +188,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(mode, "second-context")) return second_context();
-    fprintf(stderr, "usage: prog_rules second-context|entry-points\n");
+    if (!strcmp(mode, "wait-destroyed")) return wait_destroyed();
+    if (!strcmp(mode, "wait-created")) return wait_created();
+    fprintf(stderr, "usage: prog_rules second-context|entry-points|wait-destroyed|wait-created\n");
     return 2;
 }

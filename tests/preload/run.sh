@@ -85,6 +85,9 @@ run rules-second-context 0 -- "$bin/prog_rules" second-context
 run rules-second-context-per-stream 0 CUDALLOC_SIM_DRIVER_VERSION=12040 -- "$bin/prog_rules" second-context
 # cuGetProcAddress's answers are swapped by symbol, version and flags: simgpu hands out thunks.
 run rules-entry-points 0 -- "$bin/prog_rules" entry-points
+# No waits CUDA does not make: a destroyed stream waiting for a flag, a new stream setting one.
+run rules-wait-destroyed 0 -- "$bin/prog_rules" wait-destroyed
+run rules-wait-created 0 -- "$bin/prog_rules" wait-created
 # Stream capture (prog_capture.c): each program prints what every call answered;
 # under the preload it must print what it prints without it (on the simulated
 # device alone, or the real driver alone on a GPU).

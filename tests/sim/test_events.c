@@ -228,6 +228,44 @@ START_TEST(per_thread_default_stream)
 END_TEST
 
 
+/* cuStreamWaitValue32 holds its stream until a write satisfies it; a write
+ * behind a hold runs when the hold goes; a write behind its own wait never. */
+START_TEST(wait_value_holds_until_written)
+{
+    CUstream a, b;
+    CUdeviceptr flag;
+    sim_ctx();
+    CK(cuMemAlloc(&flag, 4));
+    CK(cuMemsetD32(flag, 0, 1));
+    CK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamWaitValue32(a, flag, 1, CU_STREAM_WAIT_VALUE_GEQ));
+    CUevent on_a = event();
+    CK(cuEventRecord(on_a, a));
+    ck_assert_int_eq(cuEventQuery(on_a), CUDA_ERROR_NOT_READY);
+    ck_assert_int_eq(cuStreamQuery(a), CUDA_ERROR_NOT_READY);
+    /* b waits behind a: its write is queued, and would free a: a deadlock */
+    CK(cuStreamWaitEvent(b, on_a, 0));
+    CK(cuStreamWriteValue32(b, flag, 1, 0));
+    unsigned v = 7;
+    CK(cuMemcpyDtoH(&v, flag, 4));
+    ck_assert_uint_eq(v, 0);
+    ck_assert_int_eq(cuStreamQuery(b), CUDA_ERROR_NOT_READY);
+    /* the legacy stream is behind no non-blocking stream: its write ends a's wait, then b's write runs */
+    CK(cuStreamWriteValue32(NULL, flag, 2, 0));
+    CK(cuEventQuery(on_a));
+    CK(cuStreamQuery(a));
+    CK(cuStreamQuery(b));
+    CK(cuMemcpyDtoH(&v, flag, 4));
+    ck_assert_uint_eq(v, 1);
+    ck_assert_int_eq(cuStreamWaitValue32(NULL, flag, 5, CU_STREAM_WAIT_VALUE_EQ), CUDA_ERROR_NOT_SUPPORTED);
+    CK(cuStreamWaitValue32(NULL, flag, 1, CU_STREAM_WAIT_VALUE_EQ)); /* already met */
+    ck_assert_int_eq(cuStreamWaitValue32(a, flag + 2, 1, 0), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuStreamWriteValue32(a, 4096, 1, 0), CUDA_ERROR_INVALID_VALUE);
+    CK(cuMemFree(flag));
+}
+END_TEST
+
 /* A held stream's work has not run: its events, and the legacy stream's while
  * a blocking stream is held, are not ready until the hold ends. */
 START_TEST(held_streams_hold_their_events)
@@ -353,6 +391,7 @@ int main(void)
     tcase_add_test(tc, synchronize_runs_held_work);
     tcase_add_test(tc, waits_and_destroyed_streams_stay_behind_the_hold);
     tcase_add_test(tc, stream_handles_are_never_reused);
+    tcase_add_test(tc, wait_value_holds_until_written);
     suite_add_tcase(s, tc);
     return sim_run(s);
 }
