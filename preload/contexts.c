@@ -1,9 +1,11 @@
 /* The primary context's last release destroys it (cuDevicePrimaryCtxRelease:
  * "when the count reaches zero the primary context will be destroyed"), and
- * with it what was allocated in it: the device's allocator must follow, before
- * the context goes. The count is the driver's; the preload sees every retain
- * and release made through the driver's entry points (cudart's too) and keeps
- * its own, so it knows which release is the last. */
+ * with it what was allocated in it: the device's allocator must follow. The
+ * count is the driver's alone: the driver and libraries retain the primary
+ * context through routes no interposer sees (green contexts hold it), so the
+ * retains seen say nothing about which release is the last. The driver is
+ * asked after each release (cuDevicePrimaryCtxGetState) whether the context is
+ * still active; when it is not, the allocator follows it (devices.c). */
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -12,32 +14,42 @@
 
 #define MAX_DEVICES 64
 
-static unsigned retains[MAX_DEVICES];
 static CUcontext primaries[MAX_DEVICES];
 
+/* Is the device's primary context, known to us, inactive now? */
+static CUcontext inactive_primary(const ca_driver *drv, CUdevice dev) {
+    CUcontext primary = dev >= 0 && dev < MAX_DEVICES ? __atomic_load_n(&primaries[dev], __ATOMIC_RELAXED) : NULL;
+    unsigned flags;
+    int active = 1;
+    if (!primary || !drv->cuDevicePrimaryCtxGetState || drv->cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS)
+        return NULL;
+    return active ? NULL : primary;
+}
+
+/* A context that went by a release no interposer saw (the driver's own) is
+ * followed when the next retain finds it inactive. */
 CA_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
     const ca_driver *drv = ca_drv();
     if (!drv || !drv->cuDevicePrimaryCtxRetain) return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult r = drv->cuDevicePrimaryCtxRetain(pctx, dev);
-    if (r == CUDA_SUCCESS && dev >= 0 && dev < MAX_DEVICES) {
-        __atomic_store_n(&primaries[dev], *pctx, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&retains[dev], 1, __ATOMIC_RELAXED);
+    CUcontext gone = inactive_primary(drv, dev);
+    if (gone) {
+        ca_peers_ctx_gone(gone);
+        ca_device_ctx_went(gone);
     }
+    CUresult r = drv->cuDevicePrimaryCtxRetain(pctx, dev);
+    if (r == CUDA_SUCCESS && dev >= 0 && dev < MAX_DEVICES) __atomic_store_n(&primaries[dev], *pctx, __ATOMIC_RELAXED);
     return r;
 }
 
 CA_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
     const ca_driver *drv = ca_drv();
     if (!drv || !drv->cuDevicePrimaryCtxRelease_v2) return CUDA_ERROR_NOT_INITIALIZED;
-    bool ours = dev >= 0 && dev < MAX_DEVICES;
-    if (ours && __atomic_load_n(&retains[dev], __ATOMIC_RELAXED) == 1) { /* the last: it goes */
-        CUcontext primary = __atomic_load_n(&primaries[dev], __ATOMIC_RELAXED);
-        ca_peers_ctx_gone(primary);
-        ca_device_ctx_gone(primary);
-    }
     CUresult r = drv->cuDevicePrimaryCtxRelease_v2(dev);
-    if (r == CUDA_SUCCESS && ours && __atomic_load_n(&retains[dev], __ATOMIC_RELAXED))
-        __atomic_fetch_sub(&retains[dev], 1, __ATOMIC_RELAXED);
+    CUcontext gone = r == CUDA_SUCCESS ? inactive_primary(drv, dev) : NULL;
+    if (gone) { /* it went: the allocator follows */
+        ca_peers_ctx_gone(gone);
+        ca_device_ctx_went(gone);
+    }
     return r;
 }
 
@@ -136,7 +148,7 @@ CA_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, un
 }
 
 void ca_contexts_after_fork(void) {
-    for (int i = 0; i < MAX_DEVICES; i++) retains[i] = 0, primaries[i] = NULL; /* the child retains its own */
+    for (int i = 0; i < MAX_DEVICES; i++) primaries[i] = NULL; /* the child retains its own */
     pthread_mutex_init(&made_lock, NULL);
     nmade = 0;
     atomic_store(&made_alive, 0);

@@ -18,6 +18,8 @@
 #include "util/cuda_sticky.h"
 
 typedef struct cuda_fence cuda_fence;
+typedef struct cuda_backend cuda_backend;
+static bool went(const cuda_backend *cb);
 
 typedef struct cuda_backend {
     int ordinal;
@@ -25,6 +27,7 @@ typedef struct cuda_backend {
     CUmemAllocationProp prop;
     CUevent barrier;          /* the legacy event of ordered fences, recorded again each time */
     CUevent probe;            /* never recorded: queried to ask whether capture forbids the call */
+    bool went;                /* the context went (ca_backend_cuda_context_went): nothing runs in it */
     ca_lock lock;             /* the spare events and fences */
     CUevent *spare;
     size_t nspare, spare_cap;
@@ -32,18 +35,21 @@ typedef struct cuda_backend {
 } cuda_backend;
 
 /* Run in the device's context: push it only when it is not current already,
- * pop only what was pushed; a push that fails is the call's answer. */
+ * pop only what was pushed; a push that fails is the call's answer. Once the
+ * context went, the calls that need none (virtual memory) run without. */
 #define IN_CTX(cb, call)                                                        \
     ({                                                                          \
         const ca_driver *d_ = ca_drv();                                         \
         CUcontext cur_ = NULL, popped_;                                         \
         d_->cuCtxGetCurrent(&cur_);                                             \
-        bool push_ = cur_ != (cb)->ctx && d_->cuCtxPushCurrent_v2;              \
+        bool push_ = !went(cb) && cur_ != (cb)->ctx && d_->cuCtxPushCurrent_v2; \
         CUresult p_ = push_ ? d_->cuCtxPushCurrent_v2((cb)->ctx) : CUDA_SUCCESS; \
         CUresult r_ = p_ == CUDA_SUCCESS ? (call) : p_;                         \
         if (push_ && p_ == CUDA_SUCCESS) d_->cuCtxPopCurrent_v2(&popped_);      \
         r_;                                                                     \
     })
+
+static bool went(const cuda_backend *cb) { return __atomic_load_n(&cb->went, __ATOMIC_ACQUIRE); }
 
 /* The errors that leave the process unable to run any more CUDA work, and a
  * driver shutting down. */
@@ -138,6 +144,7 @@ static int b_fixed_alloc(void *self, size_t size, uintptr_t *addr) {
 
 static int b_fixed_free(void *self, uintptr_t addr, size_t size) {
     cuda_backend *cb = self;
+    if (went(cb)) return CA_OK; /* it went with the context */
     if (!ca_capture_guard_enter()) return CA_ERR_BACKEND;
     int rc = status(IN_CTX(cb, ca_drv()->cuMemFree_v2((CUdeviceptr)addr)));
     ca_capture_guard_leave();
@@ -161,6 +168,7 @@ static CUevent get_event(cuda_backend *cb) {
 }
 
 static void put_event(cuda_backend *cb, CUevent e) {
+    if (went(cb)) return; /* it went with the context */
     ca_lock_acquire(&cb->lock);
     if (cb->nspare == cb->spare_cap) {
         size_t cap = cb->spare_cap ? 2 * cb->spare_cap : 16;
@@ -243,7 +251,7 @@ static int b_stream_wait(void *self, ca_stream stream, ca_event ev) {
 
 /* The wait already took the event's point: the event may be recorded again. */
 static void b_event_destroy(void *self, ca_event ev) {
-    if (ev & FOREIGN) ca_drv()->cuEventDestroy_v2(event_of(ev));
+    if (ev & FOREIGN) ca_drv()->cuEventDestroy_v2(event_of(ev)); /* another context's: it lives on */
     else put_event(self, event_of(ev));
 }
 
@@ -255,6 +263,7 @@ static int b_stream_sync(void *self, ca_stream stream) {
     cuda_backend *cb = self;
     CUstream s;
     const ca_driver *d = ca_drv();
+    if (went(cb)) return CA_OK; /* nothing runs in it any more */
     if (!ca_capture_guard_enter()) return CA_ERR_BACKEND;
     answer a = name_stream(stream, &s) ? answer_of(IN_CTX(cb, d->cuStreamSynchronize(s))) : UNKNOWN;
     if (a != DONE) a = sync_device(cb);
@@ -425,6 +434,7 @@ static CUresult record_ordered(cuda_backend *cb, bool *ordered) {
  * cuCtxRecordEvent invalidates every capture of its context). */
 static int record(cuda_backend *cb, ca_fence *out, bool done) {
     *out = 0;
+    if (went(cb)) return CA_OK; /* nothing runs in it any more: passed */
     if (!ca_capture_guard_enter()) return CA_ERR_BACKEND;
     bool ordered = false;
     if (!done && ca_streams_ordered_fences_ok()) IN_CTX(cb, record_ordered(cb, &ordered));
@@ -449,6 +459,7 @@ static int b_fence_record_done(void *self, ca_fence *out) { return record(self, 
 static int b_fence_query(void *self, ca_fence fence) {
     cuda_fence *f = (cuda_fence *)(uintptr_t)fence;
     const ca_driver *d = ca_drv();
+    if (went(self)) return 1; /* nothing runs in it any more */
     if (!ca_capture_guard_enter()) return 0;
     while (f->done < f->n && answer_of(d->cuEventQuery(event_of(f->ev[f->done]))) == DONE) f->done++;
     ca_capture_guard_leave();
@@ -461,6 +472,7 @@ static int b_fence_wait(void *self, ca_fence fence) {
     cuda_backend *cb = self;
     cuda_fence *f = (cuda_fence *)(uintptr_t)fence;
     const ca_driver *d = ca_drv();
+    if (went(cb)) return 1;
     if (!ca_capture_guard_enter()) return 0;
     while (f->done < f->n && answer_of(d->cuEventSynchronize(event_of(f->ev[f->done]))) == DONE) f->done++;
     if (f->done < f->n && sync_device(cb) == DONE) f->done = f->n;
@@ -503,6 +515,11 @@ bool ca_backend_cuda_wait_ordered(ca_backend *be) {
     return answer_of(r) == DONE;
 }
 
+void ca_backend_cuda_context_went(ca_backend *be) {
+    cuda_backend *cb = be->self;
+    __atomic_store_n(&cb->went, true, __ATOMIC_RELEASE);
+}
+
 void ca_backend_cuda_drop_events(ca_backend *be) {
     cuda_backend *cb = be->self;
     ca_lock_acquire(&cb->lock);
@@ -513,10 +530,10 @@ void ca_backend_cuda_drop_events(ca_backend *be) {
     cb->nspare = cb->spare_cap = 0;
     cb->spare_fences = NULL;
     ca_lock_release(&cb->lock);
-    for (size_t i = 0; i < n; i++) ca_drv()->cuEventDestroy_v2(spare[i]);
+    for (size_t i = 0; i < n && !went(cb); i++) ca_drv()->cuEventDestroy_v2(spare[i]);
     free(spare);
-    if (cb->barrier) ca_drv()->cuEventDestroy_v2(cb->barrier);
-    if (cb->probe) ca_drv()->cuEventDestroy_v2(cb->probe);
+    if (cb->barrier && !went(cb)) ca_drv()->cuEventDestroy_v2(cb->barrier);
+    if (cb->probe && !went(cb)) ca_drv()->cuEventDestroy_v2(cb->probe);
     cb->barrier = cb->probe = NULL;
     while (f) {
         cuda_fence *next = f->next;

@@ -188,11 +188,12 @@ static void collect_live(void *ctx, const ca_segment_view *seg, const ca_block_v
 }
 
 /* Every allocation of d freed (the tracker and the statistics see the frees
- * it is), and its memory given back while the context can still take it. */
-static void empty_device(ca_device *d) {
+ * it is), and its memory given back while the context can still take it (or,
+ * when it went already, what did not go with it). */
+static void empty_device(ca_device *d, bool alive) {
     const ca_driver *drv = ca_drv();
     CUcontext popped;
-    if (drv->cuCtxPushCurrent_v2(d->ctx) == CUDA_SUCCESS) { /* work queued on it ends first */
+    if (alive && drv->cuCtxPushCurrent_v2(d->ctx) == CUDA_SUCCESS) { /* work queued on it ends first */
         drv->cuCtxSynchronize();
         drv->cuCtxPopCurrent_v2(&popped);
     }
@@ -228,7 +229,7 @@ void ca_device_reset_begin(int ordinal) {
     ca_device *d = get(ordinal, NULL);
     if (!d || !ca_drv()) return;
     ca_device_lock(d);
-    empty_device(d);
+    empty_device(d, true);
     replace_allocator(d, d->ctx);
     ca_device_unlock(d);
 }
@@ -237,18 +238,23 @@ void ca_device_reset_begin(int ordinal) {
  * release): what was allocated in it goes with it, as cuMemAlloc memory does,
  * and the device's next allocation binds a fresh allocator to the context
  * current then. */
-void ca_device_ctx_gone(CUcontext ctx) {
+static void ctx_ends(CUcontext ctx, bool alive) {
     ca_device *d = ca_device_by_ctx(ctx);
     if (!d || __atomic_load_n(&d->unbound, __ATOMIC_ACQUIRE)) {
         ca_streams_forget_ctx(ctx);
         return;
     }
     ca_device_lock(d);
-    empty_device(d);
+    if (!alive) ca_backend_cuda_context_went(d->backend);
+    empty_device(d, alive);
     ca_device_unlock(d);
     __atomic_store_n(&d->unbound, true, __ATOMIC_RELEASE);
     __atomic_fetch_add(&generation, 1, __ATOMIC_RELEASE); /* threads' cached contexts are stale */
 }
+
+void ca_device_ctx_gone(CUcontext ctx) { ctx_ends(ctx, true); }
+
+void ca_device_ctx_went(CUcontext ctx) { ctx_ends(ctx, false); }
 
 /* Under no lock: d's allocator bound to ctx, if its context went. */
 static void rebind(ca_device *d, CUcontext ctx) {

@@ -194,6 +194,10 @@ void ca_device_reset_begin(int ordinal);
  * freed, its memory given back, and the next context used on the device gets
  * a fresh allocator; its streams are forgotten either way. */
 void ca_device_ctx_gone(CUcontext ctx);
+/* The same once the context went (the driver says the primary context is no
+ * longer active): its work, events and cuMemAlloc memory went with it; the
+ * allocator gives back the rest (its virtual memory) without it. */
+void ca_device_ctx_went(CUcontext ctx);
 
 /* ---- alloc.c: what every entry point shares ---- */
 /* stream: CUstream as given, 0 for the legacy default stream; async: in the
@@ -281,6 +285,9 @@ void ca_torch_after_fork(void);
 /* *vmm: whether the device has virtual memory management (else only classic
  * segments can be made on it). */
 ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx, bool *vmm);
+/* The backend's context went: nothing it queued runs any more, its events
+ * and classic segments went with it; later calls do not use it. */
+void ca_backend_cuda_context_went(ca_backend *be);
 /* Destroys the events the backend keeps for reuse (none may be in a fence). */
 void ca_backend_cuda_drop_events(ca_backend *be);
 /* A call that a capture forbids exactly when it forbids cudaMalloc and cudaFree

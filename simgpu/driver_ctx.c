@@ -248,6 +248,16 @@ CA_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+/* For tests: a retain or release of the primary context that no interposer
+ * sees (the driver's own, as green contexts and libraries with private entry
+ * tables make): the driver's functions called from inside it. */
+CA_EXPORT int simgpu_primary_ctx_unseen(int device, int retain)
+{
+    CUcontext ctx;
+    CUresult r = retain ? cuDevicePrimaryCtxRetain(&ctx, device) : cuDevicePrimaryCtxRelease_v2(device);
+    return r == CUDA_SUCCESS ? 0 : -1;
+}
+
 /* The CUDA 7.0 entries, still exported and still what cuGetProcAddress
  * answers for versions before 11.0 (cudaTypedefs.h: PFN_..._v7000). */
 CA_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)

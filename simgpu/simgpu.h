@@ -66,6 +66,9 @@ int simgpu_counters(simgpu_counters_t *out);
  * of their own (proc_address.c), not the exported functions. Anything else
  * is answered as it is. */
 void *simgpu_proc_target(void *fn);
+/* A retain (1) or release (0) of a device's primary context that no
+ * interposer sees, as the driver's own are: 0, or -1 when the call failed. */
+int simgpu_primary_ctx_unseen(int device, int retain);
 
 /* The event `stream` last waited on (NULL if none); the legacy and per-thread
  * handles mean those of the calling thread's current context. 0, or -1 when the

@@ -2,7 +2,7 @@
  * each a mode run by tests/preload/run.sh under the preload on the simulated
  * device, and by scripts/gpu-check.sh on a GPU (without the held streams,
  * which only the simulator has: those modes say so and pass).
- *   prog_rules second-context|entry-points|wait-destroyed|wait-created */
+ *   prog_rules second-context|entry-points|wait-destroyed|wait-created|retained */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <string.h>
@@ -111,6 +111,38 @@ static int wait_created(void) {
     CHECK_DONE("wait-created");
 }
 
+/* The primary context lives while anyone retains it, the driver included
+ * (green contexts, libraries through routes no interposer sees): the
+ * program's last release of its own retains leaves its memory alone. */
+static int retained(void) {
+    int (*unseen)(int, int) = (int (*)(int, int))dlsym(RTLD_DEFAULT, "simgpu_primary_ctx_unseen");
+    CUcontext primary;
+    CUdeviceptr p;
+    unsigned flags;
+    int active = 0;
+    CHECK(unseen != NULL, "simgpu_primary_ctx_unseen");
+    if (!unseen) CHECK_DONE("retained");
+    CHECK(cuInit(0) == CUDA_SUCCESS && cuDevicePrimaryCtxRetain(&primary, 0) == CUDA_SUCCESS &&
+              cuCtxSetCurrent(primary) == CUDA_SUCCESS,
+          "the program retains the primary context");
+    CHECK(unseen(0, 1) == 0, "and so does the driver, unseen");
+    CHECK(cuMemAlloc(&p, 4 * MIB) == CUDA_SUCCESS, "cuMemAlloc");
+    CHECK(cuDevicePrimaryCtxRelease(0) == CUDA_SUCCESS, "the program's last release");
+    CHECK(cuDevicePrimaryCtxGetState(0, &flags, &active) == CUDA_SUCCESS && active, "the context lives on");
+    CHECK(stats(0).allocated_bytes == (int64_t)(4 * MIB), "the allocation too: %lld bytes allocated",
+          (long long)stats(0).allocated_bytes);
+    CHECK(cuMemsetD8(p, 1, 4 * MIB) == CUDA_SUCCESS, "and its memory is still there");
+    CHECK(cuMemFree(p) == CUDA_SUCCESS, "freed by the program");
+    CHECK(unseen(0, 0) == 0, "the driver's release");
+    CHECK(cuDevicePrimaryCtxGetState(0, &flags, &active) == CUDA_SUCCESS && !active, "the context went");
+    CHECK(cuDevicePrimaryCtxRetain(&primary, 0) == CUDA_SUCCESS && cuCtxSetCurrent(primary) == CUDA_SUCCESS &&
+              cuMemAlloc(&p, 4 * MIB) == CUDA_SUCCESS && cuMemsetD8(p, 1, 4 * MIB) == CUDA_SUCCESS &&
+              cuMemFree(p) == CUDA_SUCCESS,
+          "a new retain allocates");
+    all_back(0, "retained");
+    CHECK_DONE("retained");
+}
+
 /* Every entry cudalloc serves, asked of cuGetProcAddress by its base name
  * at each CUDA version that changed it, with and without the per-thread
  * flag: the answer is cudalloc's (found in libcudalloc), whatever address the
@@ -190,6 +222,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "second-context")) return second_context();
     if (!strcmp(mode, "wait-destroyed")) return wait_destroyed();
     if (!strcmp(mode, "wait-created")) return wait_created();
-    fprintf(stderr, "usage: prog_rules second-context|entry-points|wait-destroyed|wait-created\n");
+    if (!strcmp(mode, "retained")) return retained();
+    fprintf(stderr, "usage: prog_rules second-context|entry-points|wait-destroyed|wait-created|retained\n");
     return 2;
 }

@@ -88,6 +88,9 @@ run rules-entry-points 0 -- "$bin/prog_rules" entry-points
 # No waits CUDA does not make: a destroyed stream waiting for a flag, a new stream setting one.
 run rules-wait-destroyed 0 -- "$bin/prog_rules" wait-destroyed
 run rules-wait-created 0 -- "$bin/prog_rules" wait-created
+# The primary context is gone when the driver says so, not when the retains seen are released.
+run rules-retained 0 -- "$bin/prog_rules" retained
+run rules-retained-classic 0 CUDALLOC_CONF=expandable_segments:false -- "$bin/prog_rules" retained
 # Stream capture (prog_capture.c): each program prints what every call answered;
 # under the preload it must print what it prints without it (on the simulated
 # device alone, or the real driver alone on a GPU).
