@@ -17,6 +17,10 @@
 #include "preload/preload.h"
 #include "util/cuda_sticky.h"
 
+/* Events that may be waited for: a host wait on them sleeps (BLOCKING_SYNC)
+ * rather than spinning a CPU core, whatever the context's scheduling flags. */
+#define WAIT_EVENT (CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC)
+
 typedef struct cuda_fence cuda_fence;
 typedef struct cuda_backend cuda_backend;
 static bool went(const cuda_backend *cb);
@@ -163,7 +167,7 @@ static CUevent get_event(cuda_backend *cb) {
     ca_lock_acquire(&cb->lock);
     if (cb->nspare) e = cb->spare[--cb->nspare];
     ca_lock_release(&cb->lock);
-    if (!e && IN_CTX(cb, ca_drv()->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) e = NULL;
+    if (!e && IN_CTX(cb, ca_drv()->cuEventCreate(&e, WAIT_EVENT)) != CUDA_SUCCESS) e = NULL;
     return e;
 }
 
@@ -202,7 +206,7 @@ static int record_foreign(CUcontext ctx, CUstream s, ca_event *ev) {
     CUevent e = NULL;
     CUcontext popped;
     if (d->cuCtxPushCurrent_v2(ctx) != CUDA_SUCCESS) return CA_ERR_BACKEND;
-    CUresult r = d->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
+    CUresult r = d->cuEventCreate(&e, WAIT_EVENT);
     if (r == CUDA_SUCCESS && (r = d->cuEventRecord(e, s)) != CUDA_SUCCESS) d->cuEventDestroy_v2(e);
     d->cuCtxPopCurrent_v2(&popped);
     if (r == CUDA_SUCCESS) *ev = (ca_event)(uintptr_t)e | FOREIGN;
@@ -259,13 +263,24 @@ static void b_event_destroy(void *self, ca_event ev) {
  * (destroyed since: its handle is gone, its work folded into the legacy
  * stream) is covered by the whole device; when that cannot be waited for
  * either, nothing may be unmapped. */
+/* The host sleeps until s is done: an event on it waited for; where none can
+ * be recorded there (another context's stream), the stream's synchronize. */
+static CUresult sleep_on_stream(cuda_backend *cb, CUstream s) {
+    const ca_driver *d = ca_drv();
+    CUevent e = get_event(cb);
+    CUresult r = e ? IN_CTX(cb, d->cuEventRecord(e, s)) : CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS) r = d->cuEventSynchronize(e);
+    else r = IN_CTX(cb, d->cuStreamSynchronize(s));
+    if (e) put_event(cb, e);
+    return r;
+}
+
 static int b_stream_sync(void *self, ca_stream stream) {
     cuda_backend *cb = self;
     CUstream s;
-    const ca_driver *d = ca_drv();
     if (went(cb)) return CA_OK; /* nothing runs in it any more */
     if (!ca_capture_guard_enter()) return CA_ERR_BACKEND;
-    answer a = name_stream(stream, &s) ? answer_of(IN_CTX(cb, d->cuStreamSynchronize(s))) : UNKNOWN;
+    answer a = name_stream(stream, &s) ? answer_of(sleep_on_stream(cb, s)) : UNKNOWN;
     if (a != DONE) a = sync_device(cb);
     ca_capture_guard_leave();
     return a == DONE ? CA_OK : CA_ERR_BACKEND;
@@ -319,7 +334,7 @@ static void b_fence_destroy(void *self, ca_fence fence) {
 static bool record_barrier(cuda_backend *cb) {
     const ca_driver *d = ca_drv();
     CUevent e = __atomic_load_n(&cb->barrier, __ATOMIC_ACQUIRE), mine = NULL;
-    if (!e && d->cuEventCreate(&mine, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+    if (!e && d->cuEventCreate(&mine, WAIT_EVENT) == CUDA_SUCCESS) {
         if (__atomic_compare_exchange_n(&cb->barrier, &e, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) e = mine;
         else d->cuEventDestroy_v2(mine); /* another thread made it first: e is theirs */
     }
@@ -331,7 +346,7 @@ static bool record_barrier(cuda_backend *cb) {
 static CUevent fence_event(cuda_backend *cb, CUcontext ctx, ca_event *tagged) {
     CUevent e = NULL;
     if (ctx == cb->ctx) e = get_event(cb);
-    else if (ca_drv()->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) e = NULL;
+    else if (ca_drv()->cuEventCreate(&e, WAIT_EVENT) != CUDA_SUCCESS) e = NULL;
     *tagged = (ca_event)(uintptr_t)e | (ctx == cb->ctx ? 0 : FOREIGN);
     return e;
 }

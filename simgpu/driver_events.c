@@ -254,6 +254,10 @@ CA_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
         r = CUDA_ERROR_INVALID_HANDLE;
     if (r == CUDA_SUCCESS)
         r = ca_sim_capture_sync_event(e);
+    int sleeps = e && ((e->flags & CU_EVENT_BLOCKING_SYNC) ||
+                       (e->ctx->flags & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_BLOCKING_SYNC);
+    if (r == CUDA_SUCCESS && (e->late_left || e->held_by) && !sleeps)
+        ca_sim.n.spin_waits++; /* CUDA's default: the host thread spins until the event completes */
     if (r == CUDA_SUCCESS) {
         e->late_left = 0;
         e->held_by = NULL;

@@ -58,6 +58,11 @@ typedef struct simgpu_counters {
 
     /* The most each device had in use at once since the process started. */
     uint64_t device_bytes_peak[SIMGPU_MAX_DEVICES];
+
+    /* Host waits that would spin a CPU core on a GPU: cuEventSynchronize of
+     * an event not yet complete, made without CU_EVENT_BLOCKING_SYNC, in a
+     * context not made with CU_CTX_SCHED_BLOCKING_SYNC. */
+    uint64_t spin_waits;
 } simgpu_counters_t;
 
 /* Fills *out; 0 on success, -1 when out is NULL. Works before cuInit (zeros). */

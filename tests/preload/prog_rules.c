@@ -3,7 +3,7 @@
  * device, and on a GPU by scripts/gpu-check.sh (work still queued is a
  * stream waiting for a flag, cuStreamWaitValue32, on both; "retained" needs
  * the simulator's unseen retains and says so on a GPU).
- *   prog_rules second-context|entry-points|wait-destroyed|wait-created|retained */
+ *   prog_rules second-context|entry-points|wait-destroyed|wait-created|retained|no-spin */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <string.h>
@@ -147,6 +147,32 @@ static int retained(void) {
     CHECK_DONE("retained");
 }
 
+/* An allocation short of memory waits for a fence: the host thread sleeps in
+ * that wait, it does not spin a core (CUDA's default for an event's wait).
+ * Run with CUDALLOC_SIM_MEMORY=64MiB. */
+static int no_spin(void) {
+    CUstream s;
+    CUdeviceptr p, q;
+    cuMemFree(flag_zero()); /* for its context */
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "a non-blocking stream");
+    CHECK(cuMemAlloc(&p, 48 * MIB) == CUDA_SUCCESS, "48 MiB of 64");
+    CHECK(hold(s, 1) == 0 && cuMemsetD8Async(p, 1, 48 * MIB, s) == CUDA_SUCCESS, "work queued on it");
+    CHECK(cuMemFree(p) == CUDA_SUCCESS, "cuMemFree");
+    simgpu_counters_t before = sim();
+    CHECK(cuMemAlloc(&q, 48 * MIB) == CUDA_SUCCESS && q == p, "48 MiB again: after the fence");
+    simgpu_counters_t after = sim();
+    CHECK(after.event_syncs + after.stream_syncs + after.ctx_syncs >
+              before.event_syncs + before.stream_syncs + before.ctx_syncs,
+          "the host waited");
+    CHECK(after.spin_waits == before.spin_waits, "and slept: %llu waits spun a core",
+          (unsigned long long)(after.spin_waits - before.spin_waits));
+    hold(s, 0);
+    cuMemFree(q);
+    cuStreamDestroy(s);
+    all_back(0, "no-spin");
+    CHECK_DONE("no-spin");
+}
+
 /* Every entry cudalloc serves, asked of cuGetProcAddress by its base name
  * at each CUDA version that changed it, with and without the per-thread
  * flag: the answer is cudalloc's (found in libcudalloc), whatever address the
@@ -222,11 +248,12 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "second-context")) return second_context();
     if (!strcmp(mode, "wait-destroyed")) return wait_destroyed();
     if (!strcmp(mode, "wait-created")) return wait_created();
-    if (!strcmp(mode, "retained") && !on_sim) {
-        printf("retained: needs the simulated device's unseen retains: skipped\n");
+    if ((!strcmp(mode, "retained") || !strcmp(mode, "no-spin")) && !on_sim) {
+        printf("%s: needs the simulated device: skipped\n", mode);
         return 0;
     }
     if (!strcmp(mode, "retained")) return retained();
-    fprintf(stderr, "usage: prog_rules second-context|entry-points|wait-destroyed|wait-created|retained\n");
+    if (!strcmp(mode, "no-spin") && on_sim) return no_spin();
+    fprintf(stderr, "usage: prog_rules second-context|entry-points|wait-destroyed|wait-created|retained|no-spin\n");
     return 2;
 }

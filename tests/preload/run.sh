@@ -92,6 +92,9 @@ run rules-wait-created 0 -- timeout 60 "$bin/prog_rules" wait-created
 # The primary context is gone when the driver says so, not when the retains seen are released.
 run rules-retained 0 -- "$bin/prog_rules" retained
 run rules-retained-classic 0 CUDALLOC_CONF=expandable_segments:false -- "$bin/prog_rules" retained
+# A wait for a fence sleeps: no core spun (events made with CU_EVENT_BLOCKING_SYNC).
+run rules-no-spin 0 CUDALLOC_SIM_MEMORY=64MiB -- "$bin/prog_rules" no-spin
+run rules-no-spin-per-stream 0 CUDALLOC_SIM_MEMORY=64MiB CUDALLOC_SIM_DRIVER_VERSION=12040 -- "$bin/prog_rules" no-spin
 # Stream capture (prog_capture.c): each program prints what every call answered;
 # under the preload it must print what it prints without it (on the simulated
 # device alone, or the real driver alone on a GPU).
