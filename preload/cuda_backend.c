@@ -88,14 +88,22 @@ static int b_unreserve(void *self, uintptr_t base, size_t size) {
 }
 
 /* Granules are created shareable where the driver says it can (IPC of
- * blocks, ipc.c); a driver that refuses it all the same gets plain ones from
- * then on, and IPC of that device's blocks says so. */
+ * blocks, ipc.c) and usable by RDMA where it says so; a driver that refuses
+ * the RDMA flag (CUDA_ERROR_INVALID_VALUE) gets granules without it from then
+ * on, and one that refuses sharing all the same gets plain ones, and IPC of
+ * that device's blocks says so. */
 static int b_create(void *self, size_t size, ca_handle *h) {
     cuda_backend *cb = self;
     CUmemGenericAllocationHandle handle = 0;
     CUmemAllocationProp prop = cb->prop;
     prop.requestedHandleTypes = __atomic_load_n(&cb->prop.requestedHandleTypes, __ATOMIC_RELAXED);
+    prop.allocFlags.gpuDirectRDMACapable = __atomic_load_n(&cb->prop.allocFlags.gpuDirectRDMACapable, __ATOMIC_RELAXED);
     CUresult r = IN_CTX(cb, ca_drv()->cuMemCreate(&handle, size, &prop, 0));
+    if (prop.allocFlags.gpuDirectRDMACapable && r == CUDA_ERROR_INVALID_VALUE) {
+        __atomic_store_n(&cb->prop.allocFlags.gpuDirectRDMACapable, 0, __ATOMIC_RELAXED);
+        prop.allocFlags.gpuDirectRDMACapable = 0;
+        r = IN_CTX(cb, ca_drv()->cuMemCreate(&handle, size, &prop, 0));
+    }
     if (prop.requestedHandleTypes &&
         (r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_NOT_PERMITTED || r == CUDA_ERROR_INVALID_VALUE)) {
         __atomic_store_n(&cb->prop.requestedHandleTypes, CU_MEM_HANDLE_TYPE_NONE, __ATOMIC_RELAXED);

@@ -3,7 +3,7 @@
  * device, and on a GPU by scripts/gpu-check.sh (work still queued is a
  * stream waiting for a flag, cuStreamWaitValue32, on both; "retained" needs
  * the simulator's unseen retains and says so on a GPU).
- *   prog_rules second-context|entry-points|wait-destroyed|wait-created|retained|no-spin */
+ *   prog_rules second-context|entry-points|wait-destroyed|wait-created|retained|no-spin|rdma-refused */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <string.h>
@@ -173,6 +173,21 @@ static int no_spin(void) {
     CHECK_DONE("no-spin");
 }
 
+/* One cuMemCreate refused with CUDA_ERROR_INVALID_VALUE (run with
+ * CUDALLOC_SIM_FAIL=cuMemCreate:CUDA_ERROR_INVALID_VALUE:0:1: as a driver
+ * that takes no GPUDirect RDMA flag answers): the flag goes, the shareable
+ * handles stay, so blocks can still be shared with another process. */
+static int rdma_refused(void) {
+    CUdeviceptr p;
+    CUipcMemHandle h;
+    cuMemFree(flag_zero()); /* for its context */
+    CHECK(cuMemAlloc(&p, 4 * MIB) == CUDA_SUCCESS, "cuMemAlloc after the refusal");
+    CHECK(cuIpcGetMemHandle(&h, p) == CUDA_SUCCESS, "its block can still be shared (IPC)");
+    CHECK(cuMemFree(p) == CUDA_SUCCESS, "cuMemFree");
+    all_back(0, "rdma-refused");
+    CHECK_DONE("rdma-refused");
+}
+
 /* Every entry cudalloc serves, asked of cuGetProcAddress by its base name
  * at each CUDA version that changed it, with and without the per-thread
  * flag: the answer is cudalloc's (found in libcudalloc), whatever address the
@@ -254,6 +269,8 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(mode, "retained")) return retained();
     if (!strcmp(mode, "no-spin") && on_sim) return no_spin();
-    fprintf(stderr, "usage: prog_rules second-context|entry-points|wait-destroyed|wait-created|retained|no-spin\n");
+    if (!strcmp(mode, "rdma-refused")) return rdma_refused();
+    fprintf(stderr, "usage: prog_rules second-context|entry-points|wait-destroyed|wait-created|retained|no-spin|"
+                    "rdma-refused\n");
     return 2;
 }
