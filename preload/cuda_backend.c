@@ -29,6 +29,7 @@ typedef struct cuda_backend {
     int ordinal;
     CUcontext ctx;
     CUmemAllocationProp prop;
+    size_t granule;           /* the allocator's (ca_backend.granule) */
     CUevent barrier;          /* the legacy event of ordered fences, recorded again each time */
     CUevent probe;            /* never recorded: queried to ask whether capture forbids the call */
     bool went;                /* the context went (ca_backend_cuda_context_went): nothing runs in it */
@@ -77,7 +78,8 @@ static int status(CUresult r) {
 static int b_reserve(void *self, size_t size, uintptr_t *base) {
     cuda_backend *cb = self;
     CUdeviceptr p = 0;
-    int rc = status(IN_CTX(cb, ca_drv()->cuMemAddressReserve(&p, size, 0, 0, 0)));
+    /* aligned to the granule: the driver promises no more than its minimum granularity */
+    int rc = status(IN_CTX(cb, ca_drv()->cuMemAddressReserve(&p, size, cb->granule, 0, 0)));
     if (rc == CA_OK) *base = (uintptr_t)p;
     return rc;
 }
@@ -579,6 +581,22 @@ static int attribute(const ca_driver *d, CUdevice_attribute a, int ordinal, int 
 
 #define CLASSIC_GRANULE ((size_t)2 << 20) /* what the allocator rounds to where there is no VMM */
 
+/* The granule: what cuMemCreate and cuMemMap take are multiples of the
+ * minimum granularity; the recommended one is a hint (CUDA promises nothing of
+ * it), so the granule is the least power-of-two multiple of the minimum that
+ * is not below it. A minimum that is no power of two is refused. */
+static CUresult vmm_granule(const ca_driver *d, const CUmemAllocationProp *prop, size_t *granule) {
+    size_t min = 0, hint = 0;
+    CUresult r = d->cuMemGetAllocationGranularity(&min, prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (r != CUDA_SUCCESS) return r;
+    if (!min || (min & (min - 1))) return CUDA_ERROR_INVALID_VALUE;
+    if (d->cuMemGetAllocationGranularity(&hint, prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS) hint = 0;
+    size_t g = min;
+    while (g < hint && g <= SIZE_MAX / 4) g *= 2;
+    *granule = g;
+    return CUDA_SUCCESS;
+}
+
 ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx, bool *vmm) {
     const ca_driver *d = ca_drv();
     if (!d) return NULL;
@@ -597,15 +615,14 @@ ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx, bool *vmm) {
         cb->prop.allocFlags.gpuDirectRDMACapable = 1;
     size_t granule = 0;
     *vmm = attribute(d, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, ordinal, 1) != 0;
-    CUresult r = *vmm ? IN_CTX(cb, d->cuMemGetAllocationGranularity(&granule, &cb->prop,
-                                                                     CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
-                      : CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = *vmm ? IN_CTX(cb, vmm_granule(d, &cb->prop, &granule)) : CUDA_ERROR_NOT_SUPPORTED;
     if (r == CUDA_ERROR_NOT_SUPPORTED) { /* no VMM here: classic segments only */
         *vmm = false;
         granule = CLASSIC_GRANULE;
-    } else if (r != CUDA_SUCCESS || !granule || (granule & (granule - 1))) {
+    } else if (r != CUDA_SUCCESS) {
         goto fail;
     }
+    cb->granule = granule;
     bool events = d->cuEventCreate && d->cuEventRecord && d->cuEventDestroy_v2 && d->cuStreamWaitEvent &&
                   d->cuStreamSynchronize && d->cuCtxSynchronize;
     bool fences = events && d->cuEventQuery && d->cuEventSynchronize;

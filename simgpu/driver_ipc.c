@@ -265,7 +265,7 @@ CA_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *
         r = CUDA_ERROR_NOT_SUPPORTED;
     int dev = r == CUDA_SUCCESS ? exported_device(fd) : -1;
     if (r == CUDA_SUCCESS && (!handle || dev < 0 || dev >= ca_sim.ndev || fstat(fd, &st) != 0 ||
-                              st.st_size <= 0 || st.st_size % CA_SIM_GRANULARITY))
+                              st.st_size <= 0 || st.st_size % ca_sim.granularity))
         r = CUDA_ERROR_INVALID_VALUE;
     struct ca_sim_phys *ph = r == CUDA_SUCCESS ? calloc(1, sizeof *ph) : NULL;
     if (r == CUDA_SUCCESS && (!ph || (ph->own_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)) {

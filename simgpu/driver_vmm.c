@@ -10,7 +10,7 @@
 
 #include "simgpu/sim.h"
 
-#define G CA_SIM_GRANULARITY
+#define G (ca_sim.granularity)
 
 /* Every VMM call: cuInit done, the device has VMM (CUDALLOC_SIM_VMM=0: it
  * has not, as some vGPU setups), and after fork the child's memory its own. */
@@ -104,7 +104,7 @@ CA_EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUme
         return CUDA_ERROR_INVALID_VALUE;
     r = check_prop(prop);
     if (r == CUDA_SUCCESS)
-        *granularity = G;
+        *granularity = option == CU_MEM_ALLOC_GRANULARITY_MINIMUM ? G : ca_sim.granularity_recommended;
     return r;
 }
 
@@ -137,13 +137,18 @@ CA_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t ali
         }
     }
     if (p == MAP_FAILED) {
-        char *raw = mmap(NULL, size + align, PROT_NONE, anon, -1, 0);
+        /* with no alignment asked, the range is aligned to the granularity
+         * and no more (an odd multiple of it): CUDA promises no more */
+        size_t extra = alignment ? align : 2 * align;
+        char *raw = mmap(NULL, size + extra, PROT_NONE, anon, -1, 0);
         if (raw != MAP_FAILED) {
             p = (char *)(((uintptr_t)raw + align - 1) / align * align);
+            if (!alignment && (uintptr_t)p % (2 * align) == 0)
+                p += align;
             if (p > raw)
                 munmap(raw, (size_t)(p - raw));
-            if (raw + size + align > p + size)
-                munmap(p + size, (size_t)(raw + size + align - (p + size)));
+            if (raw + size + extra > p + size)
+                munmap(p + size, (size_t)(raw + size + extra - (p + size)));
         }
     }
     struct ca_sim_region reg = {.base = (uintptr_t)p, .size = size, .kind = CA_SIM_RESERVED, .ipc_fd = -1};

@@ -28,6 +28,32 @@ static int parse_uint(const char *s, unsigned max, unsigned *out)
  * minor, as cuDriverGetVersion gives it), 10000 to 13000; entry points
  * newer than it are not found. Read on first use (cuGetProcAddress works
  * before cuInit), checked again by cuInit. */
+/* "MIN" or "MIN,RECOMMENDED": the minimum a power of two from 64 KiB, the
+ * recommended one (a hint, CUDA promises nothing of it) at least that; unset,
+ * both 2 MiB. */
+static int read_granularity(const char *g)
+{
+    size_t min = CA_SIM_GRANULARITY, rec = 0;
+    ca_sim.granularity = ca_sim.granularity_recommended = CA_SIM_GRANULARITY;
+    if (!g || !*g)
+        return 0;
+    char buf[64];
+    const char *comma = strchr(g, ',');
+    size_t n = comma ? (size_t)(comma - g) : strlen(g);
+    if (n >= sizeof buf)
+        return -1;
+    memcpy(buf, g, n);
+    buf[n] = 0;
+    if (ca_parse_size(buf, &min) != 0 || min < ((size_t)64 << 10) || (min & (min - 1)))
+        return -1;
+    rec = min;
+    if (comma && (ca_parse_size(comma + 1, &rec) != 0 || rec < min))
+        return -1;
+    ca_sim.granularity = min;
+    ca_sim.granularity_recommended = rec;
+    return 0;
+}
+
 static int parse_version(const char *v, int *out)
 {
     unsigned n;
@@ -63,6 +89,7 @@ int ca_sim_read_env(void)
     const char *late = getenv("CUDALLOC_SIM_LATE_EVENTS");
     const char *devs = getenv("CUDALLOC_SIM_DEVICES");
     const char *vmm = getenv("CUDALLOC_SIM_VMM");
+    const char *gran = getenv("CUDALLOC_SIM_GRANULARITY");
     unsigned ndev = 1;
 
     /* one size syntax across cudalloc: util/size.h (KB, MB, GB are powers of 1024 too) */
@@ -89,6 +116,12 @@ int ca_sim_read_env(void)
     if (vmm && *vmm && strcmp(vmm, "1") != 0 && strcmp(vmm, "0") != 0 && strcmp(vmm, "nofd") != 0) {
         fprintf(stderr, "simgpu: CUDALLOC_SIM_VMM='%s' is not 0, 1 or nofd; use 0 for devices without "
                         "virtual memory management, nofd for VMM without shareable handles\n", vmm);
+        return -1;
+    }
+    if (read_granularity(gran) != 0) {
+        fprintf(stderr, "simgpu: CUDALLOC_SIM_GRANULARITY='%s' is not MINIMUM[,RECOMMENDED]; use sizes that are "
+                        "powers of two from 64KiB (the recommended one any size from the minimum), e.g. 2MiB,6MiB\n",
+                gran);
         return -1;
     }
     if (vmm && !strcmp(vmm, "0"))

@@ -19,7 +19,7 @@
 #include "simgpu/simgpu.h"
 #include "util/export.h"
 
-#define CA_SIM_GRANULARITY ((size_t)2 << 20) /* cuMemGetAllocationGranularity */
+#define CA_SIM_GRANULARITY ((size_t)2 << 20) /* cuMemGetAllocationGranularity's default */
 #define CA_SIM_ROUND 512                     /* accounting unit of linear allocations */
 #define CA_SIM_PITCH 512                     /* cuMemAllocPitch's rows: what GPUs give */
 #define CA_SIM_CTX_STACK 16                  /* cuCtxPushCurrent depth per thread */
@@ -134,6 +134,8 @@ struct ca_sim {
     int initialized;            /* read with __atomic: set once, under the lock */
     int ndev;
     uint64_t capacity;          /* per device */
+    size_t granularity;         /* cuMemGetAllocationGranularity's minimum (CUDALLOC_SIM_GRANULARITY) */
+    size_t granularity_recommended; /* ... and its recommended one, a hint */
     int vmm;                    /* the devices support VMM (CUDALLOC_SIM_VMM): 0 no, 1 yes, */
 #define CA_SIM_VMM_NO_FD 2          /* or without shareable (POSIX fd) handles */
     unsigned late_events;

@@ -3,7 +3,7 @@
  * device, and on a GPU by scripts/gpu-check.sh (work still queued is a
  * stream waiting for a flag, cuStreamWaitValue32, on both; "retained" needs
  * the simulator's unseen retains and says so on a GPU).
- *   prog_rules second-context|entry-points|wait-destroyed|wait-created|retained|no-spin|rdma-refused */
+ *   prog_rules second-context|entry-points|wait-destroyed|wait-created|retained|no-spin|rdma-refused|granule */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <string.h>
@@ -188,6 +188,28 @@ static int rdma_refused(void) {
     CHECK_DONE("rdma-refused");
 }
 
+/* The recommended granularity is a hint (run with
+ * CUDALLOC_SIM_GRANULARITY=4MiB,6MiB: a recommended size that is no multiple
+ * of the minimum): cudalloc's granule is a multiple of the minimum all the
+ * same (8 MiB), and allocations work. Its reservations ask for that
+ * alignment: the driver promises none beyond the minimum granularity (the
+ * simulator gives an odd multiple of it when none is asked), and a granule
+ * mapped at an address aligned to its size is what large pages need. */
+static int granule(void) {
+    CUdeviceptr p, q;
+    cuMemFree(flag_zero()); /* for its context */
+    CHECK(cuMemAlloc(&p, 4 * MIB) == CUDA_SUCCESS && cuMemsetD8(p, 1, 4 * MIB) == CUDA_SUCCESS, "4 MiB");
+    CHECK(p % (8 * MIB) == 0, "the first block of a reservation starts granule-aligned: %#llx",
+          (unsigned long long)p);
+    CHECK(cuMemAlloc(&q, 1000) == CUDA_SUCCESS && cuMemsetD8(q, 1, 1000) == CUDA_SUCCESS, "1000 B");
+    cudalloc_stats s = stats(0);
+    CHECK(s.reserved_bytes % (4 * MIB) == 0, "reserved %lld: whole minimum granules", (long long)s.reserved_bytes);
+    cuMemFree(p);
+    cuMemFree(q);
+    all_back(0, "granule");
+    CHECK_DONE("granule");
+}
+
 /* Every entry cudalloc serves, asked of cuGetProcAddress by its base name
  * at each CUDA version that changed it, with and without the per-thread
  * flag: the answer is cudalloc's (found in libcudalloc), whatever address the
@@ -270,7 +292,8 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "retained")) return retained();
     if (!strcmp(mode, "no-spin") && on_sim) return no_spin();
     if (!strcmp(mode, "rdma-refused")) return rdma_refused();
+    if (!strcmp(mode, "granule")) return granule();
     fprintf(stderr, "usage: prog_rules second-context|entry-points|wait-destroyed|wait-created|retained|no-spin|"
-                    "rdma-refused\n");
+                    "rdma-refused|granule\n");
     return 2;
 }
