@@ -298,13 +298,17 @@ static int b_stream_sync(void *self, ca_stream stream) {
 
 /* A pool's stream is one: the legacy and per-thread streams always; a handle
  * when streams.c knows it, or else when the driver says it is one (a stream
- * made past our hooks). A handle the driver calls invalid (never a stream,
- * or destroyed) gets no pool, as cuMemAllocAsync would refuse it. */
+ * made past our hooks). A handle destroyed through our hooks is not asked
+ * about (undefined for the driver); one the driver calls invalid (never a
+ * stream, or destroyed past our hooks) gets no pool, as cuMemAllocAsync would
+ * refuse it. */
 static int b_stream_check(void *self, ca_stream key) {
     const ca_driver *d = ca_drv();
     CUstream s = (CUstream)key;
     unsigned flags;
-    if (!key || ca_is_ptds_key(key) || ca_streams_known(s) || !d->cuStreamGetFlags) return CA_OK;
+    if (!key || ca_is_ptds_key(key) || ca_streams_known(s)) return CA_OK;
+    if (ca_streams_gone(s)) return CA_ERR_STREAM;
+    if (!d->cuStreamGetFlags) return CA_OK;
     CUresult r = d->cuStreamGetFlags(s, &flags);
     return r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_CONTEXT_IS_DESTROYED ? CA_ERR_STREAM : CA_OK;
 }

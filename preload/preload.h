@@ -306,8 +306,10 @@ void ca_stream_created(CUstream s, unsigned flags);
 /* Also retires the stream's pools: a later stream with the same handle gets
  * new ones, and theirs end once the device is past their work. */
 void ca_stream_destroying(CUstream s);
-/* Was s created through our hooks and not destroyed? */
+/* Was s created through our hooks and not destroyed? Was it destroyed
+ * through them (and not made again)? */
 bool ca_streams_known(CUstream s);
+bool ca_streams_gone(CUstream s);
 void ca_streams_forget_ctx(CUcontext ctx);
 /* The context a stream made through our hooks belongs to; NULL for the
  * legacy and per-thread streams (the current context's) and unknown ones. */

@@ -51,6 +51,15 @@ typedef struct entry {
 } entry;
 
 static entry *streams;
+/* Handles destroyed through our hooks and not made again: never given to the
+ * driver (a destroyed handle is undefined there: it may name another stream
+ * made past our hooks, or crash). At most MAX_GONE are kept. */
+typedef struct gone {
+    CUstream handle;
+    UT_hash_handle hh;
+} gone;
+#define MAX_GONE 65536
+static gone *gone_streams;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 /* A context's keeper: cudalloc's stream that waits for the last work of its
  * destroyed streams; busy until a query finds it done. */
@@ -109,6 +118,33 @@ static void drop(entry *e) {
     free(e);
 }
 
+static void forget_gone(CUstream s) {
+    gone *g;
+    HASH_FIND_PTR(gone_streams, &s, g);
+    if (g) {
+        HASH_DEL(gone_streams, g);
+        free(g);
+    }
+}
+
+static void remember_gone(CUstream s) {
+    gone *g;
+    HASH_FIND_PTR(gone_streams, &s, g);
+    if (g || HASH_COUNT(gone_streams) >= MAX_GONE || !(g = calloc(1, sizeof *g))) return;
+    int hash_oom = 0;
+    g->handle = s;
+    HASH_ADD_PTR(gone_streams, handle, g);
+    if (hash_oom) free(g);
+}
+
+bool ca_streams_gone(CUstream s) {
+    gone *g;
+    ca_streams_lock();
+    HASH_FIND_PTR(gone_streams, &s, g);
+    ca_streams_unlock();
+    return g != NULL;
+}
+
 bool ca_streams_known(CUstream s) {
     entry *e;
     ca_streams_lock();
@@ -155,6 +191,7 @@ void ca_stream_created(CUstream s, unsigned flags) {
     CUcontext ctx = NULL;
     if (!d || !s || d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) return;
     ca_streams_lock();
+    forget_gone(s);
     entry *e;
     HASH_FIND_PTR(streams, &s, e);
     if (!e && (e = calloc(1, sizeof *e))) {
@@ -236,6 +273,7 @@ void ca_stream_destroying(CUstream s) {
         if (pushed) d->cuCtxPopCurrent_v2(&popped);
         drop(e);
     }
+    remember_gone(s);
     ca_streams_unlock();
     ca_capture_stream_destroyed(s);
     /* after its keeper took its work: the pools' fences cover it */
@@ -305,6 +343,7 @@ void ca_ptds_pool_used(const ca_device *d) {
 void ca_streams_after_fork(void) {
     pthread_mutex_init(&lock, NULL);
     streams = NULL;
+    gone_streams = NULL;
     keepers = NULL;
     atomic_store(&busy_keepers, 0);
     atomic_store(&nonblocking, 0);

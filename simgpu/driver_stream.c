@@ -17,19 +17,37 @@
 #define HANDLE_STRIDE 16
 #define HANDLE_RANGE ((size_t)256 << 20)
 
+static uintptr_t next, end;
+#define MAX_RANGES 64
+static uintptr_t ranges[MAX_RANGES]; /* the ranges handles were handed out from */
+static int nranges;
+
 static CUstream new_handle(void)
 {
-    static uintptr_t next, end;
     if (next == end) {
         void *p = mmap(NULL, HANDLE_RANGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (p == MAP_FAILED)
             return NULL;
         next = (uintptr_t)p;
         end = next + HANDLE_RANGE;
+        if (nranges < MAX_RANGES)
+            ranges[nranges++] = next;
     }
     CUstream h = (CUstream)next;
     next += HANDLE_STRIDE;
     return h;
+}
+
+/* Was s handed out as a stream once? (Then it is a destroyed one when it is
+ * not found: a real driver may have reused it, or may crash on it.) */
+static int once_a_stream(CUstream s)
+{
+    uintptr_t h = (uintptr_t)s;
+    for (int i = 0; i < nranges; i++)
+        if (h >= ranges[i] && h < ranges[i] + HANDLE_RANGE && (h - ranges[i]) % HANDLE_STRIDE == 0 &&
+            (ranges[i] + HANDLE_RANGE != end || h < next))
+            return 1;
+    return 0;
 }
 
 struct CUstream_st *ca_sim_find_stream(CUstream s)
@@ -51,6 +69,8 @@ CUresult ca_sim_stream_resolve(CUstream s, struct ca_sim_stream_ref *out)
         return r;
     }
     struct CUstream_st *st = ca_sim_find_stream(s);
+    if (!st && once_a_stream(s))
+        ca_sim.n.dead_stream_uses++; /* undefined on a GPU: the handle may name another stream now */
     if (!st)
         return CUDA_ERROR_INVALID_HANDLE;
     if (st->ctx->sticky)

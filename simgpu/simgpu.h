@@ -63,6 +63,9 @@ typedef struct simgpu_counters {
      * an event not yet complete, made without CU_EVENT_BLOCKING_SYNC, in a
      * context not made with CU_CTX_SCHED_BLOCKING_SYNC. */
     uint64_t spin_waits;
+    /* Calls given the handle of a destroyed stream: undefined on a GPU,
+     * which may have handed the handle out again, or may crash. */
+    uint64_t dead_stream_uses;
 } simgpu_counters_t;
 
 /* Fills *out; 0 on success, -1 when out is NULL. Works before cuInit (zeros). */

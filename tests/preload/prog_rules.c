@@ -3,7 +3,8 @@
  * device, and on a GPU by scripts/gpu-check.sh (work still queued is a
  * stream waiting for a flag, cuStreamWaitValue32, on both; "retained" needs
  * the simulator's unseen retains and says so on a GPU).
- *   prog_rules second-context|entry-points|wait-destroyed|wait-created|retained|no-spin|rdma-refused|granule */
+ *   prog_rules second-context|entry-points|wait-destroyed|wait-created|retained|no-spin|rdma-refused|granule|
+ *              dead-stream */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <string.h>
@@ -210,6 +211,26 @@ static int granule(void) {
     CHECK_DONE("granule");
 }
 
+/* A destroyed stream's handle is not asked about (cuStreamGetFlags on it is
+ * undefined: the driver may have handed it out again, or crash): cudalloc
+ * answers CUDA_ERROR_INVALID_HANDLE itself for a stream it saw destroyed. */
+static int dead_stream(void) {
+    CUstream s;
+    CUdeviceptr p = 0, x = 0;
+    cuMemFree(flag_zero()); /* for its context */
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS && cuMemAllocAsync(&x, 4096, s) == CUDA_SUCCESS,
+          "a stream, a block in its order");
+    CHECK(cuStreamDestroy(s) == CUDA_SUCCESS, "destroyed");
+    simgpu_counters_t before = sim();
+    CHECK(cuMemAllocAsync(&p, 4096, s) == CUDA_ERROR_INVALID_HANDLE, "an allocation in its order is refused");
+    CHECK(cuMemFreeAsync(x, s) == CUDA_ERROR_INVALID_HANDLE, "so is a free");
+    CHECK(sim().dead_stream_uses == before.dead_stream_uses, "without asking the driver about the dead handle: %llu",
+          (unsigned long long)(sim().dead_stream_uses - before.dead_stream_uses));
+    CHECK(cuMemFree(x) == CUDA_SUCCESS, "a plain free frees the block");
+    all_back(0, "dead-stream");
+    CHECK_DONE("dead-stream");
+}
+
 /* Every entry cudalloc serves, asked of cuGetProcAddress by its base name
  * at each CUDA version that changed it, with and without the per-thread
  * flag: the answer is cudalloc's (found in libcudalloc), whatever address the
@@ -285,7 +306,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "second-context")) return second_context();
     if (!strcmp(mode, "wait-destroyed")) return wait_destroyed();
     if (!strcmp(mode, "wait-created")) return wait_created();
-    if ((!strcmp(mode, "retained") || !strcmp(mode, "no-spin")) && !on_sim) {
+    if ((!strcmp(mode, "retained") || !strcmp(mode, "no-spin") || !strcmp(mode, "dead-stream")) && !on_sim) {
         printf("%s: needs the simulated device: skipped\n", mode);
         return 0;
     }
@@ -293,7 +314,8 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "no-spin") && on_sim) return no_spin();
     if (!strcmp(mode, "rdma-refused")) return rdma_refused();
     if (!strcmp(mode, "granule")) return granule();
+    if (!strcmp(mode, "dead-stream") && on_sim) return dead_stream();
     fprintf(stderr, "usage: prog_rules second-context|entry-points|wait-destroyed|wait-created|retained|no-spin|"
-                    "rdma-refused|granule\n");
+                    "rdma-refused|granule|dead-stream\n");
     return 2;
 }
