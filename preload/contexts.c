@@ -26,16 +26,19 @@ static CUcontext inactive_primary(const ca_driver *drv, CUdevice dev) {
     return active ? NULL : primary;
 }
 
+/* The primary context went: its peer access and the allocator follow. */
+static void follow(CUcontext gone) {
+    if (!gone) return;
+    ca_peers_ctx_gone(gone);
+    ca_device_ctx_went(gone);
+}
+
 /* A context that went by a release no interposer saw (the driver's own) is
  * followed when the next retain finds it inactive. */
 CA_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
     const ca_driver *drv = ca_drv();
     if (!drv || !drv->cuDevicePrimaryCtxRetain) return CUDA_ERROR_NOT_INITIALIZED;
-    CUcontext gone = inactive_primary(drv, dev);
-    if (gone) {
-        ca_peers_ctx_gone(gone);
-        ca_device_ctx_went(gone);
-    }
+    follow(inactive_primary(drv, dev));
     CUresult r = drv->cuDevicePrimaryCtxRetain(pctx, dev);
     if (r == CUDA_SUCCESS && dev >= 0 && dev < MAX_DEVICES) __atomic_store_n(&primaries[dev], *pctx, __ATOMIC_RELAXED);
     return r;
@@ -45,11 +48,7 @@ CA_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
     const ca_driver *drv = ca_drv();
     if (!drv || !drv->cuDevicePrimaryCtxRelease_v2) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = drv->cuDevicePrimaryCtxRelease_v2(dev);
-    CUcontext gone = r == CUDA_SUCCESS ? inactive_primary(drv, dev) : NULL;
-    if (gone) { /* it went: the allocator follows */
-        ca_peers_ctx_gone(gone);
-        ca_device_ctx_went(gone);
-    }
+    if (r == CUDA_SUCCESS) follow(inactive_primary(drv, dev));
     return r;
 }
 
