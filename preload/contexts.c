@@ -52,17 +52,21 @@ CA_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
     return r;
 }
 
-/* ---- contexts of their own (cuCtxCreate) ----
+/* ---- contexts of their own (cuCtxCreate) and green contexts ----
  * The legacy stream of a context orders itself against the blocking streams
  * of that context only (CUDA's "stream synchronization behavior"): work on a
  * second context of the device is not behind the allocator's context's
- * legacy event, though it may use the allocator's blocks. Fences cover every
- * context of the device (cuda_backend.c), so the contexts made are known. */
+ * legacy event, though it may use the allocator's blocks; a green context's
+ * streams are all non-blocking and made past every hook
+ * (cuGreenCtxStreamCreate), and only cuCtxRecordEvent on the primary context
+ * covers them. Fences cover every context of the device (cuda_backend.c), so
+ * the contexts made are known. */
 #define MAX_MADE 64
 
 static struct made {
-    CUcontext ctx;
+    CUcontext ctx; /* or the green context */
     int device;
+    bool green;
 } made[MAX_MADE];
 static size_t nmade;
 static _Atomic size_t made_alive; /* read without the lock: are there any? */
@@ -74,7 +78,7 @@ size_t ca_contexts_others(int device, CUcontext mine, CUcontext *out, size_t cap
     size_t n = 0;
     pthread_mutex_lock(&made_lock);
     for (size_t i = 0; i < nmade; i++)
-        if (made[i].device == device && made[i].ctx != mine) {
+        if (made[i].device == device && made[i].ctx != mine && !made[i].green) {
             if (n < cap) out[n] = made[i].ctx;
             n++;
         }
@@ -91,15 +95,20 @@ size_t ca_contexts_others(int device, CUcontext mine, CUcontext *out, size_t cap
     return n;
 }
 
+bool ca_contexts_green(int device) {
+    bool any = false;
+    pthread_mutex_lock(&made_lock);
+    for (size_t i = 0; i < nmade; i++) any |= made[i].device == device && made[i].green;
+    pthread_mutex_unlock(&made_lock);
+    return any;
+}
+
 /* Counted before the program can use it; a context made after plain frees
  * were handed out behind the legacy event alone starts behind them. */
-static void made_one(CUcontext ctx) {
-    const ca_driver *drv = ca_drv();
-    CUdevice dev;
-    if (drv->cuCtxGetDevice(&dev) != CUDA_SUCCESS) return; /* cuCtxCreate made it current */
+static void made_one(CUcontext ctx, int dev, bool green) {
     pthread_mutex_lock(&made_lock);
     bool kept = nmade < MAX_MADE;
-    if (kept) made[nmade++] = (struct made){ctx, dev};
+    if (kept) made[nmade++] = (struct made){ctx, dev, green};
     pthread_mutex_unlock(&made_lock);
     if (!kept) {
         ca_warn("more than %d contexts of their own: plain frees now wait for the device", MAX_MADE);
@@ -125,7 +134,7 @@ CA_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice 
     const ca_driver *drv = ca_drv();
     if (!drv || !drv->cuCtxCreate_v2) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = drv->cuCtxCreate_v2(pctx, flags, dev);
-    if (r == CUDA_SUCCESS) made_one(*pctx);
+    if (r == CUDA_SUCCESS) made_one(*pctx, dev, false);
     return r;
 }
 
@@ -134,7 +143,7 @@ CA_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, 
     const ca_driver *drv = ca_drv();
     if (!drv || !drv->cuCtxCreate_v3) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = drv->cuCtxCreate_v3(pctx, params, n, flags, dev);
-    if (r == CUDA_SUCCESS) made_one(*pctx);
+    if (r == CUDA_SUCCESS) made_one(*pctx, dev, false);
     return r;
 }
 
@@ -142,8 +151,23 @@ CA_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, un
     const ca_driver *drv = ca_drv();
     if (!drv || !drv->cuCtxCreate_v4) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = drv->cuCtxCreate_v4(pctx, params, flags, dev);
-    if (r == CUDA_SUCCESS) made_one(*pctx);
+    if (r == CUDA_SUCCESS) made_one(*pctx, dev, false);
     return r;
+}
+
+CA_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags) {
+    const ca_driver *drv = ca_drv();
+    if (!drv || !drv->cuGreenCtxCreate) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = drv->cuGreenCtxCreate(phCtx, desc, dev, flags);
+    if (r == CUDA_SUCCESS) made_one((CUcontext)(void *)*phCtx, dev, true);
+    return r;
+}
+
+CA_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx hCtx) {
+    const ca_driver *drv = ca_drv();
+    if (!drv || !drv->cuGreenCtxDestroy) return CUDA_ERROR_NOT_INITIALIZED;
+    ca_contexts_destroyed((CUcontext)(void *)hCtx);
+    return drv->cuGreenCtxDestroy(hCtx);
 }
 
 void ca_contexts_after_fork(void) {

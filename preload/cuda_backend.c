@@ -432,16 +432,22 @@ static CUresult record_fence(cuda_backend *cb, ca_fence *out, bool done) {
     size_t nothers = ca_contexts_none_made() ? 0 : ca_contexts_others(cb->ordinal, cb->ctx, few, 8);
     if (nothers > 8 && (others = malloc(nothers * sizeof *others)))
         nothers = ca_contexts_others(cb->ordinal, cb->ctx, others, nothers);
+    /* green contexts' streams are unknown: cuCtxRecordEvent, else the device waited for */
+    bool green = !ca_contexts_none_made() && ca_contexts_green(cb->ordinal);
+    if (green && !(ca_drv()->cuCtxRecordEvent && ca_conf.context_fences)) {
+        if (others != few) free(others);
+        return sync_device(cb) == DONE ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+    }
     size_t n = ca_streams_nonblocking(cb->ctx, NULL, 0);
     cuda_fence *f = others ? get_fence(cb, (unsigned)(n + 1 + nothers)) : NULL;
-    CUresult r = f ? record_context(cb, &f, cb->ctx, nothers > 0) : CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = f ? record_context(cb, &f, cb->ctx, nothers > 0 || green) : CUDA_ERROR_OUT_OF_MEMORY;
     for (size_t i = 0; r == CUDA_SUCCESS && i < nothers; i++) r = record_other(cb, &f, others[i]);
     if (others && others != few) free(others);
     if (r != CUDA_SUCCESS) {
         if (f) b_fence_destroy(cb, (ca_fence)(uintptr_t)f);
         return sync_device(cb) == DONE ? CUDA_SUCCESS : r;
     }
-    if (!done && !n && !nothers && record_barrier(cb)) { /* the legacy event alone: ordered */
+    if (!done && !n && !nothers && !green && record_barrier(cb)) { /* the legacy event alone: ordered */
         b_fence_destroy(cb, (ca_fence)(uintptr_t)f);
         ca_streams_fenced_ordered();
         return CUDA_SUCCESS;

@@ -93,6 +93,8 @@ typedef struct ca_driver {
     CUresult (*cuCtxCreate_v2)(CUcontext *, unsigned int, CUdevice);
     CUresult (*cuCtxCreate_v3)(CUcontext *, CUexecAffinityParam *, int, unsigned int, CUdevice);
     CUresult (*cuCtxCreate_v4)(CUcontext *, CUctxCreateParams *, unsigned int, CUdevice);
+    CUresult (*cuGreenCtxCreate)(CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned int);
+    CUresult (*cuGreenCtxDestroy)(CUgreenCtx);
     CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
     CUresult (*cuDevicePrimaryCtxRelease_v2)(CUdevice);
     CUresult (*cuDevicePrimaryCtxGetState)(CUdevice, unsigned int *, int *);
@@ -244,6 +246,11 @@ void ca_contexts_after_fork(void);
  * active), and one that goes (cuCtxDestroy). */
 bool ca_contexts_none_made(void);
 size_t ca_contexts_others(int device, CUcontext mine, CUcontext *out, size_t cap);
+/* Green contexts (cuGreenCtxCreate) alive on the device: counted as made,
+ * never among the others; the primary context's cuCtxRecordEvent covers them. */
+bool ca_contexts_green(int device);
+CA_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags);
+CA_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx hCtx);
 void ca_contexts_destroyed(CUcontext ctx);
 CA_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
 CA_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int n, unsigned int flags,

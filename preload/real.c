@@ -263,6 +263,8 @@ static void load_driver(void) {
     LOAD(h, cuCtxCreate_v2);
     LOAD(h, cuCtxCreate_v3);
     LOAD(h, cuCtxCreate_v4);
+    LOAD(h, cuGreenCtxCreate);
+    LOAD(h, cuGreenCtxDestroy);
     LOAD(h, cuDevicePrimaryCtxRetain);
     LOAD(h, cuDevicePrimaryCtxRelease_v2);
     LOAD(h, cuDevicePrimaryCtxGetState);

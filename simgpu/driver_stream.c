@@ -93,6 +93,25 @@ void ca_sim_streams_drop_ctx(struct CUctx_st *ctx)
     }
 }
 
+CUresult ca_sim_stream_new(struct CUctx_st *ctx, unsigned flags, CUstream *out)
+{
+    struct CUstream_st *st = calloc(1, sizeof *st);
+    if (!st)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!(st->self = new_handle())) {
+        free(st);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    st->ctx = ctx;
+    st->flags = flags;
+    st->cs.ctx = ctx;
+    st->cs.handle = st;
+    st->cs.blocking = !(flags & CU_STREAM_NON_BLOCKING);
+    HASH_ADD_PTR(ca_sim.streams, self, st);
+    *out = st->self;
+    return CUDA_SUCCESS;
+}
+
 /* Priorities change nothing when work runs as it is issued. */
 CA_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
 {
@@ -101,22 +120,8 @@ CA_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int f
     CUresult r = ca_sim_current(&ctx);
     if (r == CUDA_SUCCESS && (!phStream || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING)))
         r = CUDA_ERROR_INVALID_VALUE;
-    struct CUstream_st *st = NULL;
-    if (r == CUDA_SUCCESS && !(st = calloc(1, sizeof *st)))
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-    if (r == CUDA_SUCCESS && !(st->self = new_handle())) {
-        free(st);
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    if (r == CUDA_SUCCESS) {
-        st->ctx = ctx;
-        st->flags = flags;
-        st->cs.ctx = ctx;
-        st->cs.handle = st;
-        st->cs.blocking = !(flags & CU_STREAM_NON_BLOCKING);
-        HASH_ADD_PTR(ca_sim.streams, self, st);
-        *phStream = st->self;
-    }
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_stream_new(ctx, flags, phStream);
     ca_sim_unlock();
     return r;
 }

@@ -40,6 +40,7 @@ struct CUctx_st {
     CUevent ptds_wait;          /* ... and on the per-thread stream */
     CUstream legacy_behind;     /* the held stream the legacy stream waits behind */
     CUstream ptds_behind;       /* ... and the per-thread streams */
+    struct CUctx_st *green_of;  /* a green context's primary context (green.c); NULL otherwise */
 };
 
 /* A stream's part in a capture sequence (capture.c): the sequence it is in,
@@ -255,6 +256,8 @@ struct ca_sim_stream_ref {
 };
 CUresult ca_sim_stream_resolve(CUstream s, struct ca_sim_stream_ref *out);
 void ca_sim_streams_drop_ctx(struct CUctx_st *ctx);
+/* A new stream of ctx (lock held). */
+CUresult ca_sim_stream_new(struct CUctx_st *ctx, unsigned flags, CUstream *out);
 
 /* Held streams (stream_hold.c). The held stream an event recorded on `ref`
  * now is behind, or NULL; a stream made to wait on an event behind a held

@@ -42,11 +42,11 @@ CUstream ca_sim_hold_for_record(const struct ca_sim_stream_ref *ref)
 }
 
 /* Work of the whole context (cuCtxRecordEvent) is behind any held stream of
- * it, and behind what a stream of it waits behind. */
+ * it or of its green contexts, and behind what a stream of it waits behind. */
 CUstream ca_sim_hold_for_context(struct CUctx_st *ctx)
 {
     for (int i = 0; i < ca_sim.nholds; i++)
-        if (ca_sim.holds[i].ctx == ctx)
+        if (ca_sim.holds[i].ctx == ctx || ca_sim.holds[i].ctx->green_of == ctx)
             return ca_sim.holds[i].handle;
     struct CUstream_st *st, *tmp;
     HASH_ITER(hh, ca_sim.streams, st, tmp) {

@@ -4,7 +4,7 @@
  * stream waiting for a flag, cuStreamWaitValue32, on both; "retained" needs
  * the simulator's unseen retains and says so on a GPU).
  *   prog_rules second-context|entry-points|wait-destroyed|wait-created|retained|no-spin|rdma-refused|granule|
- *              dead-stream */
+ *              dead-stream|green-context */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <string.h>
@@ -16,6 +16,41 @@
 #define MIB ((size_t)1 << 20)
 
 static int on_sim;
+
+static CUdeviceptr flag_zero(void);
+
+/* Green contexts' streams are non-blocking and made past every hook
+ * (cuGreenCtxStreamCreate); cuCtxRecordEvent on the primary context covers
+ * them, and a plain free's fence must use it: work queued on a green stream
+ * on a block keeps the block from being handed out again. */
+static int green_context(void) {
+    CUdeviceptr gate = flag_zero(), p, q, r;
+    CUdevResource sms;
+    CUdevResourceDesc desc;
+    CUgreenCtx green;
+    CUstream s;
+    CHECK(cuMemAlloc(&p, 4 * MIB) == CUDA_SUCCESS, "cuMemAlloc in the primary context");
+    CHECK(cuDeviceGetDevResource(0, &sms, CU_DEV_RESOURCE_TYPE_SM) == CUDA_SUCCESS &&
+              cuDevResourceGenerateDesc(&desc, &sms, 1) == CUDA_SUCCESS &&
+              cuGreenCtxCreate(&green, desc, 0, CU_GREEN_CTX_DEFAULT_STREAM) == CUDA_SUCCESS,
+          "a green context on the device's SMs");
+    CHECK(cuGreenCtxStreamCreate(&s, green, CU_STREAM_NON_BLOCKING, 0) == CUDA_SUCCESS, "a stream of it");
+    CHECK(cuStreamWaitValue32(s, gate, 1, CU_STREAM_WAIT_VALUE_EQ) == CUDA_SUCCESS &&
+              cuMemsetD8Async(p, 1, 4 * MIB, s) == CUDA_SUCCESS,
+          "work on the block queued there, behind a gate");
+    CHECK(cuMemFree(p) == CUDA_SUCCESS, "cuMemFree");
+    CHECK(cuMemAlloc(&q, 4 * MIB) == CUDA_SUCCESS && q != p,
+          "the block came back while the green context's stream still had work queued on it");
+    CHECK(cuStreamWriteValue32(NULL, gate, 1, 0) == CUDA_SUCCESS && cuStreamSynchronize(s) == CUDA_SUCCESS,
+          "the gate opens, the stream runs");
+    CHECK(cuMemAlloc(&r, 4 * MIB) == CUDA_SUCCESS && r == p, "back once it ran");
+    cuMemFree(q);
+    cuMemFree(r);
+    cuMemFree(gate);
+    CHECK(cuStreamDestroy(s) == CUDA_SUCCESS && cuGreenCtxDestroy(green) == CUDA_SUCCESS, "they go");
+    all_back(0, "green-context");
+    CHECK_DONE("green-context");
+}
 
 /* A flag in device memory, 0, and the device's primary context current. */
 static CUdeviceptr flag_zero(void) {
@@ -304,6 +339,7 @@ int main(int argc, char **argv) {
     on_sim = simhooks_init();
     if (!strcmp(mode, "entry-points")) return entry_points();
     if (!strcmp(mode, "second-context")) return second_context();
+    if (!strcmp(mode, "green-context")) return green_context();
     if (!strcmp(mode, "wait-destroyed")) return wait_destroyed();
     if (!strcmp(mode, "wait-created")) return wait_created();
     if ((!strcmp(mode, "retained") || !strcmp(mode, "no-spin") || !strcmp(mode, "dead-stream")) && !on_sim) {
@@ -316,6 +352,6 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "granule")) return granule();
     if (!strcmp(mode, "dead-stream") && on_sim) return dead_stream();
     fprintf(stderr, "usage: prog_rules second-context|entry-points|wait-destroyed|wait-created|retained|no-spin|"
-                    "rdma-refused|granule|dead-stream\n");
+                    "rdma-refused|granule|dead-stream|green-context\n");
     return 2;
 }

@@ -84,6 +84,7 @@ run free-exit-pending 0 -- timeout 20 "$bin/prog_free" exit-pending
 # (on a GPU too: scripts/gpu-check-rules.sh; a timeout turns a wait CUDA does not make into a failure)
 run rules-second-context 0 -- timeout 60 "$bin/prog_rules" second-context
 [ $on_gpu = 0 ] && run rules-second-context-per-stream 0 CUDALLOC_SIM_DRIVER_VERSION=12040 -- "$bin/prog_rules" second-context
+run rules-green-context 0 -- timeout 60 "$bin/prog_rules" green-context
 # cuGetProcAddress's answers are swapped by symbol, version and flags: simgpu hands out thunks.
 run rules-entry-points 0 -- "$bin/prog_rules" entry-points
 # No waits CUDA does not make: a destroyed stream waiting for a flag, a new stream setting one.
