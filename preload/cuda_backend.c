@@ -378,9 +378,11 @@ static CUresult record_on(cuda_backend *cb, cuda_fence *f, CUcontext ctx, CUstre
 }
 
 /* The streams of a context a fence records on beside its legacy stream:
- * *whole when one cuCtxRecordEvent stands for them all (then none). */
-static size_t streams_of(CUcontext ctx, bool others, CUstream **nb, CUstream *few, size_t nfew, bool *whole) {
-    size_t n = ca_streams_nonblocking(ctx, few, nfew);
+ * *whole when one cuCtxRecordEvent stands for them all (then none); *seen:
+ * its non-blocking streams (the keeper's included). */
+static size_t streams_of(CUcontext ctx, bool others, CUstream **nb, CUstream *few, size_t nfew, bool *whole,
+                         size_t *seen) {
+    size_t n = *seen = ca_streams_nonblocking(ctx, few, nfew);
     *whole = (n || others) && ca_drv()->cuCtxRecordEvent && ca_conf.context_fences;
     *nb = few;
     if (*whole) return 0;
@@ -388,11 +390,11 @@ static size_t streams_of(CUcontext ctx, bool others, CUstream **nb, CUstream *fe
     return n;
 }
 
-/* The point "now" in every stream of one context (current). */
-static CUresult record_context(cuda_backend *cb, cuda_fence **f, CUcontext ctx, bool others) {
+/* The point "now" in every stream of one context (current); *seen as above. */
+static CUresult record_context(cuda_backend *cb, cuda_fence **f, CUcontext ctx, bool others, size_t *seen) {
     CUstream few[16], *nb;
     bool whole;
-    size_t n = streams_of(ctx, others, &nb, few, 16, &whole);
+    size_t n = streams_of(ctx, others, &nb, few, 16, &whole, seen);
     CUresult r = nb ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS && (*f)->cap - (*f)->n < n + 1) { /* more streams than counted: grow */
         cuda_fence *g = realloc(*f, sizeof *g + ((*f)->n + n + 1) * sizeof g->ev[0]);
@@ -411,7 +413,8 @@ static CUresult record_other(cuda_backend *cb, cuda_fence **f, CUcontext ctx) {
     CUcontext popped;
     CUresult r = d->cuCtxPushCurrent_v2(ctx);
     if (r != CUDA_SUCCESS) return r;
-    r = record_context(cb, f, ctx, true);
+    size_t seen;
+    r = record_context(cb, f, ctx, true, &seen);
     d->cuCtxPopCurrent_v2(&popped);
     return r;
 }
@@ -438,9 +441,9 @@ static CUresult record_fence(cuda_backend *cb, ca_fence *out, bool done) {
         if (others != few) free(others);
         return sync_device(cb) == DONE ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
     }
-    size_t n = ca_streams_nonblocking(cb->ctx, NULL, 0);
-    cuda_fence *f = others ? get_fence(cb, (unsigned)(n + 1 + nothers)) : NULL;
-    CUresult r = f ? record_context(cb, &f, cb->ctx, nothers > 0 || green) : CUDA_ERROR_OUT_OF_MEMORY;
+    size_t n = 0; /* the non-blocking streams of the device's context */
+    cuda_fence *f = others ? get_fence(cb, (unsigned)(17 + nothers)) : NULL; /* grown if more */
+    CUresult r = f ? record_context(cb, &f, cb->ctx, nothers > 0 || green, &n) : CUDA_ERROR_OUT_OF_MEMORY;
     for (size_t i = 0; r == CUDA_SUCCESS && i < nothers; i++) r = record_other(cb, &f, others[i]);
     if (others && others != few) free(others);
     if (r != CUDA_SUCCESS) {

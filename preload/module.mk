@@ -135,6 +135,9 @@ $(PRELOAD_TEST_BIN)/bench_fences: tests/preload/bench_fences.c $(SIM)/libcudart.
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -ldl
 test-preload: $(PRELOAD_TEST_BIN)/bench_fences
 ALL_TARGETS += $(PRELOAD_TEST_BIN)/bench_fences
+# Programs that read simgpu's counters are rebuilt when their layout changes.
+$(addprefix $(PRELOAD_TEST_BIN)/,bench_fences prog_driver prog_faults prog_free prog_remap prog_rules prog_runtime \
+    prog_streams): simgpu/simgpu.h tests/preload/simhooks.h
 # A real driver's rules (tests/preload/prog_rules.c, issue 32).
 $(PRELOAD_TEST_BIN)/prog_rules: tests/preload/prog_rules.c $(SIM)/libcuda.so
 	@mkdir -p $(@D)
