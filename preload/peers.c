@@ -95,7 +95,12 @@ void ca_peers_unmap(int owner, uintptr_t addr) {
     free(m);
 }
 
-/* Give `peer` access to every mapping of `owner` (or take it away). */
+static int by_addr(const mapping *a, const mapping *b) { return a->addr < b->addr ? -1 : a->addr > b->addr; }
+
+/* Give `peer` access to every mapping of `owner` (or take it away): one
+ * cuMemSetAccess per run of contiguous mappings (a block's granules are
+ * mapped one by one, and each call costs the driver); a run the driver
+ * refuses whole (it may span two reservations) is set mapping by mapping. */
 static void set_peer(int owner, int peer, bool on) {
     const ca_driver *drv = ca_drv();
     struct owner *o = &owners[owner];
@@ -103,9 +108,15 @@ static void set_peer(int owner, int peer, bool on) {
     pthread_mutex_lock(&o->lock);
     if (on) o->granted |= (uint64_t)1 << peer;
     else o->granted &= ~((uint64_t)1 << peer);
+    HASH_SORT(o->maps, by_addr);
     size_t failed = 0;
-    for (mapping *m = o->maps; m; m = m->hh.next)
-        if (drv->cuMemSetAccess((CUdeviceptr)m->addr, m->size, &d, 1) != CUDA_SUCCESS) failed++;
+    for (mapping *first = o->maps, *m; first; first = m) {
+        uintptr_t end = first->addr + first->size;
+        for (m = first->hh.next; m && m->addr == end; m = m->hh.next) end += m->size;
+        if (drv->cuMemSetAccess((CUdeviceptr)first->addr, end - first->addr, &d, 1) == CUDA_SUCCESS) continue;
+        for (mapping *one = first; one != m; one = one->hh.next)
+            if (drv->cuMemSetAccess((CUdeviceptr)one->addr, one->size, &d, 1) != CUDA_SUCCESS) failed++;
+    }
     pthread_mutex_unlock(&o->lock);
     if (failed && on)
         ca_warn("device %d could not be given access to %zu of device %d's mappings: its kernels and copies "

@@ -330,6 +330,8 @@ CA_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcces
         else
             reg->prot = prot;
     }
+    if (r == CUDA_SUCCESS)
+        ca_sim.n.mem_set_access++;
     ca_sim_unlock();
     return r;
 }

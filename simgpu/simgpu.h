@@ -66,6 +66,7 @@ typedef struct simgpu_counters {
     /* Calls given the handle of a destroyed stream: undefined on a GPU,
      * which may have handed the handle out again, or may crash. */
     uint64_t dead_stream_uses;
+    uint64_t mem_set_access;    /* cuMemSetAccess */
 } simgpu_counters_t;
 
 /* Fills *out; 0 on success, -1 when out is NULL. Works before cuInit (zeros). */

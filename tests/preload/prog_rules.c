@@ -4,7 +4,7 @@
  * stream waiting for a flag, cuStreamWaitValue32, on both; "retained" needs
  * the simulator's unseen retains and says so on a GPU).
  *   prog_rules second-context|entry-points|wait-destroyed|wait-created|retained|no-spin|rdma-refused|granule|
- *              dead-stream|green-context */
+ *              dead-stream|green-context|peer-ranges */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <string.h>
@@ -16,6 +16,7 @@
 #define MIB ((size_t)1 << 20)
 
 static int on_sim;
+static int (*simgpu_kernel_access_fn)(void *, size_t, int);
 
 static CUdeviceptr flag_zero(void);
 
@@ -266,6 +267,28 @@ static int dead_stream(void) {
     CHECK_DONE("dead-stream");
 }
 
+/* Peer access is granted per range of contiguous mappings, not per 2 MiB
+ * mapping: a 64 MiB block (32 granules) opened to device 1 by one
+ * cuMemSetAccess, not 32. Run with CUDALLOC_SIM_DEVICES=2. */
+static int peer_ranges(void) {
+    CUcontext c0, c1;
+    CUdeviceptr p;
+    CHECK(cuInit(0) == CUDA_SUCCESS && cuDevicePrimaryCtxRetain(&c0, 0) == CUDA_SUCCESS &&
+              cuDevicePrimaryCtxRetain(&c1, 1) == CUDA_SUCCESS && cuCtxSetCurrent(c0) == CUDA_SUCCESS,
+          "two devices");
+    CHECK(cuMemAlloc(&p, 64 * MIB) == CUDA_SUCCESS, "64 MiB on device 0");
+    simgpu_counters_t before = sim();
+    CHECK(cuCtxSetCurrent(c1) == CUDA_SUCCESS && cuCtxEnablePeerAccess(c0, 0) == CUDA_SUCCESS, "device 1 -> 0");
+    unsigned long long calls = sim().mem_set_access - before.mem_set_access;
+    CHECK(calls == 1, "granted in %llu cuMemSetAccess calls", calls);
+    CHECK(simgpu_kernel_access_fn && simgpu_kernel_access_fn((void *)(p + 63 * MIB), MIB, 1) == 0,
+          "a kernel on device 1 reaches the whole block");
+    CHECK(cuCtxDisablePeerAccess(c0) == CUDA_SUCCESS && cuCtxSetCurrent(c0) == CUDA_SUCCESS, "disabled");
+    cuMemFree(p);
+    all_back(0, "peer-ranges");
+    CHECK_DONE("peer-ranges");
+}
+
 /* Every entry cudalloc serves, asked of cuGetProcAddress by its base name
  * at each CUDA version that changed it, with and without the per-thread
  * flag: the answer is cudalloc's (found in libcudalloc), whatever address the
@@ -337,12 +360,15 @@ static int entry_points(void) {
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     on_sim = simhooks_init();
+    simgpu_kernel_access_fn = (int (*)(void *, size_t, int))dlsym(RTLD_DEFAULT, "simgpu_kernel_access");
     if (!strcmp(mode, "entry-points")) return entry_points();
     if (!strcmp(mode, "second-context")) return second_context();
     if (!strcmp(mode, "green-context")) return green_context();
+    if (!strcmp(mode, "peer-ranges") && on_sim) return peer_ranges();
     if (!strcmp(mode, "wait-destroyed")) return wait_destroyed();
     if (!strcmp(mode, "wait-created")) return wait_created();
-    if ((!strcmp(mode, "retained") || !strcmp(mode, "no-spin") || !strcmp(mode, "dead-stream")) && !on_sim) {
+    if ((!strcmp(mode, "retained") || !strcmp(mode, "no-spin") || !strcmp(mode, "dead-stream") ||
+         !strcmp(mode, "peer-ranges")) && !on_sim) {
         printf("%s: needs the simulated device: skipped\n", mode);
         return 0;
     }
@@ -352,6 +378,6 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "granule")) return granule();
     if (!strcmp(mode, "dead-stream") && on_sim) return dead_stream();
     fprintf(stderr, "usage: prog_rules second-context|entry-points|wait-destroyed|wait-created|retained|no-spin|"
-                    "rdma-refused|granule|dead-stream|green-context\n");
+                    "rdma-refused|granule|dead-stream|green-context|peer-ranges\n");
     return 2;
 }
