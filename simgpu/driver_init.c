@@ -1,4 +1,7 @@
 /* cuInit and the driver's global state, its lock, and what fork needs. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "simgpu/sim.h"
 
 struct ca_sim ca_sim = {
@@ -27,10 +30,20 @@ static void after_fork_parent(void)
     ca_sim_unlock();
 }
 
+/* With CUDALLOC_SIM_FORK=real, a child forked after cuInit cannot use the
+ * driver, as on a GPU: every call, cuInit included, answers
+ * CUDA_ERROR_NOT_INITIALIZED. */
+static int fork_poisoned;
+
 static void after_fork_child(void)
 {
     ca_sim_unlock();
     ca_sim_phys_after_fork();
+    const char *mode = getenv("CUDALLOC_SIM_FORK");
+    if (mode && !strcmp(mode, "real") && __atomic_load_n(&ca_sim.initialized, __ATOMIC_ACQUIRE)) {
+        fork_poisoned = 1;
+        __atomic_store_n(&ca_sim.initialized, 0, __ATOMIC_RELEASE);
+    }
 }
 
 __attribute__((constructor)) static void register_fork_handlers(void)
@@ -51,6 +64,8 @@ CA_EXPORT CUresult cuInit(unsigned int flags)
     static int env_state; /* 0 unread, 1 good, -1 bad */
     if (flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if (fork_poisoned)
+        return CUDA_ERROR_NOT_INITIALIZED;
     ca_sim_lock();
     if (env_state == 0)
         env_state = ca_sim_read_env() == 0 ? 1 : -1;

@@ -4,10 +4,12 @@
  * stream waiting for a flag, cuStreamWaitValue32, on both; "retained" needs
  * the simulator's unseen retains and says so on a GPU).
  *   prog_rules second-context|entry-points|wait-destroyed|wait-created|retained|no-spin|rdma-refused|granule|
- *              dead-stream|green-context|peer-ranges */
+ *              dead-stream|green-context|peer-ranges|fork-child */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #undef cuGetProcAddress
 
@@ -289,6 +291,33 @@ static int peer_ranges(void) {
     CHECK_DONE("peer-ranges");
 }
 
+/* CUDA cannot be used in a child forked after it was initialized: the
+ * driver's own answer (CUDA_ERROR_NOT_INITIALIZED) is what the child gets,
+ * from cudalloc's entry points too. On simgpu run with CUDALLOC_SIM_FORK=real. */
+static int fork_child(void) {
+    CUdeviceptr p;
+    cuMemFree(flag_zero()); /* initialized, a context current */
+    CHECK(cuMemAlloc(&p, MIB) == CUDA_SUCCESS, "the parent allocates");
+    pid_t pid = fork();
+    if (pid == 0) {
+        CUdeviceptr c = 0;
+        CUresult alloc = cuMemAlloc(&c, MIB), asynch = cuMemAllocAsync(&c, MIB, NULL);
+        size_t f, t;
+        CUresult info = cuMemGetInfo(&f, &t);
+        int bad = (alloc != CUDA_ERROR_NOT_INITIALIZED) | (asynch != CUDA_ERROR_NOT_INITIALIZED) << 1 |
+                  (info != CUDA_ERROR_NOT_INITIALIZED) << 2;
+        if (bad) fprintf(stderr, "child: cuMemAlloc %d, cuMemAllocAsync %d, cuMemGetInfo %d\n", alloc, asynch, info);
+        _exit(bad);
+    }
+    int status = -1;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "the child got the driver's CUDA_ERROR_NOT_INITIALIZED from every call (status %#x)", status);
+    CHECK(cuMemFree(p) == CUDA_SUCCESS, "the parent goes on");
+    all_back(0, "fork-child");
+    CHECK_DONE("fork-child");
+}
+
 /* Every entry cudalloc serves, asked of cuGetProcAddress by its base name
  * at each CUDA version that changed it, with and without the per-thread
  * flag: the answer is cudalloc's (found in libcudalloc), whatever address the
@@ -364,6 +393,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "entry-points")) return entry_points();
     if (!strcmp(mode, "second-context")) return second_context();
     if (!strcmp(mode, "green-context")) return green_context();
+    if (!strcmp(mode, "fork-child")) return fork_child();
     if (!strcmp(mode, "peer-ranges") && on_sim) return peer_ranges();
     if (!strcmp(mode, "wait-destroyed")) return wait_destroyed();
     if (!strcmp(mode, "wait-created")) return wait_created();
@@ -378,6 +408,6 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "granule")) return granule();
     if (!strcmp(mode, "dead-stream") && on_sim) return dead_stream();
     fprintf(stderr, "usage: prog_rules second-context|entry-points|wait-destroyed|wait-created|retained|no-spin|"
-                    "rdma-refused|granule|dead-stream|green-context|peer-ranges\n");
+                    "rdma-refused|granule|dead-stream|green-context|peer-ranges|fork-child\n");
     return 2;
 }
