@@ -132,14 +132,37 @@ static CUresult map_and_grant(cuda_backend *cb, uintptr_t addr, size_t size, ca_
     return r;
 }
 
+/* cuMemSetAccess and cuMemUnmap are synchronous (cuda.h), calls a capture in
+ * global mode forbids every thread, as it does cudaMalloc, though they touch
+ * no stream: while a capture is under way this thread makes them in relaxed
+ * mode (cuThreadExchangeStreamCaptureMode), so that an allocation the capture
+ * allows (stream-ordered, a cache given back) does not invalidate it. */
+static bool relax(CUstreamCaptureMode *was) {
+    const ca_driver *d = ca_drv();
+    *was = CU_STREAM_CAPTURE_MODE_RELAXED;
+    return ca_capture_any() && d->cuThreadExchangeStreamCaptureMode &&
+           d->cuThreadExchangeStreamCaptureMode(was) == CUDA_SUCCESS;
+}
+
+static void unrelax(bool relaxed, CUstreamCaptureMode was) {
+    if (relaxed) ca_drv()->cuThreadExchangeStreamCaptureMode(&was);
+}
+
 static int b_map(void *self, uintptr_t addr, size_t size, ca_handle h) {
     cuda_backend *cb = self;
-    return status(IN_CTX(cb, map_and_grant(cb, addr, size, h)));
+    CUstreamCaptureMode was;
+    bool relaxed = relax(&was);
+    int rc = status(IN_CTX(cb, map_and_grant(cb, addr, size, h)));
+    unrelax(relaxed, was);
+    return rc;
 }
 
 static int b_unmap(void *self, uintptr_t addr, size_t size) {
     cuda_backend *cb = self;
+    CUstreamCaptureMode was;
+    bool relaxed = relax(&was);
     int rc = status(IN_CTX(cb, ca_drv()->cuMemUnmap((CUdeviceptr)addr, size)));
+    unrelax(relaxed, was);
     if (rc == CA_OK) ca_peers_unmap(cb->ordinal, addr);
     return rc;
 }

@@ -122,6 +122,7 @@ typedef struct ca_driver {
     CUresult (*cuStreamEndCapture)(CUstream, CUgraph *);
     CUresult (*cuStreamEndCapture_ptsz)(CUstream, CUgraph *);
     CUresult (*cuStreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
+    CUresult (*cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
     /* one event for all the context's work, CUDA 12.5+, found through cuGetProcAddress */
     CUresult (*cuCtxRecordEvent)(CUcontext, CUevent);
 } ca_driver;

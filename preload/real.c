@@ -289,6 +289,7 @@ static void load_driver(void) {
     LOAD(h, cuStreamEndCapture);
     LOAD(h, cuStreamEndCapture_ptsz);
     LOAD(h, cuStreamIsCapturing);
+    LOAD(h, cuThreadExchangeStreamCaptureMode);
     /* Asked through cuGetProcAddress, as CUDA recommends for entry points of a
      * given version: a driver older than 12.5 has none. */
     if (drv.cuGetProcAddress_v2 &&

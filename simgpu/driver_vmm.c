@@ -282,6 +282,8 @@ CA_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     ca_sim_lock();
     CUresult r = enter();
     if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_unsafe(); /* synchronous (cuda.h's note): a capture may forbid it */
+    if (r == CUDA_SUCCESS)
         r = whole_mappings(ptr, size, &first, &count);
     if (r == CUDA_SUCCESS) {
         for (size_t i = first + count; i-- > first;)
@@ -302,6 +304,8 @@ CA_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcces
     size_t first, n;
     ca_sim_lock();
     CUresult r = enter();
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_unsafe(); /* synchronous (cuda.h's note): a capture may forbid it */
     if (r == CUDA_SUCCESS && (!desc || count == 0))
         r = CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; r == CUDA_SUCCESS && i < count; i++) {

@@ -4,7 +4,7 @@
  * stream waiting for a flag, cuStreamWaitValue32, on both; "retained" needs
  * the simulator's unseen retains and says so on a GPU).
  *   prog_rules second-context|entry-points|wait-destroyed|wait-created|retained|no-spin|rdma-refused|granule|
- *              dead-stream|green-context|peer-ranges|fork-child */
+ *              dead-stream|green-context|peer-ranges|fork-child|vmm-capture */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <string.h>
@@ -318,6 +318,33 @@ static int fork_child(void) {
     CHECK_DONE("fork-child");
 }
 
+/* cuMemSetAccess and cuMemUnmap are synchronous (cuda.h), which a global
+ * capture forbids; cuMemAllocAsync is not. A stream-ordered allocation on
+ * another stream during a capture, one that makes cudalloc map new memory,
+ * and its free with the cache given back, leave the capture valid. */
+static int vmm_capture(void) {
+    CUstream s, t;
+    CUdeviceptr p = 0;
+    CUgraph g = NULL;
+    cuMemFree(flag_zero()); /* for its context */
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+              cuStreamCreate(&t, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS,
+          "two streams");
+    CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS, "a global capture on one");
+    CHECK(cuMemAllocAsync(&p, 64 * MIB, t) == CUDA_SUCCESS, "64 MiB in the other's order: new memory mapped");
+    CHECK(cuMemFreeAsync(p, t) == CUDA_SUCCESS && CUDALLOC_CALL(cudalloc_empty_cache) == 0,
+          "freed, the cache given back");
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    CHECK(cuStreamIsCapturing(s, &st) == CUDA_SUCCESS && st == CU_STREAM_CAPTURE_STATUS_ACTIVE,
+          "the capture is still valid (status %d)", st);
+    CHECK(cuStreamEndCapture(s, &g) == CUDA_SUCCESS, "and ends");
+    if (g) cuGraphDestroy(g);
+    cuStreamDestroy(s);
+    cuStreamDestroy(t);
+    all_back(0, "vmm-capture");
+    CHECK_DONE("vmm-capture");
+}
+
 /* Every entry cudalloc serves, asked of cuGetProcAddress by its base name
  * at each CUDA version that changed it, with and without the per-thread
  * flag: the answer is cudalloc's (found in libcudalloc), whatever address the
@@ -394,6 +421,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "second-context")) return second_context();
     if (!strcmp(mode, "green-context")) return green_context();
     if (!strcmp(mode, "fork-child")) return fork_child();
+    if (!strcmp(mode, "vmm-capture")) return vmm_capture();
     if (!strcmp(mode, "peer-ranges") && on_sim) return peer_ranges();
     if (!strcmp(mode, "wait-destroyed")) return wait_destroyed();
     if (!strcmp(mode, "wait-created")) return wait_created();
@@ -408,6 +436,6 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "granule")) return granule();
     if (!strcmp(mode, "dead-stream") && on_sim) return dead_stream();
     fprintf(stderr, "usage: prog_rules second-context|entry-points|wait-destroyed|wait-created|retained|no-spin|"
-                    "rdma-refused|granule|dead-stream|green-context|peer-ranges|fork-child\n");
+                    "rdma-refused|granule|dead-stream|green-context|peer-ranges|fork-child|vmm-capture\n");
     return 2;
 }

@@ -106,6 +106,8 @@ run rules-dead-stream 0 -- "$bin/prog_rules" dead-stream
 [ $on_gpu = 0 ] && run rules-peer-ranges 0 CUDALLOC_SIM_DEVICES=2 -- "$bin/prog_rules" peer-ranges
 # A child forked after CUDA's initialization gets the driver's own error (CUDALLOC_SIM_FORK=real: as a GPU does).
 [ $on_gpu = 0 ] && run rules-fork-child 0 CUDALLOC_SIM_FORK=real -- "$bin/prog_rules" fork-child
+# Mapping and unmapping during a global capture (synchronous calls) leave the capture valid.
+run rules-vmm-capture 0 -- "$bin/prog_rules" vmm-capture
 run rules-no-spin-per-stream 0 CUDALLOC_SIM_MEMORY=64MiB CUDALLOC_SIM_DRIVER_VERSION=12040 -- "$bin/prog_rules" no-spin
 # Stream capture (prog_capture.c): each program prints what every call answered;
 # under the preload it must print what it prints without it (on the simulated
