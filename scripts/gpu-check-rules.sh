@@ -28,6 +28,9 @@ rule() {
 echo "entry points swapped by name, version, flags: $(rule entry-points)"
 # A second context's stream (cuCtxCreate) still using a freed block keeps it.
 echo "plain free vs a second context's queued work: $(rule second-context)"
+echo "plain free vs a green context's queued work: $(rule green-context)"
+# Mapping new memory during a global capture (cuMemSetAccess is synchronous) leaves it valid.
+echo "stream-ordered allocation during a global capture: $(rule vmm-capture)"
 # No waits CUDA never makes: a destroyed stream waiting for a flag the legacy
 # stream sets, a new non-blocking stream setting a flag a blocking one waits for.
 echo "wait-value, destroyed stream then legacy write: $(rule wait-destroyed)"
