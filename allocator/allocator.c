@@ -226,7 +226,7 @@ static void sweep_pool(ca_allocator *a, ca_pool *p) {
     if (a->opt.expandable) ca_exp_sweep(a, p);
 }
 
-int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom_info *oom) {
+static int alloc_block(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom_info *oom, bool ordered) {
     if (!size || !ptr) return CA_ERR_INVALID;
     /* Each thread remembers its last pool: the next request is usually the same. */
     ca_pool *p = tl_pool;
@@ -275,6 +275,8 @@ int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom
     b = ca_split(a, b, rounded);
     b->allocated = true;
     b->requested = size;
+    b->ordered = ordered;
+    b->id = 0; /* a new allocation: a new id when asked */
     ca_live_add(&p->live, b);
     b->small = small;
     int kind = small ? CA_POOL_SMALL : CA_POOL_LARGE;
@@ -296,6 +298,14 @@ int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom
     if (sweep) ca_pools_end_retired(a, false);
     *ptr = (void *)b->addr;
     return CA_OK;
+}
+
+int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom_info *oom) {
+    return alloc_block(a, size, stream, ptr, oom, false);
+}
+
+int ca_malloc_ordered(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom_info *oom) {
+    return alloc_block(a, size, stream, ptr, oom, true);
 }
 
 /* b is free: merge it with free neighbours and index the result. */
@@ -443,6 +453,42 @@ int ca_owns(ca_allocator *a, const void *ptr, size_t *requested) {
     ca_block *b = find_live(a, (uintptr_t)ptr, &p);
     if (!b) return 0;
     if (requested) *requested = b->requested;
+    ca_lock_release(&p->lock);
+    return 1;
+}
+
+/* The live block with addr inside it (not at its start), its pool locked. */
+static ca_block *find_covering(ca_allocator *a, uintptr_t addr, ca_pool **pool) {
+    ca_pool *const *arr;
+    size_t n = ca_pools(a, &arr);
+    for (size_t i = 0; i < n; i++) {
+        ca_pool *p = arr[i];
+        if (a->opt.expandable && !pool_holds(p, addr)) continue;
+        ca_lock_acquire(&p->lock);
+        for (int k = 0; k < 2; k++)
+            for (ca_segment *seg = p->heap[k].segments; seg; seg = seg->next) {
+                if (addr - seg->base >= seg->span) continue;
+                ca_block *b = seg->first;
+                while (b && b->addr + b->size <= addr) b = b->next;
+                if (b && b->requested && addr - b->addr < b->requested) { /* live: requested is 0 once freed */
+                    *pool = p;
+                    return b;
+                }
+            }
+        ca_lock_release(&p->lock);
+    }
+    return NULL;
+}
+
+int ca_find_allocation(ca_allocator *a, const void *ptr, ca_allocation *out) {
+    static uint64_t last_id; /* process-wide: ids are unique across devices too */
+    uintptr_t addr = (uintptr_t)ptr;
+    ca_pool *p;
+    ca_block *b = find_live(a, addr, &p);
+    if (!b) b = find_covering(a, addr, &p);
+    if (!b) return 0;
+    if (!b->id) b->id = __atomic_add_fetch(&last_id, 1, __ATOMIC_RELAXED);
+    *out = (ca_allocation){.addr = b->addr, .requested = b->requested, .id = b->id, .ordered = b->ordered};
     ca_lock_release(&p->lock);
     return 1;
 }

@@ -28,6 +28,7 @@ typedef struct ca_block {
     bool pending;                      /* freed by a plain free, waiting for a fence
                                         * (fence.c); `allocated` stays set meanwhile,
                                         * so nothing merges, maps or unmaps it */
+    bool ordered;                      /* live: made by ca_malloc_ordered */
     union {                            /* never needed at once: */
         struct ca_block *pending_next; /* pending: in its pool's unfenced list or batch */
         size_t unmapped;               /* free, expandable: granules lying wholly inside it
@@ -35,6 +36,8 @@ typedef struct ca_block {
                                         * path's test); 0 while allocated */
     };
     struct ca_block *live_next;        /* allocated: next in its live table's bucket */
+    uint64_t id;                       /* live: its allocation's id (ca_find_allocation),
+                                        * given on first asking; 0: none yet */
 } ca_block;
 
 #include "livetable.h"

@@ -47,6 +47,17 @@ void *ca_dlvsym_driver(void *handle, const char *name, const char *version);
  * found in libcuda (dlsym; never loads the driver). */
 void *ca_hook_for_real(void *real);
 void *ca_hook_for_driver_name(const char *name, void *real);
+/* A driver function we stand in for: its entry's name, where ca_driver keeps
+ * the driver's address, and ours. Beside hooks_driver.c's own table, the
+ * pointer queries' and the other allocators' (pointer_query.c, others.c). */
+typedef struct ca_swap {
+    const char *name;
+    size_t field;
+    void *ours;
+} ca_swap;
+#define CA_SWAP(entry, ours) {#entry, offsetof(ca_driver, entry), (void *)ours}
+extern const ca_swap ca_query_swaps[];
+extern const size_t ca_query_nswaps;
 
 /* The real driver, from libcuda.so.1, looked up by its exact entry names. */
 typedef struct ca_driver {
@@ -117,6 +128,15 @@ typedef struct ca_driver {
     CUresult (*cuStreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
     /* one event for all the context's work, CUDA 12.5+, found through cuGetProcAddress */
     CUresult (*cuCtxRecordEvent)(CUcontext, CUevent);
+    /* pointer queries (pointer_query.c) and the allocators beside ours (others.c) */
+    CUresult (*cuMemGetAddressRange_v2)(CUdeviceptr *, size_t *, CUdeviceptr);
+    CUresult (*cuPointerGetAttribute)(void *, CUpointer_attribute, CUdeviceptr);
+    CUresult (*cuPointerGetAttributes)(unsigned int, CUpointer_attribute *, void **, CUdeviceptr);
+    CUresult (*cuDeviceGetMemPool)(CUmemoryPool *, CUdevice);
+    CUresult (*cuMemGetHandleForAddressRange)(void *, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long);
+    CUresult (*cuMemAllocManaged)(CUdeviceptr *, size_t, unsigned int);
+    CUresult (*cuMemAllocFromPoolAsync)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+    CUresult (*cuMemAllocFromPoolAsync_ptsz)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 } ca_driver;
 
 /* The driver, loaded on first use; NULL when libcuda.so.1 cannot be loaded. */
@@ -254,6 +274,15 @@ void ca_ipc_after_fork(void);
 CA_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr);
 CA_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags);
 CA_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr);
+
+/* ---- pointer_query.c: a block is cudaMalloc memory to every query ---- */
+CA_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr);
+CA_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr);
+CA_EXPORT CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute *attributes, void **data,
+                                          CUdeviceptr ptr);
+CA_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr);
+CA_EXPORT CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t size,
+                                                 CUmemRangeHandleType handleType, unsigned long long flags);
 
 /* ---- torch.c, torch_oom.c: PyTorch's pluggable allocator ---- */
 /* Raise torch.OutOfMemoryError(message) through PyTorch's C++ (a C++

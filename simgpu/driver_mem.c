@@ -289,15 +289,16 @@ CA_EXPORT CUresult cuMemFreeHost(void *p)
     return r;
 }
 
-/* VMM addresses answer with their cuMemAddressReserve range. */
+/* A VMM address answers with the mapping that holds it (one cuMemMap), as
+ * the driver documents under CU_POINTER_ATTRIBUTE_RANGE_SIZE ("to retrieve
+ * the size of the mapped region, see cuMemGetAddressRange"); reserved space
+ * with nothing mapped is no allocation. */
 CA_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
     struct CUctx_st *ctx;
     ca_sim_lock();
     CUresult r = ca_sim_current(&ctx);
     struct ca_sim_region *reg = ca_sim_regions_find(&ca_sim.mem, dptr);
-    if (r == CUDA_SUCCESS && reg && reg->kind == CA_SIM_MAPPING)
-        reg = ca_sim_regions_find(&ca_sim.resv, dptr);
     if (r == CUDA_SUCCESS && (!reg || reg->kind == CA_SIM_HOST))
         r = CUDA_ERROR_NOT_FOUND;
     if (r == CUDA_SUCCESS) {

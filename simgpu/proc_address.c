@@ -35,6 +35,8 @@ static const struct entry table[] = {
     E("cuDeviceGetAttribute", 2000, cuDeviceGetAttribute),
     E("cuDeviceGetUuid", 9020, cuDeviceGetUuid),
     E("cuDeviceGetUuid", 11040, cuDeviceGetUuid_v2),
+    E("cuDeviceGetDefaultMemPool", 11020, cuDeviceGetDefaultMemPool),
+    E("cuDeviceGetMemPool", 11020, cuDeviceGetMemPool),
 
     E("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain),
     E("cuDevicePrimaryCtxRelease", 7000, cuDevicePrimaryCtxRelease_v2),
@@ -116,6 +118,7 @@ static const struct entry table[] = {
     E("cuMemGetAllocationGranularity", 10020, cuMemGetAllocationGranularity),
     E("cuMemGetAllocationPropertiesFromHandle", 10020, cuMemGetAllocationPropertiesFromHandle),
     E("cuMemRetainAllocationHandle", 11000, cuMemRetainAllocationHandle),
+    E("cuMemGetHandleForAddressRange", 11070, cuMemGetHandleForAddressRange),
     E("cuMemExportToShareableHandle", 10020, cuMemExportToShareableHandle),
     E("cuMemImportFromShareableHandle", 10020, cuMemImportFromShareableHandle),
     E("cuIpcGetMemHandle", 4010, cuIpcGetMemHandle),

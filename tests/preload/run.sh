@@ -188,6 +188,18 @@ for mode in destroy release streams; do
     [ $on_gpu = 1 ] || run "contexts-$mode-baseline" 0 LD_PRELOAD= -- "$bin/prog_contexts" "$mode"
 done
 
+# A block is cudaMalloc memory to what NCCL and UCX ask before registering it
+# (prog_registry.c): the same checks pass under the preload and without it;
+# raw cuMem memory, as cudalloc lays it out, answers otherwise.
+for mode in queries async reuse export; do
+    run "registry-$mode" 0 -- timeout 60 "$bin/prog_registry" "$mode"
+    run "registry-$mode-classic" 0 CUDALLOC_CONF=expandable_segments:false -- timeout 60 "$bin/prog_registry" "$mode"
+    [ $on_gpu = 1 ] || run "registry-$mode-baseline" 0 LD_PRELOAD= -- timeout 60 "$bin/prog_registry" "$mode"
+done
+run registry-reuse-same-address 0 -- "$bin/prog_registry" reuse
+expect registry-reuse-same-address-said "reuse: the same address"
+run registry-vmm-differs 0 LD_PRELOAD= -- "$bin/prog_registry" vmm
+
 # cudaGetLastError sees the errors cudalloc answers itself (prog_errors.c).
 if [ $on_gpu = 0 ]; then
     run last-error 0 CUDALLOC_SIM_MEMORY=64MiB CUDALLOC_CONF=oom_message:false -- "$bin/prog_errors"
