@@ -284,6 +284,14 @@ CA_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *han
 CA_EXPORT CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t size,
                                                  CUmemRangeHandleType handleType, unsigned long long flags);
 
+/* ---- others.c: allocators beside ours get our cache on out of memory ---- */
+CA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                               unsigned long long flags);
+CA_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags);
+CA_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream);
+CA_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                                CUstream hStream);
+
 /* ---- torch.c, torch_oom.c: PyTorch's pluggable allocator ---- */
 /* Raise torch.OutOfMemoryError(message) through PyTorch's C++ (a C++
  * exception that unwinds through the caller); returns only when the process

@@ -101,7 +101,12 @@ CA_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
 
 CA_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 {
-    return cuDeviceGetDefaultMemPool(pool, dev);
+    CUresult r = check_dev(dev);
+    if (r == CUDA_SUCCESS && !pool)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        *pool = ca_sim_mempool(dev);
+    return r;
 }
 
 /* Attributes not listed read 0 (texture limits, interop features, ...). */

@@ -84,6 +84,10 @@ static CUresult answer(CUpointer_attribute a, const struct view *v, CUdeviceptr 
         *(unsigned long long *)data = reg->phys ? reg->phys->handle : reg->id;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        if (!reg)
+            return CUDA_ERROR_INVALID_VALUE;
+        put_bool(data, reg->managed);
+        return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
     case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
         if (!reg)

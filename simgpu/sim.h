@@ -112,6 +112,7 @@ struct ca_sim_region {
     unsigned char access[SIMGPU_MAX_DEVICES]; /* mappings: CUmemAccess_flags per device */
     int ipc_fd;                 /* linear memory exported for IPC, or imported: its memfd; -1: none */
     unsigned ipc_refs;          /* imported: cuIpcOpenMemHandle minus cuIpcCloseMemHandle */
+    int managed;                /* linear memory from cuMemAllocManaged */
     int ipc_pid;                /* imported: the exporter, and its allocation's id */
     unsigned long long ipc_id;
     struct ca_sim_gmem *gmem;   /* graph allocations: the allocation node's memory */

@@ -199,6 +199,12 @@ done
 run registry-reuse-same-address 0 -- "$bin/prog_registry" reuse
 expect registry-reuse-same-address-said "reuse: the same address"
 run registry-vmm-differs 0 LD_PRELOAD= -- "$bin/prog_registry" vmm
+# Allocators beside cudalloc get its cache when the driver has too little (prog_beside.c).
+if [ $on_gpu = 0 ]; then
+    run beside 0 CUDALLOC_SIM_MEMORY=1GiB -- "$bin/prog_beside"
+    expect beside-said "ran out of memory: cudalloc gave its cache back"
+    run beside-baseline 0 CUDALLOC_SIM_MEMORY=1GiB LD_PRELOAD= -- "$bin/prog_beside"
+fi
 
 # cudaGetLastError sees the errors cudalloc answers itself (prog_errors.c).
 if [ $on_gpu = 0 ]; then
