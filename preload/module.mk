@@ -144,7 +144,7 @@ $(PRELOAD_TEST_BIN)/prog_peer: tests/preload/prog_peer.c $(SIM)/libcudart.so $(S
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lcuda -ldl
 $(PRELOAD_TEST_BIN)/prog_ipc: tests/preload/prog_ipc.c $(SIM)/libcudart.so $(SIM)/libcuda.so
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lcuda
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lcuda -ldl
 $(PRELOAD_TEST_BIN)/prog_errors: tests/preload/prog_errors.c $(SIM)/libcudart.so
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart
@@ -159,7 +159,7 @@ $(PRELOAD_TEST_BIN)/prog_registry: tests/preload/prog_registry.c $(SIM)/libcudar
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lcuda -ldl
 $(PRELOAD_TEST_BIN)/prog_beside: tests/preload/prog_beside.c $(SIM)/libcudart.so $(SIM)/libcuda.so
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lcuda
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lcuda -ldl
 ISSUE31_PROGS := $(PRELOAD_TEST_BIN)/prog_registry $(PRELOAD_TEST_BIN)/prog_beside
 test-preload: $(PRELOAD_TEST_BIN)/prog_peer $(PRELOAD_TEST_BIN)/prog_ipc $(PRELOAD_TEST_BIN)/prog_errors \
               $(PRELOAD_TEST_BIN)/prog_profiler $(PRELOAD_TEST_BIN)/prog_contexts $(ISSUE31_PROGS)

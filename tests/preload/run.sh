@@ -165,6 +165,19 @@ if [ $on_gpu = 0 ]; then
     expect no-vmm-line "device 0 has no virtual memory management (as some vGPUs): classic segments there"
     run no-vmm-threads 0 CUDALLOC_SIM_VMM=0 -- "$bin/prog_runtime" threads
 fi
+# A stuck or hostile peer cannot hang or fool either side; forks, closes and
+# peers (issue 31).
+run ipc-hostile 0 -- timeout 60 "$bin/prog_ipc" hostile
+expect ipc-hostile-said "did not answer within 5 s"
+expect ipc-impostor-said "is held by another process or user: not used"
+for mode in stuck-client other-user; do
+    run "ipc-$mode" 0 -- timeout 60 "$bin/prog_ipc" "$mode"
+done
+if [ $on_gpu = 0 ]; then
+    run ipc-fork-export 0 -- timeout 60 "$bin/prog_ipc" fork-export
+    run ipc-close-held 0 -- timeout 60 "$bin/prog_ipc" close-held
+    run ipc-peer-import 0 CUDALLOC_SIM_DEVICES=2 -- timeout 60 "$bin/prog_ipc" peer-import
+fi
 
 # A profiler and cudalloc share CUPTI (prog_profiler.c, the simulated
 # device's CUPTI stand-in): the profiler gets its records and only them,
