@@ -52,6 +52,8 @@ static uint64_t next_id = 1;
 typedef struct import {
     struct import *next;
     CUdeviceptr ptr, base;
+    size_t size;  /* the block's, as exported */
+    uint64_t serial; /* this opening's, for pointer queries (never reused) */
     size_t span;
     int kind;
     int device;  /* CA_IPC_GRANULES: the device it is mapped for (peers.c knows it) */
@@ -63,6 +65,7 @@ typedef struct import {
 
 static import *imports;
 static pthread_mutex_t imports_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t last_serial;
 
 /* ---- exporting ---- */
 
@@ -326,7 +329,8 @@ CA_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle hand
         free(im);
         return r;
     }
-    *im = (import){.ptr = im->base + desc.offset, .base = im->base, .span = im->span, .kind = desc.kind,
+    *im = (import){.ptr = im->base + desc.offset, .base = im->base, .size = h.size, .span = im->span, .kind = desc.kind,
+                   .serial = __atomic_add_fetch(&last_serial, 1, __ATOMIC_RELAXED),
                    .device = im->device, .refs = 1, .pid = h.pid, .id = h.id, .ctx = ctx};
     *pdptr = im->ptr;
     pthread_mutex_lock(&imports_lock);
@@ -334,6 +338,15 @@ CA_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle hand
     imports = im;
     pthread_mutex_unlock(&imports_lock);
     return CUDA_SUCCESS;
+}
+
+bool ca_ipc_import_at(CUdeviceptr p, CUdeviceptr *base, size_t *size, CUcontext *ctx, uint64_t *id) {
+    pthread_mutex_lock(&imports_lock);
+    import *im = imports;
+    while (im && p - im->ptr >= im->size) im = im->next;
+    if (im) *base = im->ptr, *size = im->size, *ctx = im->ctx, *id = im->serial;
+    pthread_mutex_unlock(&imports_lock);
+    return im != NULL;
 }
 
 /* Programs built against headers older than CUDA 11 name the same call so. */

@@ -5,8 +5,10 @@
  * allocator's, and it is legacy-IPC capable (ipc.c exports it). A block made
  * by cudaMallocAsync answers as stream-ordered pool memory: no context, not
  * legacy-IPC capable, the device's current pool. Addresses in our ranges that
- * no live block holds answer as freed cudaMalloc memory: not CUDA's.
- * Everything else, and every other pointer, is the driver's to answer. */
+ * no live block holds answer as freed cudaMalloc memory: not CUDA's. Memory
+ * this process opened with cudaIpcOpenMemHandle (ipc.c maps it as granules of
+ * its own) answers as such memory does: the block opened, in the opener's
+ * context, not exported again. Everything else is the driver's to answer. */
 #include <string.h>
 #include <unistd.h>
 
@@ -14,27 +16,44 @@
 
 /* Our buffer IDs: the allocator's, in a half of the 64-bit space the driver's
  * counters never reach, so that they cannot equal the ID of the driver's own
- * allocations (cudaMalloc memory that passed through us, host memory). */
+ * allocations (cudaMalloc memory that passed through us, host memory); what
+ * this process opened with cudaIpcOpenMemHandle in a quarter of its own. */
 #define OUR_IDS (1ull << 63)
+#define IMPORT_IDS (OUR_IDS | 1ull << 62)
 
+/* What an address is to us. */
 typedef struct block {
-    const void *p;   /* asked about */
-    ca_device *d;    /* NULL: not in our memory */
-    bool live;       /* in our memory, held by a live block: */
-    ca_allocation a;
+    enum { NOT_OURS, FREE, LIVE, IMPORTED } kind; /* FREE: in our ranges, no block there */
+    CUdeviceptr base;
+    size_t size;
+    CUcontext ctx;   /* LIVE: the allocator's (NULL for stream-ordered memory); IMPORTED: the opener's */
+    uint64_t id;     /* its buffer ID */
+    bool ordered;    /* LIVE: made by cudaMallocAsync */
+    ca_device *d;    /* LIVE, FREE: whose */
 } block;
 
+struct find {
+    const void *p;
+    ca_allocation a;
+    ca_device *d;
+};
+
 static void find(ca_device *d, void *ctx) {
-    block *b = ctx;
-    if (!b->live && ca_find_allocation(d->alloc, b->p, &b->a)) b->d = d, b->live = true;
+    struct find *f = ctx;
+    if (!f->d && ca_find_allocation(d->alloc, f->p, &f->a)) f->d = d;
 }
 
 /* The block holding p, or where p lies in memory of ours. */
 static block lookup(CUdeviceptr p) {
-    block b = {.p = (const void *)p};
+    block b = {.kind = NOT_OURS};
     if (!p) return b;
-    ca_devices_foreach(find, &b);
-    if (!b.live) b.d = ca_owner(b.p);
+    struct find f = {.p = (const void *)p};
+    ca_devices_foreach(find, &f);
+    if (f.d)
+        return (block){.kind = LIVE, .base = f.a.addr, .size = f.a.requested, .ctx = f.a.ordered ? NULL : f.d->ctx,
+                       .id = OUR_IDS | f.a.id, .ordered = f.a.ordered, .d = f.d};
+    if ((b.d = ca_owner(f.p))) b.kind = FREE;
+    else if (ca_ipc_import_at(p, &b.base, &b.size, &b.ctx, &b.id)) b.kind = IMPORTED, b.id |= IMPORT_IDS;
     return b;
 }
 
@@ -44,49 +63,51 @@ CA_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CU
     const ca_driver *drv = ca_drv();
     if (!drv || !drv->cuMemGetAddressRange_v2) return no_driver();
     block b = lookup(dptr);
-    if (!b.d) return drv->cuMemGetAddressRange_v2(pbase, psize, dptr);
-    if (!b.live) return CUDA_ERROR_NOT_FOUND;
-    if (pbase) *pbase = (CUdeviceptr)b.a.addr;
-    if (psize) *psize = b.a.requested;
+    if (b.kind == NOT_OURS) return drv->cuMemGetAddressRange_v2(pbase, psize, dptr);
+    if (b.kind == FREE) return CUDA_ERROR_NOT_FOUND;
+    if (pbase) *pbase = b.base;
+    if (psize) *psize = b.size;
     return CUDA_SUCCESS;
 }
 
-/* The value of an attribute we answer for a live block, into data; false for
- * the attributes the driver answers (ACCESS_FLAGS: the current device's
- * access, which peers.c keeps as peer access gives it on cudaMalloc memory;
- * IS_GPU_DIRECT_RDMA_CAPABLE, P2P_TOKENS, SYNC_MEMOPS, IS_HW_DECOMPRESS_CAPABLE:
- * what the driver says of the memory itself). */
+/* The value of an attribute we answer for a live block or an import, into
+ * data; false for the attributes the driver answers (DEVICE_ORDINAL of an
+ * import; ACCESS_FLAGS: the current device's access, which peers.c keeps as
+ * peer access gives it on cudaMalloc memory; IS_GPU_DIRECT_RDMA_CAPABLE,
+ * P2P_TOKENS, SYNC_MEMOPS, IS_HW_DECOMPRESS_CAPABLE: what the driver says of
+ * the memory itself; DEVICE_POINTER, HOST_POINTER: the address as it is). */
 static bool ours(const block *b, CUpointer_attribute a, void *data) {
     const ca_driver *drv = ca_drv();
     switch (a) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
-        *(CUcontext *)data = b->a.ordered ? NULL : b->d->ctx;
+        *(CUcontext *)data = b->ctx;
         return true;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
         *(unsigned int *)data = CU_MEMORYTYPE_DEVICE;
         return true;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        if (!b->d) return false;
         *(int *)data = b->d->ordinal;
         return true;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID:
     case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID: /* one allocation, one physical allocation */
-        *(unsigned long long *)data = OUR_IDS | b->a.id;
+        *(unsigned long long *)data = b->id;
         return true;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
         *(bool *)data = false;
         return true;
-    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
-        *(bool *)data = !b->a.ordered;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: /* imported memory is not exported again */
+        *(bool *)data = b->kind == LIVE && !b->ordered;
         return true;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-        *(CUdeviceptr *)data = (CUdeviceptr)b->a.addr;
+        *(CUdeviceptr *)data = b->base;
         return true;
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
     case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
-        *(size_t *)data = b->a.requested;
+        *(size_t *)data = b->size;
         return true;
     case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
-        *(void **)data = (void *)b->a.addr;
+        *(void **)data = (void *)b->base;
         return true;
     case CU_POINTER_ATTRIBUTE_MAPPED:
         *(bool *)data = true;
@@ -96,7 +117,7 @@ static bool ours(const block *b, CUpointer_attribute a, void *data) {
         return true;
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: {
         CUmemoryPool pool = NULL;
-        if (b->a.ordered && drv->cuDeviceGetMemPool && drv->cuDeviceGetMemPool(&pool, b->d->ordinal) != CUDA_SUCCESS)
+        if (b->ordered && drv->cuDeviceGetMemPool && drv->cuDeviceGetMemPool(&pool, b->d->ordinal) != CUDA_SUCCESS)
             pool = NULL;
         *(CUmemoryPool *)data = pool;
         return true;
@@ -110,10 +131,8 @@ CA_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribu
     const ca_driver *drv = ca_drv();
     if (!drv || !drv->cuPointerGetAttribute) return no_driver();
     block b = lookup(ptr);
-    if (!b.d || !data) return drv->cuPointerGetAttribute(data, attribute, ptr);
-    if (!b.live) return CUDA_ERROR_INVALID_VALUE; /* as at an address no allocation holds */
-    if (attribute == CU_POINTER_ATTRIBUTE_DEVICE_POINTER || attribute == CU_POINTER_ATTRIBUTE_HOST_POINTER)
-        return drv->cuPointerGetAttribute(data, attribute, ptr);
+    if (b.kind == NOT_OURS || !data) return drv->cuPointerGetAttribute(data, attribute, ptr);
+    if (b.kind == FREE) return CUDA_ERROR_INVALID_VALUE; /* as at an address no allocation holds */
     return ours(&b, attribute, data) ? CUDA_SUCCESS : drv->cuPointerGetAttribute(data, attribute, ptr);
 }
 
@@ -155,12 +174,9 @@ CA_EXPORT CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribut
     CUresult r = drv->cuPointerGetAttributes(count, attributes, data, ptr);
     if (r != CUDA_SUCCESS) return r;
     block b = lookup(ptr);
-    if (!b.d) return r;
-    for (unsigned i = 0; i < count; i++) {
-        CUpointer_attribute a = attributes[i];
-        if (!b.live) memset(data[i], 0, value_size(a));
-        else if (a != CU_POINTER_ATTRIBUTE_DEVICE_POINTER && a != CU_POINTER_ATTRIBUTE_HOST_POINTER)
-            ours(&b, a, data[i]);
+    for (unsigned i = 0; b.kind != NOT_OURS && i < count; i++) {
+        if (b.kind == FREE) memset(data[i], 0, value_size(attributes[i]));
+        else ours(&b, attributes[i], data[i]);
     }
     return r;
 }
@@ -172,7 +188,8 @@ CA_EXPORT CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribut
 CA_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr) {
     const ca_driver *drv = ca_drv();
     if (!drv || !drv->cuMemRetainAllocationHandle) return no_driver();
-    if (ca_owner(addr)) return CUDA_ERROR_INVALID_VALUE; /* what the driver answers for cudaMalloc memory */
+    if (lookup((CUdeviceptr)addr).kind != NOT_OURS)
+        return CUDA_ERROR_INVALID_VALUE; /* what the driver answers for cudaMalloc memory, and memory opened by IPC */
     return drv->cuMemRetainAllocationHandle(handle, addr);
 }
 
@@ -186,11 +203,10 @@ CA_EXPORT CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr,
     const ca_driver *drv = ca_drv();
     if (!drv || !drv->cuMemGetHandleForAddressRange) return no_driver();
     block b = lookup(dptr);
-    if (b.d) {
+    if (b.kind != NOT_OURS) {
         size_t page = (size_t)sysconf(_SC_PAGESIZE);
-        uintptr_t first = b.a.addr & ~(uintptr_t)(page - 1);
-        uintptr_t end = (b.a.addr + b.a.requested + page - 1) & ~(uintptr_t)(page - 1);
-        if (!b.live || dptr < first || size > end - dptr) return CUDA_ERROR_INVALID_VALUE;
+        CUdeviceptr first = b.base & ~(CUdeviceptr)(page - 1), end = (b.base + b.size + page - 1) & ~(CUdeviceptr)(page - 1);
+        if (b.kind == FREE || dptr < first || size > end - dptr) return CUDA_ERROR_INVALID_VALUE;
     }
     return drv->cuMemGetHandleForAddressRange(handle, dptr, size, handleType, flags);
 }

@@ -271,6 +271,10 @@ CA_EXPORT CUresult cuCtxDisablePeerAccess(CUcontext peerContext);
 void ca_ipc_block_freed(const void *ptr);
 void ca_ipc_device_reset(int ordinal);
 void ca_ipc_after_fork(void);
+/* Memory this process opened with cuIpcOpenMemHandle around p: the block as
+ * opened (its start and size), the context that opened it and an id of the
+ * opening; false when p is in none. */
+bool ca_ipc_import_at(CUdeviceptr p, CUdeviceptr *base, size_t *size, CUcontext *ctx, uint64_t *id);
 CA_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr);
 CA_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags);
 CA_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr);

@@ -273,6 +273,23 @@ static int import(char **argv) {
     for (size_t i = 0; i < size; i++) bad += host[i] != (unsigned char)value;
     CHECK(bad == 0, "%zu bytes differ", bad);
     free(host);
+    /* what a library asks about memory opened by IPC: the block, in our context */
+    CUdeviceptr base = 0;
+    size_t got = 0;
+    CUcontext ctx = NULL, cur = NULL;
+    bool legacy = true;
+    unsigned long long id = 0;
+    CUmemGenericAllocationHandle mh;
+    cuCtxGetCurrent(&cur);
+    CHECK(cuMemGetAddressRange(&base, &got, dp(p, 100)) == CUDA_SUCCESS && base == dp(p, 0) && got == size,
+          "imported: cuMemGetAddressRange %#llx + %zu", (unsigned long long)base, got);
+    CHECK(cuPointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, dp(p, 0)) == CUDA_SUCCESS && ctx == cur,
+          "imported: the opening context");
+    CHECK(cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, dp(p, 0)) == CUDA_SUCCESS && id,
+          "imported: a buffer ID");
+    CHECK(cuPointerGetAttribute(&legacy, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, dp(p, 0)) == CUDA_SUCCESS &&
+              !legacy, "imported: not exported again");
+    CHECK(cuMemRetainAllocationHandle(&mh, p) == CUDA_ERROR_INVALID_VALUE, "imported: no cuMem handle");
     CHECK(cudaIpcCloseMemHandle(p) == cudaSuccess, "close");
     return check_failures ? 1 : 0;
 }
