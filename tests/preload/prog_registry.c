@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tests/preload/check.h"
@@ -328,6 +329,35 @@ static int vmm(void) {
     CHECK_DONE("registry-vmm");
 }
 
+/* ---- bench: what a query costs, for memory not ours (a host buffer, as UCX
+ * asks about every buffer), a block's start, and 1 MiB inside its last block
+ * among `n` live ones ---- */
+static double seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static double ns_per_query(CUdeviceptr p, int reps) {
+    unsigned long long id;
+    double t0 = seconds();
+    for (int i = 0; i < reps; i++) cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, p);
+    return (seconds() - t0) * 1e9 / reps;
+}
+
+static int bench(int n) {
+    void **p = calloc((size_t)n, sizeof *p);
+    for (int i = 0; i < n; i++) cudaMalloc(&p[i], i == n - 1 ? 4 * MIB : 64 << 10);
+    static char host[4096];
+    int reps = 200000;
+    printf("bench %d blocks: host %.0f ns, block start %.0f ns, inside the last block %.0f ns\n", n,
+           ns_per_query((CUdeviceptr)host, reps), ns_per_query(dp(p[n - 1], 0), reps),
+           ns_per_query(dp(p[n - 1], MIB), reps / 10));
+    for (int i = 0; i < n; i++) cudaFree(p[i]);
+    free(p);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     self = argv[0];
     const char *mode = argc > 1 ? argv[1] : "";
@@ -337,6 +367,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "export")) return export();
     if (!strcmp(mode, "vmm")) return vmm();
     if (!strcmp(mode, "import") && argc > 4) return import(argv);
+    if (!strcmp(mode, "bench") && argc > 2) return bench(atoi(argv[2]));
     fprintf(stderr, "usage: prog_registry queries|async|reuse|export|vmm\n");
     return 2;
 }
