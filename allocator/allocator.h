@@ -138,7 +138,9 @@ typedef struct ca_allocation {
 } ca_allocation;
 /* The live allocation holding ptr anywhere in [addr, addr + requested):
  * 1 with *out set, else 0. A pointer at an allocation's start costs a hash
- * lookup; one inside it a walk of its segment's blocks up to it. */
+ * lookup; one inside it, in an expandable segment, a walk among the blocks of
+ * one granule (the segment's index of block starts), in a classic one a walk
+ * of its segment's blocks. */
 int ca_find_allocation(ca_allocator *a, const void *ptr, ca_allocation *out);
 /* Is ptr inside memory this allocator manages, live or not? (A free of such a
  * pointer that is not live is a double free, not someone else's pointer.) */

@@ -126,12 +126,15 @@ static void *serve(void *arg) {
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 64 << 10);
+    pthread_attr_setstacksize(&attr, 256 << 10); /* answer() needs little */
     for (;;) {
         int s = accept4(l, NULL, NULL, SOCK_CLOEXEC);
         if (s < 0) {
-            if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE || errno == ENOMEM)
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOMEM) { /* short of descriptors: a while */
+                usleep(10000);
                 continue;
+            }
             return NULL;
         }
         pthread_t t;

@@ -88,18 +88,7 @@ CUmemoryPool ca_sim_mempool(int device)
     return (CUmemoryPool)&ca_sim.dev[device].mempool;
 }
 
-CA_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
-{
-    CUresult r = check_dev(dev);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!pool)
-        return CUDA_ERROR_INVALID_VALUE;
-    *pool = ca_sim_mempool(dev);
-    return CUDA_SUCCESS;
-}
-
-CA_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+static CUresult device_pool(CUmemoryPool *pool, CUdevice dev)
 {
     CUresult r = check_dev(dev);
     if (r == CUDA_SUCCESS && !pool)
@@ -107,6 +96,16 @@ CA_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
     if (r == CUDA_SUCCESS)
         *pool = ca_sim_mempool(dev);
     return r;
+}
+
+CA_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    return device_pool(pool, dev);
+}
+
+CA_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    return device_pool(pool, dev);
 }
 
 /* Attributes not listed read 0 (texture limits, interop features, ...). */
