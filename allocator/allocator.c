@@ -504,7 +504,8 @@ int ca_find_allocation(ca_allocator *a, const void *ptr, ca_allocation *out) {
     if (!b) b = find_covering(a, addr, &p);
     if (!b) return 0;
     if (!b->id) b->id = __atomic_add_fetch(&last_id, 1, __ATOMIC_RELAXED);
-    *out = (ca_allocation){.addr = b->addr, .requested = b->requested, .id = b->id, .ordered = b->ordered};
+    *out = (ca_allocation){.addr = b->addr, .requested = b->requested, .id = b->id, .ordered = b->ordered,
+                           .expandable = b->seg->expandable};
     ca_lock_release(&p->lock);
     return 1;
 }

@@ -135,6 +135,7 @@ typedef struct ca_allocation {
     uint64_t id;           /* unique in the process to this allocation, never reused
                             * for another (registration caches key on it); nonzero */
     int ordered;           /* made by ca_malloc_ordered */
+    int expandable;        /* in an expandable segment (else a classic one) */
 } ca_allocation;
 /* The live allocation holding ptr anywhere in [addr, addr + requested):
  * 1 with *out set, else 0. A pointer at an allocation's start costs a hash

@@ -2,7 +2,7 @@
  * registration): a block answers as the cudaMalloc allocation it stands for,
  * not as the virtual memory it lives in. Its range is the block, its buffer
  * ID its own (a new one for each allocation at an address), its context the
- * allocator's, and it is legacy-IPC capable (ipc.c exports it). A block made
+ * allocator's, and it is legacy-IPC capable where ipc.c can export it. A block made
  * by cudaMallocAsync answers as stream-ordered pool memory: no context, not
  * legacy-IPC capable, the device's current pool. Addresses in our ranges that
  * no live block holds answer as freed cudaMalloc memory: not CUDA's. Memory
@@ -29,6 +29,7 @@ typedef struct block {
     CUcontext ctx;   /* LIVE: the allocator's (NULL for stream-ordered memory); IMPORTED: the opener's */
     uint64_t id;     /* its buffer ID */
     bool ordered;    /* LIVE: made by cudaMallocAsync */
+    bool exportable; /* LIVE: ipc.c can export it (cuIpcGetMemHandle) */
     ca_device *d;    /* LIVE, FREE: whose */
 } block;
 
@@ -51,7 +52,8 @@ static block lookup(CUdeviceptr p) {
     ca_devices_foreach(find, &f);
     if (f.d)
         return (block){.kind = LIVE, .base = f.a.addr, .size = f.a.requested, .ctx = f.a.ordered ? NULL : f.d->ctx,
-                       .id = OUR_IDS | f.a.id, .ordered = f.a.ordered, .d = f.d};
+                       .id = OUR_IDS | f.a.id, .ordered = f.a.ordered, .d = f.d,
+                       .exportable = !f.a.expandable || ca_backend_cuda_shareable(f.d->backend)};
     if ((b.d = ca_owner(f.p))) b.kind = FREE;
     else if (ca_ipc_import_at(p, &b.base, &b.size, &b.ctx, &b.id)) b.kind = IMPORTED, b.id |= IMPORT_IDS;
     return b;
@@ -97,7 +99,7 @@ static bool ours(const block *b, CUpointer_attribute a, void *data) {
         *(bool *)data = false;
         return true;
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: /* imported memory is not exported again */
-        *(bool *)data = b->kind == LIVE && !b->ordered;
+        *(bool *)data = b->kind == LIVE && !b->ordered && b->exportable;
         return true;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
         *(CUdeviceptr *)data = b->base;

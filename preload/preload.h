@@ -307,6 +307,9 @@ void ca_torch_after_fork(void);
 /* *vmm: whether the device has virtual memory management (else only classic
  * segments can be made on it). */
 ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx, bool *vmm);
+/* Are its granules made shareable (POSIX file descriptors), so that ipc.c
+ * can export blocks of expandable segments? */
+bool ca_backend_cuda_shareable(const ca_backend *be);
 /* Destroys the events the backend keeps for reuse (none may be in a fence). */
 void ca_backend_cuda_drop_events(ca_backend *be);
 /* A call that a capture forbids exactly when it forbids cudaMalloc and cudaFree

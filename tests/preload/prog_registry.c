@@ -146,6 +146,20 @@ static int queries(void) {
     CHECK_DONE("registry-queries");
 }
 
+/* ---- nofd: a driver that cannot share VMM memory (CUDALLOC_SIM_VMM=nofd):
+ * a block of an expandable segment cannot be exported, and says so ---- */
+static int nofd(void) {
+    void *p = device_alloc(3 * MIB, 1);
+    bool legacy = true;
+    cudaIpcMemHandle_t h;
+    CHECK(cuPointerGetAttribute(&legacy, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, dp(p, 0)) == CUDA_SUCCESS &&
+              !legacy, "not legacy-IPC capable");
+    CHECK(cudaIpcGetMemHandle(&h, p) != cudaSuccess, "and indeed cudaIpcGetMemHandle refuses it");
+    cudaGetLastError();
+    cudaFree(p);
+    CHECK_DONE("registry-nofd");
+}
+
 /* ---- async: stream-ordered memory is pool memory ---- */
 static int async(void) {
     void *p = NULL;
@@ -363,6 +377,7 @@ int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (!strcmp(mode, "queries")) return queries();
     if (!strcmp(mode, "async")) return async();
+    if (!strcmp(mode, "nofd")) return nofd();
     if (!strcmp(mode, "reuse")) return reuse();
     if (!strcmp(mode, "export")) return export();
     if (!strcmp(mode, "vmm")) return vmm();

@@ -212,6 +212,7 @@ done
 run registry-reuse-same-address 0 -- "$bin/prog_registry" reuse
 expect registry-reuse-same-address-said "reuse: the same address"
 run registry-vmm-differs 0 LD_PRELOAD= -- "$bin/prog_registry" vmm
+[ $on_gpu = 1 ] || run registry-nofd 0 CUDALLOC_SIM_VMM=nofd CUDALLOC_CONF=oom_message:false -- "$bin/prog_registry" nofd
 # Allocators beside cudalloc get its cache when the driver has too little (prog_beside.c).
 if [ $on_gpu = 0 ]; then
     run beside 0 CUDALLOC_SIM_MEMORY=1GiB -- "$bin/prog_beside"
