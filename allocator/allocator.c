@@ -517,6 +517,10 @@ int ca_contains(ca_allocator *a, const void *ptr) {
     for (size_t i = 0; i < n; i++) {
         ca_pool *p = arr[i];
         int found = 0;
+        if (a->opt.expandable) { /* its ranges, read without the lock (pointer queries ask about any memory) */
+            if (pool_holds(p, addr)) return 1;
+            continue;
+        }
         ca_lock_acquire(&p->lock);
         for (int k = 0; k < 2 && !found; k++)
             for (ca_segment *seg = p->heap[k].segments; seg && !found; seg = seg->next)

@@ -65,6 +65,7 @@ typedef struct import {
 
 static import *imports;
 static pthread_mutex_t imports_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic size_t nimports; /* read without the lock by pointer queries */
 static uint64_t last_serial;
 
 /* ---- exporting ---- */
@@ -336,11 +337,13 @@ CA_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle hand
     pthread_mutex_lock(&imports_lock);
     im->next = imports;
     imports = im;
+    atomic_fetch_add(&nimports, 1);
     pthread_mutex_unlock(&imports_lock);
     return CUDA_SUCCESS;
 }
 
 bool ca_ipc_import_at(CUdeviceptr p, CUdeviceptr *base, size_t *size, CUcontext *ctx, uint64_t *id) {
+    if (!atomic_load_explicit(&nimports, memory_order_relaxed)) return false; /* the usual case: none */
     pthread_mutex_lock(&imports_lock);
     import *im = imports;
     while (im && p - im->ptr >= im->size) im = im->next;
@@ -363,7 +366,10 @@ CA_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
     while (*link && (*link)->ptr != dptr) link = &(*link)->next;
     import *im = *link;
     bool last = im && --im->refs == 0;
-    if (last) *link = im->next;
+    if (last) {
+        *link = im->next;
+        atomic_fetch_sub(&nimports, 1);
+    }
     pthread_mutex_unlock(&imports_lock);
     if (!im) return drv->cuIpcCloseMemHandle ? drv->cuIpcCloseMemHandle(dptr) : CUDA_ERROR_INVALID_VALUE;
     if (!last) return CUDA_SUCCESS; /* opened more than once: one reference less */
@@ -401,5 +407,6 @@ void ca_ipc_after_fork(void) {
     by_id = by_block = NULL; /* the parent's (left, never freed: another thread may have held the lock) */
     atomic_store(&nexports, 0);
     imports = NULL;
+    atomic_store(&nimports, 0);
     ca_ipc_share_after_fork();
 }

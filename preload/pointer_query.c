@@ -33,29 +33,18 @@ typedef struct block {
     ca_device *d;    /* LIVE, FREE: whose */
 } block;
 
-struct find {
-    const void *p;
-    ca_allocation a;
-    ca_device *d;
-};
-
-static void find(ca_device *d, void *ctx) {
-    struct find *f = ctx;
-    if (!f->d && ca_find_allocation(d->alloc, f->p, &f->a)) f->d = d;
-}
-
 /* The block holding p, or where p lies in memory of ours. */
 static block lookup(CUdeviceptr p) {
     block b = {.kind = NOT_OURS};
+    ca_allocation a;
     if (!p) return b;
-    struct find f = {.p = (const void *)p};
-    ca_devices_foreach(find, &f);
-    if (f.d)
-        return (block){.kind = LIVE, .base = f.a.addr, .size = f.a.requested, .ctx = f.a.ordered ? NULL : f.d->ctx,
-                       .id = OUR_IDS | f.a.id, .ordered = f.a.ordered, .d = f.d,
-                       .exportable = !f.a.expandable || ca_backend_cuda_shareable(f.d->backend)};
-    if ((b.d = ca_owner(f.p))) b.kind = FREE;
-    else if (ca_ipc_import_at(p, &b.base, &b.size, &b.ctx, &b.id)) b.kind = IMPORTED, b.id |= IMPORT_IDS;
+    if ((b.d = ca_owner((const void *)p))) { /* in an allocator's ranges (read without its locks) */
+        if (!ca_find_allocation(b.d->alloc, (const void *)p, &a)) return b.kind = FREE, b;
+        return (block){.kind = LIVE, .base = a.addr, .size = a.requested, .ctx = a.ordered ? NULL : b.d->ctx,
+                       .id = OUR_IDS | a.id, .ordered = a.ordered, .d = b.d,
+                       .exportable = !a.expandable || ca_backend_cuda_shareable(b.d->backend)};
+    }
+    if (ca_ipc_import_at(p, &b.base, &b.size, &b.ctx, &b.id)) b.kind = IMPORTED, b.id |= IMPORT_IDS;
     return b;
 }
 

@@ -359,14 +359,19 @@ static double ns_per_query(CUdeviceptr p, int reps) {
     return (seconds() - t0) * 1e9 / reps;
 }
 
-static int bench(int n) {
+/* kind: all three, or only "host", "start" or "inside" (for callgrind: ns_per_query's
+ * instructions over `reps` calls) */
+static int bench(int n, const char *kind, int reps) {
     void **p = calloc((size_t)n, sizeof *p);
     for (int i = 0; i < n; i++) cudaMalloc(&p[i], i == n - 1 ? 4 * MIB : 64 << 10);
     static char host[4096];
-    int reps = 200000;
-    printf("bench %d blocks: host %.0f ns, block start %.0f ns, inside the last block %.0f ns\n", n,
-           ns_per_query((CUdeviceptr)host, reps), ns_per_query(dp(p[n - 1], 0), reps),
-           ns_per_query(dp(p[n - 1], MIB), reps / 10));
+    if (!strcmp(kind, "host")) ns_per_query((CUdeviceptr)host, reps);
+    else if (!strcmp(kind, "start")) ns_per_query(dp(p[n - 1], 0), reps);
+    else if (!strcmp(kind, "inside")) ns_per_query(dp(p[n - 1], MIB), reps);
+    else
+        printf("bench %d blocks: host %.0f ns, block start %.0f ns, inside the last block %.0f ns\n", n,
+               ns_per_query((CUdeviceptr)host, reps), ns_per_query(dp(p[n - 1], 0), reps),
+               ns_per_query(dp(p[n - 1], MIB), reps / 10));
     for (int i = 0; i < n; i++) cudaFree(p[i]);
     free(p);
     return 0;
@@ -382,7 +387,8 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "export")) return export();
     if (!strcmp(mode, "vmm")) return vmm();
     if (!strcmp(mode, "import") && argc > 4) return import(argv);
-    if (!strcmp(mode, "bench") && argc > 2) return bench(atoi(argv[2]));
+    if (!strcmp(mode, "bench") && argc > 2)
+        return bench(atoi(argv[2]), argc > 3 ? argv[3] : "all", argc > 4 ? atoi(argv[4]) : 200000);
     fprintf(stderr, "usage: prog_registry queries|async|reuse|export|vmm\n");
     return 2;
 }
