@@ -196,7 +196,8 @@ CA_EXPORT CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr,
     block b = lookup(dptr);
     if (b.kind != NOT_OURS) {
         size_t page = (size_t)sysconf(_SC_PAGESIZE);
-        CUdeviceptr first = b.base & ~(CUdeviceptr)(page - 1), end = (b.base + b.size + page - 1) & ~(CUdeviceptr)(page - 1);
+        CUdeviceptr first = b.base & ~(CUdeviceptr)(page - 1);
+        CUdeviceptr end = (b.base + b.size + page - 1) & ~(CUdeviceptr)(page - 1);
         if (b.kind == FREE || dptr < first || size > end - dptr) return CUDA_ERROR_INVALID_VALUE;
     }
     return drv->cuMemGetHandleForAddressRange(handle, dptr, size, handleType, flags);
