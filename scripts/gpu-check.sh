@@ -148,6 +148,8 @@ for mode in queries async reuse export; do
         "$(tail -1 "$out/registry_$mode.alone") / $(tail -1 "$out/registry_$mode.preload")"
 done
 row "buffer queries on raw cuMem memory (must differ)" "$(build/tests/preload/prog_registry vmm 2>&1 | tail -1)"
+row "cuMemCreate etc. of half the GPU after cudalloc cached 80%" \
+    "$(LD_PRELOAD=build/lib/libcudalloc.so CUDALLOC_CONF=summary:false timeout 300 build/tests/preload/prog_beside 2>&1 | tail -1)"
 LD_PRELOAD=build/lib/libcudalloc.so build/tests/preload/prog_errors > "$out/errors.log" 2>&1
 row "exit code at shutdown under cudalloc (prog_errors)" "exit $?, $(grep -v '^cudalloc:' "$out/errors.log" | tail -1)"
 
