@@ -229,7 +229,8 @@ CA_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
     uintptr_t p;
     ca_sim_lock();
     CUresult r = ca_sim_current(&ctx);
-    if (r == CUDA_SUCCESS && (!dptr || bytesize == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)))
+    if (r == CUDA_SUCCESS &&
+        (!dptr || bytesize == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)))
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS)
         r = ca_sim_capture_unsafe();
@@ -240,7 +241,10 @@ CA_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
         *dptr = p;
         ca_sim.n.mem_alloc++;
     }
+    int dev = r == CUDA_SUCCESS ? ctx->device : -1;
     ca_sim_unlock();
+    if (dev >= 0) /* cuMemFree tells its release */
+        ca_sim_activity(SIMGPU_ACT_ALLOC, dev, 0, p, bytesize);
     return r;
 }
 
