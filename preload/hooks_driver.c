@@ -125,12 +125,8 @@ CA_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
 /* The driver functions we stand in for: the driver's entry (by its name, and
  * where ca_driver keeps its address) and ours. The driver decides which
  * entry (version, per-thread variant) a name means; we swap the ones we serve. */
-#define SWAP(entry, ours) {#entry, offsetof(ca_driver, entry), (void *)ours}
-static const struct swap {
-    const char *name;
-    size_t field;
-    void *ours;
-} swaps[] = {
+#define SWAP CA_SWAP
+static const ca_swap swaps[] = {
     SWAP(cuMemAlloc_v2, cuMemAlloc_v2),
     SWAP(cuMemAllocPitch_v2, cuMemAllocPitch_v2),
     SWAP(cuMemFree_v2, cuMemFree_v2),
@@ -172,6 +168,12 @@ static const struct swap {
     SWAP(cuGetProcAddress, cuGetProcAddress),
 };
 #define NSWAPS (sizeof swaps / sizeof swaps[0])
+
+static const struct table {
+    const ca_swap *swaps;
+    const size_t *n;
+} tables[] = {{swaps, &(const size_t){NSWAPS}}, {ca_query_swaps, &ca_query_nswaps}};
+#define NTABLES (sizeof tables / sizeof tables[0])
 
 /* Which entry cuGetProcAddress answers for a base name: the newest one the
  * caller's CUDA version knows (cudaTypedefs.h: PFN_cuX_vNNNN), its per-thread
@@ -228,28 +230,40 @@ static const struct proc {
     {"cuDevicePrimaryCtxRelease", 11000, 0, "cuDevicePrimaryCtxRelease_v2"},
     {"cuGetProcAddress", 11030, 0, "cuGetProcAddress"},
     {"cuGetProcAddress", 12000, 0, "cuGetProcAddress_v2"},
+    /* pointer queries and allocations past us (hooks_queries.c) */
+    {"cuMemGetAddressRange", 2000, 0, NULL},
+    {"cuMemGetAddressRange", 3020, 0, "cuMemGetAddressRange_v2"},
+    {"cuPointerGetAttribute", 4000, 0, "cuPointerGetAttribute"},
+    {"cuPointerGetAttributes", 7000, 0, "cuPointerGetAttributes"},
+    {"cuMemRetainAllocationHandle", 11000, 0, "cuMemRetainAllocationHandle"},
+    {"cuMemGetHandleForAddressRange", 11070, 0, "cuMemGetHandleForAddressRange"},
+    {"cuMemCreate", 10020, 0, "cuMemCreate"},
+    {"cuMemAllocManaged", 6000, 0, "cuMemAllocManaged"},
+    {"cuMemAllocFromPoolAsync", 11020, 0, "cuMemAllocFromPoolAsync"},
+    {"cuMemAllocFromPoolAsync", 11020, 1, "cuMemAllocFromPoolAsync_ptsz"},
 };
 
-static const struct swap *swap_named(const char *name) {
-    for (size_t i = 0; i < NSWAPS; i++)
-        if (!strcmp(swaps[i].name, name)) return &swaps[i];
+static const ca_swap *swap_named(const char *name) {
+    for (size_t t = 0; t < NTABLES; t++)
+        for (size_t i = 0; i < *tables[t].n; i++)
+            if (!strcmp(tables[t].swaps[i].name, name)) return &tables[t].swaps[i];
     return NULL;
 }
 
-static bool driver_has(const ca_driver *drv, const struct swap *s) {
+static bool driver_has(const ca_driver *drv, const ca_swap *s) {
     return *(void *const *)((const char *)drv + s->field) != NULL;
 }
 
 /* The entry of one kind (per-thread or not) for symbol at `version`: the
  * newest not newer than it that the driver has. An entry we do not serve
  * stops the search (NULL). */
-static const struct swap *entry_for(const ca_driver *drv, const char *symbol, int version, bool per_thread) {
+static const ca_swap *entry_for(const ca_driver *drv, const char *symbol, int version, bool per_thread) {
     const struct proc *best = NULL;
     for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++) {
         const struct proc *p = &procs[i];
         if (p->per_thread != per_thread || strcmp(p->symbol, symbol)) continue;
         if (p->version > version || (best && p->version < best->version)) continue;
-        const struct swap *s = p->entry ? swap_named(p->entry) : NULL;
+        const ca_swap *s = p->entry ? swap_named(p->entry) : NULL;
         if (!p->entry || (s && driver_has(drv, s))) best = p;
     }
     return best && best->entry ? swap_named(best->entry) : NULL;
@@ -264,7 +278,7 @@ static void *hook_for_proc(const char *symbol, int version, cuuint64_t flags) {
     if (!symbol || !drv) return NULL;
     if (drv->cuDriverGetVersion && drv->cuDriverGetVersion(&driver) == CUDA_SUCCESS && driver < version)
         version = driver;
-    const struct swap *s = NULL;
+    const ca_swap *s = NULL;
     if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) s = entry_for(drv, symbol, version, true);
     if (!s) s = entry_for(drv, symbol, version, false); /* no per-thread variant: the legacy one */
     return s ? s->ours : NULL;
@@ -279,8 +293,9 @@ CA_NO_SANITIZE static bool in_libcuda(void *addr) {
 }
 
 CA_NO_SANITIZE void *ca_hook_for_driver_name(const char *name, void *real) {
-    for (size_t i = 0; i < NSWAPS; i++)
-        if (!strcmp(swaps[i].name, name)) return in_libcuda(real) ? swaps[i].ours : NULL;
+    for (size_t t = 0; t < NTABLES; t++)
+        for (size_t i = 0; i < *tables[t].n; i++)
+            if (!strcmp(tables[t].swaps[i].name, name)) return in_libcuda(real) ? tables[t].swaps[i].ours : NULL;
     return NULL;
 }
 
