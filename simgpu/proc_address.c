@@ -191,6 +191,11 @@ static const struct entry table[] = {
     E("cuGraphGetNodes", 10000, cuGraphGetNodes),
     E("cuGraphNodeGetType", 10000, cuGraphNodeGetType),
     E("cuCtxRecordEvent", 12050, cuCtxRecordEvent),
+    E("cuDeviceGetDevResource", 12040, cuDeviceGetDevResource),
+    E("cuDevResourceGenerateDesc", 12040, cuDevResourceGenerateDesc),
+    E("cuGreenCtxCreate", 12040, cuGreenCtxCreate),
+    E("cuGreenCtxDestroy", 12040, cuGreenCtxDestroy),
+    E("cuGreenCtxStreamCreate", 12050, cuGreenCtxStreamCreate),
 };
 
 #define NENTRIES (sizeof table / sizeof table[0])

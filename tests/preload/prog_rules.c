@@ -380,6 +380,18 @@ static const struct {
     {"cuIpcOpenMemHandle", 11000, "cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle_v2"},
     {"cuIpcCloseMemHandle", 4010, "cuIpcCloseMemHandle", "cuIpcCloseMemHandle"},
     {"cuGetProcAddress", 12000, "cuGetProcAddress_v2", "cuGetProcAddress_v2"},
+    {"cuCtxCreate", 11040, "cuCtxCreate_v3", "cuCtxCreate_v3"},
+    {"cuGreenCtxCreate", 12040, "cuGreenCtxCreate", "cuGreenCtxCreate"},
+    {"cuGreenCtxDestroy", 12040, "cuGreenCtxDestroy", "cuGreenCtxDestroy"},
+    {"cuStreamBeginCaptureToGraph", 12030, "cuStreamBeginCaptureToGraph", "cuStreamBeginCaptureToGraph_ptsz"},
+    {"cuMemGetAddressRange", 3020, "cuMemGetAddressRange_v2", "cuMemGetAddressRange_v2"},
+    {"cuPointerGetAttribute", 4000, "cuPointerGetAttribute", "cuPointerGetAttribute"},
+    {"cuPointerGetAttributes", 7000, "cuPointerGetAttributes", "cuPointerGetAttributes"},
+    {"cuMemRetainAllocationHandle", 11000, "cuMemRetainAllocationHandle", "cuMemRetainAllocationHandle"},
+    {"cuMemGetHandleForAddressRange", 11070, "cuMemGetHandleForAddressRange", "cuMemGetHandleForAddressRange"},
+    {"cuMemCreate", 10020, "cuMemCreate", "cuMemCreate"},
+    {"cuMemAllocManaged", 6000, "cuMemAllocManaged", "cuMemAllocManaged"},
+    {"cuMemAllocFromPoolAsync", 11020, "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz"},
 };
 
 static int is_cudallocs(void *fn) {
@@ -402,8 +414,8 @@ static int entry_points(void) {
         for (int f = 0; f < 3; f++) {
             void *fn = NULL;
             const char *entry = f == 2 ? served[i].per_thread : served[i].entry;
+            if (!dlsym(cuda, entry)) continue; /* a driver without that entry */
             CUresult r = getproc(served[i].symbol, &fn, served[i].version, flags[f], NULL);
-            if (r == CUDA_ERROR_NOT_FOUND && !dlsym(cuda, entry)) continue; /* a driver without that entry */
             CHECK(r == CUDA_SUCCESS && is_cudallocs(fn), "%s at %d, flags %llu: cudalloc's %s, not the driver's",
                   served[i].symbol, served[i].version, (unsigned long long)flags[f], entry);
             CHECK(fn == dlsym(RTLD_DEFAULT, entry), "%s at %d, flags %llu: the same function as dlsym's %s",
