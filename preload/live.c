@@ -27,6 +27,7 @@
 #include "preload/preload.h"
 #include "reports/write/fileout.h"
 #include "reports/write/live.h"
+#include "util/live_file.h"
 #include "util/size.h"
 
 #define SZ(x) ca_format_size((x), (char[CA_SIZE_BUF]){0}, CA_SIZE_BUF)
@@ -247,21 +248,6 @@ static void judge_all(void) {
 
 /* ---- the files ---- */
 
-static unsigned long long start_ticks(void) {
-    FILE *f = fopen("/proc/self/stat", "r");
-    unsigned long long v = 0;
-    if (!f) return 0;
-    char buf[1024];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
-    for (int field = 2; p && *p && field < 22; p++)
-        if (*p == ' ') field++;
-    if (p) v = strtoull(p, NULL, 10);
-    return v;
-}
-
 static void program_name(char *buf, size_t n) {
     FILE *f = fopen("/proc/self/cmdline", "r");
     size_t k = f ? fread(buf, 1, n - 1, f) : 0;
@@ -271,15 +257,11 @@ static void program_name(char *buf, size_t n) {
         if (!buf[i]) buf[i] = ' ';
 }
 
-/* The folder the status files are in: $XDG_RUNTIME_DIR/cudalloc, else
- * /tmp/cudalloc-UID; made 0700, and refused unless it is ours alone. */
+/* The folder the status files are in (util/live_file.h), made 0700, and
+ * refused unless it is ours alone. */
 static int status_dir(char *buf, size_t n) {
-    const char *xdg = getenv("XDG_RUNTIME_DIR");
     struct stat st;
-    if (xdg && *xdg == '/' && stat(xdg, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid())
-        snprintf(buf, n, "%s/cudalloc", xdg);
-    else
-        snprintf(buf, n, "/tmp/cudalloc-%u", (unsigned)getuid());
+    ca_live_dir(getenv("XDG_RUNTIME_DIR"), (unsigned)getuid(), buf, n);
     if (mkdir(buf, 0700) != 0 && errno != EEXIST) return -1;
     if (lstat(buf, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077)) {
         errno = EPERM;
@@ -328,7 +310,7 @@ static void publish(bool metrics_now) {
     pthread_mutex_unlock(&lock);
     if (started_pid != getpid()) {
         started_pid = getpid();
-        started = start_ticks();
+        started = ca_proc_start_ticks(0);
         program_name(program, sizeof program);
     }
     ca_live_process p = {getpid(), started, ca_rank_env(), unix_now(), program};

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/live_file.h"
 #include "util/size.h"
 
 #define SZ(x) ca_format_size((x), (char[CA_SIZE_BUF]){0}, CA_SIZE_BUF)
@@ -79,30 +80,12 @@ static void env_of(long pid, const char *name, char *out, size_t n) {
         }
 }
 
-/* Field 22 of /proc/PID/stat: when it started (tells a reused PID apart). */
-static unsigned long long start_of(long pid) {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *p = strrchr(buf, ')');
-    for (int field = 2; p && *p && field < 22; p++)
-        if (*p == ' ') field++;
-    return p ? strtoull(p, NULL, 10) : 0;
-}
-
-/* Where the preload of process pid (user uid) writes: as preload/live.c chooses. */
+/* Where the preload of process pid (user uid) writes, by its environment. */
 static void status_path(long pid, unsigned uid, char *out, size_t n) {
-    char xdg[1024];
-    struct stat st;
+    char xdg[1024], dir[1100];
     env_of(pid, "XDG_RUNTIME_DIR", xdg, sizeof xdg);
-    if (*xdg == '/' && stat(xdg, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid)
-        snprintf(out, n, "%s/cudalloc/%ld.status", xdg, pid);
-    else
-        snprintf(out, n, "/tmp/cudalloc-%u/%ld.status", uid, pid);
+    ca_live_dir(xdg, uid, dir, sizeof dir);
+    snprintf(out, n, "%s/%ld.status", dir, pid);
 }
 
 static void parse_finding(const char *v, finding *f) {
@@ -188,7 +171,7 @@ static int load(long pid, status *s, char *err, size_t errlen) {
         return -1;
     }
     if (read_status(path, s, err, errlen) != 0) return -1;
-    if (s->pid != pid || s->start != start_of(pid)) {
+    if (s->pid != pid || s->start != ca_proc_start_ticks(pid)) {
         snprintf(err, errlen, "%s was written by an earlier process %ld, not this one", path, pid);
         return -1;
     }

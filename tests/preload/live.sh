@@ -147,6 +147,22 @@ out=$("$cudalloc" status "$pid" 2>&1)
 rc=$?
 [ $rc -eq 1 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && ok || bad "status of an ended process: exit $rc" "$out"
 
+# A process of ours not under cudalloc, then one whose PID an earlier process's file names.
+sleep 5 &
+plain=$!
+out=$("$cudalloc" status "$plain" 2>&1)
+rc=$?
+[ $rc -eq 1 ] && grep -q "^cudalloc: process $plain publishes no cudalloc figures" <<<"$out" && ok || bad "status of a plain process: exit $rc" "$out"
+dir=$(tr '\0' '\n' </proc/$plain/environ | sed -n 's/^XDG_RUNTIME_DIR=//p') # where its preload would write
+[ -n "$dir" ] && [ -d "$dir" ] && [ "$(stat -c %u "$dir")" = "$(id -u)" ] && dir=$dir/cudalloc || dir=/tmp/cudalloc-$(id -u)
+mkdir -p -m 700 "$dir"
+printf 'cudalloc-status 1\npid %s\nstart 1\nrank -1\ntime 0\nprogram old\ndevices 0\n' "$plain" >"$dir/$plain.status"
+out=$("$cudalloc" status "$plain" 2>&1)
+rc=$?
+[ $rc -eq 1 ] && grep -q "was written by an earlier process $plain, not this one" <<<"$out" && ok || bad "status: a stale file taken: exit $rc" "$out"
+rm -f "$dir/$plain.status"
+kill $plain
+
 # Another user's process: refused in one line.
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
     setpriv --reuid=65534 --regid=65534 --clear-groups sleep 5 &
