@@ -12,7 +12,6 @@
  * summary's rule on the tracker's state without its event ring. */
 #include <errno.h>
 #include <signal.h>
-#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +60,7 @@ static ca_live_figures figs[MAX_FIGS];
 static size_t n_figs;
 static uint64_t last_judged_ns, judge_cost_ns, last_published_ns, last_metrics_ns;
 static bool publish_due, thread_started, warned_once, status_off;
+static bool exiting; /* in the exit handler: judge, name nothing, say nothing, do nothing */
 static atomic_bool leak_seen, oom_seen;
 static cudalloc_leak_fn callback;
 static void *callback_ctx;
@@ -151,7 +151,7 @@ static size_t compare(ca_device *d, ca_live_figures *g, saying *out, size_t cap)
         const told *t = find_said(g->device, &g->findings[i]);
         if (!t || t->stopped) need_titles = true;
     }
-    if (need_titles) {
+    if (need_titles && !exiting) {
         ca_live_figures named;
         ca_device_lock(d);
         int rc = ca_live_judge(d->tracker, d->alloc, 1, &named);
@@ -165,8 +165,9 @@ static size_t compare(ca_device *d, ca_live_figures *g, saying *out, size_t cap)
         if (t) t->kept = f->leaked_bytes;
         if (!t || t->stopped) {
             if (!t && n_said < MAX_TOLD) t = &said[n_said++];
-            if (t) *t = (told){g->device, f->site, f->root_ip, g->iteration, f->oom_iteration, f->leaked_bytes, false, false, ""};
-            if (t) snprintf(t->title, sizeof t->title, "%s", f->title);
+            if (!t) continue; /* no room to remember it: said never, rather than at every boundary */
+            *t = (told){g->device, f->site, f->root_ip, g->iteration, f->oom_iteration, f->leaked_bytes, false, false, ""};
+            snprintf(t->title, sizeof t->title, "%s", f->title);
             out[n++] = (saying){"leak", g, *f};
         } else if (!t->near && t->oom >= 0 && f->oom_iteration >= 0 &&
                    (f->oom_iteration - (int64_t)g->iteration) * 10 <= t->oom - (int64_t)t->iteration) {
@@ -174,7 +175,8 @@ static size_t compare(ca_device *d, ca_live_figures *g, saying *out, size_t cap)
             out[n++] = (saying){"near", g, *f};
         }
     }
-    for (size_t i = 0; i < n_said && n < cap; i++) {
+    /* a finding past the ones kept may still grow: none is said to stop then */
+    for (size_t i = 0; i < n_said && n < cap && g->n_findings <= CA_LIVE_FINDINGS; i++) {
         told *t = &said[i];
         if (t->device != g->device || t->stopped || in_figures(t, g)) continue;
         t->stopped = true;
@@ -206,8 +208,6 @@ static void judge_device(ca_device *d, void *ctx) {
     *slot = g;
     j->n += compare(d, slot, j->said + j->n, sizeof j->said / sizeof j->said[0] - j->n);
 }
-
-static bool exiting; /* in the exit handler: judge, say nothing, do nothing */
 
 /* Judges every device; says what is new; does what on_leak asks. */
 static void judge_all(void) {
@@ -287,12 +287,16 @@ static int write_file(const char *path, writer w, const ca_live_process *p, cons
     return ca_out_commit(o, err, errlen);
 }
 
-/* Writes the status file and, when due (or forced), the metrics. */
+/* Writes the status file and, when due (or forced), the metrics; one writer
+ * at a time (the watcher, the exit handler). */
+static pthread_mutex_t writing = PTHREAD_MUTEX_INITIALIZER;
+
 static void publish(bool metrics_now) {
     static char program[256];
     static unsigned long long started;
     static long started_pid;
-    ca_live_figures copy[MAX_FIGS];
+    static ca_live_figures copy[MAX_FIGS];
+    pthread_mutex_lock(&writing);
     pthread_mutex_lock(&lock);
     size_t n = n_figs;
     memcpy(copy, figs, n * sizeof *copy);
@@ -329,6 +333,7 @@ static void publish(bool metrics_now) {
         }
         free(file);
     }
+    pthread_mutex_unlock(&writing);
 }
 
 /* Our thread: the files after a mark, and a judgment each second when no
@@ -388,7 +393,9 @@ void ca_live_oom(void) {
 }
 
 void ca_live_exit(void) {
+    pthread_mutex_lock(&lock);
     exiting = true;
+    pthread_mutex_unlock(&lock);
     judge_all(); /* the last figures; what they find counts for error_exitcode */
     for (size_t d = 0; d < n_figs; d++)
         if (figs[d].n_findings) atomic_store(&leak_seen, true);
@@ -404,6 +411,7 @@ void ca_live_exit(void) {
 
 void ca_live_after_fork(void) {
     pthread_mutex_init(&lock, NULL);
+    pthread_mutex_init(&writing, NULL);
     pthread_cond_init(&wake, NULL);
     thread_started = false;
     n_said = 0;

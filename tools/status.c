@@ -15,7 +15,7 @@
 
 #define SZ(x) ca_format_size((x), (char[CA_SIZE_BUF]){0}, CA_SIZE_BUF)
 #define MAX_DEVICES 16
-#define MAX_FINDINGS 4
+#define MAX_FINDINGS 8 /* reports/write/live.h's CA_LIVE_FINDINGS */
 
 typedef struct finding {
     double rate, oom_time;

@@ -15,7 +15,7 @@
 #include "allocator/allocator.h"
 #include "reports/track/tracker.h"
 
-#define CA_LIVE_FINDINGS 4 /* leak findings kept, most bytes per iteration first */
+#define CA_LIVE_FINDINGS 8 /* leak findings kept, most bytes per iteration first */
 #define CA_LIVE_TITLE 640
 
 typedef struct ca_live_finding {
