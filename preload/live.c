@@ -77,15 +77,6 @@ static double unix_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* "3m 12s", "2d 4h" */
-static void duration(double s, char *buf, size_t n) {
-    long t = (long)(s + 0.5);
-    if (t < 60) snprintf(buf, n, "%lds", t);
-    else if (t < 3600) snprintf(buf, n, "%ldm %lds", t / 60, t % 60);
-    else if (t < 86400) snprintf(buf, n, "%ldh %ldm", t / 3600, t % 3600 / 60);
-    else snprintf(buf, n, "%ldd %ldh", t / 86400, t % 86400 / 3600);
-}
-
 /* "; at this rate device 0 runs out at iteration 48, about 03:12:31 (in 4m 12s)" */
 static void projection(const ca_live_figures *g, const ca_live_finding *f, double now, char *buf, size_t n) {
     if (f->oom_iteration < 0) {
@@ -101,7 +92,7 @@ static void projection(const ca_live_figures *g, const ca_live_finding *f, doubl
     char clock[32], in[32];
     localtime_r(&t, &tm);
     strftime(clock, sizeof clock, at - now < 86400 ? "%H:%M:%S %Z" : "%Y-%m-%d %H:%M %Z", &tm);
-    duration(at - now, in, sizeof in);
+    ca_format_duration(at - now, in, sizeof in);
     snprintf(buf + k, n - k, ", about %s (in %s)", clock, in);
 }
 

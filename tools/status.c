@@ -184,8 +184,9 @@ static void when(double at, double now, char *buf, size_t n) {
     localtime_r(&t, &tm);
     char clock[40];
     strftime(clock, sizeof clock, at - now < 86400 ? "%H:%M:%S %Z" : "%Y-%m-%d %H:%M %Z", &tm);
-    double in = at - now > 0 ? at - now : 0;
-    snprintf(buf, n, "about %s (in %.0f s)", clock, in);
+    char in[32];
+    ca_format_duration(at - now, in, sizeof in);
+    snprintf(buf, n, "about %s (in %s)", clock, in);
 }
 
 static void print_text(FILE *f, const status *s, double now) {
@@ -209,7 +210,7 @@ static void print_text(FILE *f, const status *s, double now) {
         if (!d->leaks) fprintf(f, "  no leak found\n");
         for (unsigned k = 0; k < d->n_findings; k++) {
             const finding *x = &d->findings[k];
-            char at[80] = "";
+            char at[128] = "";
             if (x->oom_time >= 0) when(x->oom_time, now, at, sizeof at);
             fprintf(f, "  leak %u: +%s/iteration since iteration %u: %s", k + 1, SZ((size_t)x->rate), x->since,
                     x->title);
