@@ -55,6 +55,14 @@ has "python: stopped, on_leak" "$out" '^event stopped 1[3-6] '
 has "python: summary" "$out" '^\| Allocated memory +\| +12.00 MiB \| +18.00 MiB \|$'
 has "python: ok" "$out" '^live_prog: ok$'
 
+# Without marks: iterations detected in the allocation pattern, judged by
+# cudalloc's thread once a second; the leak is still told while the loop runs.
+out=$(PYTHONPATH=$repo/python "$cudalloc" run --sim 256MiB -- python3 "$repo/tests/python/live_prog.py" 100 100 --detect 2>&1)
+rc=$?
+[ $rc -eq 0 ] && grep -q '^live_prog: ok (detected iterations)$' <<<"$out" && ok || bad "python, detected iterations: exit $rc" "$out"
+has "python, detected: warning" "$out" '^cudalloc: leak found at iteration [0-9]+ on device 0: \+1.00 MiB/iteration since iteration [0-9]+: allocations from alloc \(.*live_prog.py'
+has "python, detected: summary" "$out" '^cudalloc: [0-9]+ iterations \(detected\)'
+
 # 3. on_leak:exit: the run ends at the first warning with exit_code's status,
 # after the summary and the reports; the default status is 75 (EX_TEMPFAIL:
 # a job runner restarts from the last checkpoint).
