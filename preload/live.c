@@ -407,11 +407,15 @@ void ca_live_exit(void) {
     }
 }
 
+/* A fork child starts no watcher (CUDA has no use in a child of a process
+ * that used it, and a thread started after a multi-threaded fork is what
+ * ThreadSanitizer refuses): its marks are still judged and said, its files
+ * written at its exit. */
 void ca_live_after_fork(void) {
     pthread_mutex_init(&lock, NULL);
     pthread_mutex_init(&writing, NULL);
     pthread_cond_init(&wake, NULL);
-    thread_started = false;
+    thread_started = true;
     n_said = n_costs = 0;
     n_figs = 0;
 }
