@@ -64,7 +64,8 @@ static size_t n_figs;
 static uint64_t last_judged_ns, costs_ns[COSTS], last_published_ns, last_metrics_ns;
 static unsigned n_costs;
 static bool publish_due, thread_started, warned_once, status_off;
-static bool exiting; /* in the exit handler: judge, name nothing, say nothing, do nothing */
+static bool exiting; /* in the exit handler: judge, name nothing, say nothing, do nothing, no status file */
+static atomic_bool ending; /* on_leak:exit or on_oom:exit chose the exit status */
 static atomic_bool leak_seen, oom_seen;
 static cudalloc_leak_fn callback;
 static void *callback_ctx;
@@ -235,6 +236,7 @@ static void judge_all(void) {
     if (!leak) return;
     if (ca_conf.on_leak == CA_ON_EXIT) {
         fprintf(stderr, "cudalloc: on_leak:exit: writing the reports, then exit status %zu\n", ca_conf.exit_code);
+        atomic_store(&ending, true);
         exit((int)ca_conf.exit_code); /* the exit handler writes the summary and the reports */
     }
     if (ca_conf.report[0] && (first || ca_conf.on_leak == CA_ON_REPORT) && ca_report_write_all() == 0 && first)
@@ -305,7 +307,7 @@ static void publish(bool metrics_now) {
     publish_due = false;
     bool metrics = ca_conf.metrics[0] && (metrics_now || now - last_metrics_ns >= ca_conf.metrics_every * TICK_NS);
     if (metrics) last_metrics_ns = now;
-    bool status = ca_conf.status && !status_off;
+    bool status = ca_conf.status && !status_off && !exiting; /* at exit the file goes */
     pthread_mutex_unlock(&lock);
     if (started_pid != getpid()) {
         started_pid = getpid();
@@ -386,6 +388,7 @@ void ca_live_oom(void) {
     atomic_store(&oom_seen, true);
     if (ca_conf.on_oom == CA_ON_EXIT) {
         fprintf(stderr, "cudalloc: on_oom:exit: writing the reports, then exit status %zu\n", ca_conf.exit_code);
+        atomic_store(&ending, true);
         exit((int)ca_conf.exit_code);
     }
 }
@@ -395,13 +398,15 @@ void ca_live_exit(void) {
     exiting = true;
     pthread_mutex_unlock(&lock);
     judge_all(); /* the last figures; what they find counts for error_exitcode */
+    pthread_mutex_lock(&lock);
     for (size_t d = 0; d < n_figs; d++)
         if (figs[d].n_findings) atomic_store(&leak_seen, true);
-    publish(true);
+    pthread_mutex_unlock(&lock);
+    publish(true); /* the metrics; after it no status file is written (a watcher's under way has ended) */
     char path[1024];
     if (ca_conf.status && status_path(path, sizeof path) == 0) unlink(path);
     bool bad = atomic_load(&leak_seen) || atomic_load(&oom_seen);
-    if (ca_conf.error_exitcode && bad) {
+    if (ca_conf.error_exitcode && bad && !atomic_load(&ending)) {
         fflush(NULL);
         _exit((int)ca_conf.error_exitcode);
     }

@@ -74,9 +74,9 @@ has "on_leak:exit: summary" "$out" '^cudalloc: 4 iterations \(explicit\)'
 [ -s "$tmp/exit.txt" ] && [ -s "$tmp/exit.json" ] && grep -q '^VERDICT: LEAK' "$tmp/exit.txt" && ok ||
     bad "on_leak:exit: no reports" "$(ls "$tmp"; head -3 "$tmp/exit.txt" 2>&1)"
 ! grep -q '^step    5/30' <<<"$out" && ok || bad "on_leak:exit: the run went on" "$out"
-out=$(CUDALLOC_SIM_MEMORY=256MiB "$cudalloc" run --conf on_leak:exit,exit_code:9 --report "$tmp/nine" -- "$trainer" "${model[@]}" --steps 30 2>&1)
+out=$(CUDALLOC_SIM_MEMORY=256MiB "$cudalloc" run --conf on_leak:exit,exit_code:9,error_exitcode:5 --report "$tmp/nine" -- "$trainer" "${model[@]}" --steps 30 2>&1)
 rc=$?
-[ $rc -eq 9 ] && ok || bad "exit_code:9: exit $rc" "$out"
+[ $rc -eq 9 ] && ok || bad "exit_code:9 (error_exitcode:5 does not override it): exit $rc" "$out"
 # without a report prefix, exit writes them to cudalloc.PID.* in the working directory
 out=$(cd "$tmp" && CUDALLOC_SIM_MEMORY=256MiB "$cudalloc" run --conf on_leak:exit -- "$trainer" "${model[@]}" --steps 30 2>&1)
 ls "$tmp"/cudalloc.[0-9]*.txt >/dev/null 2>&1 && ok || bad "on_leak:exit without a prefix: no cudalloc.PID.txt" "$(ls "$tmp")"
