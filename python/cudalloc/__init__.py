@@ -13,6 +13,7 @@ Without the preload, available() is False and every call is a no-op (stats()
 is {}), so the marks can stay in the code. use_as_torch_allocator() makes
 cudalloc PyTorch's allocator (CUDAPluggableAllocator), with or without it.
 """
+import atexit
 import collections
 import contextlib
 import ctypes
@@ -187,6 +188,8 @@ def on_leak(callback):
     if lib is not None and _leak_trampoline is None:
         _leak_trampoline = _native.LEAK_FN(_on_leak_native)  # kept: the library holds a pointer to it
         lib.cudalloc_on_leak(_leak_trampoline, None)
+        # cudalloc's own thread must not call into an interpreter that is shutting down
+        atexit.register(lib.cudalloc_on_leak, None, None)
     return callback
 
 
