@@ -291,8 +291,12 @@ static int top(long pid, long count) {
         status s;
         char err[1400];
         if (load(pid, &s, err, sizeof err) != 0) {
-            if (i && owner_of(pid) < 0) {
-                printf("cudalloc top: process %ld has ended\n", pid);
+            /* after a screen: the program removed its file at exit, then went */
+            for (int wait = 0; i && wait < 10 && owner_of(pid) >= 0; wait++) usleep(100000);
+            if (i) {
+                printf(owner_of(pid) < 0 ? "cudalloc top: process %ld has ended\n"
+                                         : "cudalloc top: process %ld stopped publishing its figures\n",
+                       pid);
                 return 0;
             }
             fprintf(stderr, "cudalloc: %s\n", err);

@@ -117,10 +117,16 @@ text=$("$cudalloc" status "$pid" 2>&1)
 topout=$("$cudalloc" top -n 1 "$pid" 2>&1)
 [ -s "$tmp/live.txt" ] && ok || bad "status: no reports written at the first warning (run stopped)" "$(ls "$tmp")"
 [ -s "$tmp/metrics.3.prom" ] && ok || bad "metrics: no file during the run" "$(ls "$tmp")"
+timeout 60 "$cudalloc" top "$pid" >"$tmp/top.out" 2>&1 & # until the trainer ends
+top_pid=$!
 kill -CONT "$pid"
 wait $pid
 rc=$?
 [ $rc -eq 0 ] && ok || bad "status run: exit $rc" "$(cat "$log")"
+wait $top_pid
+rc=$?
+[ $rc -eq 0 ] && [ "$(tail -1 "$tmp/top.out")" = "cudalloc top: process $pid has ended" ] && ok ||
+    bad "top: did not end with the program (exit $rc)" "$(tail -5 "$tmp/top.out")"
 has "status: text" "$text" '^device 0: iteration [0-9]+ \(explicit\)'
 has "status: leak line" "$text" "^  leak 1: \+5.27 MiB/iteration since iteration 1: $title; runs out at iteration"
 has "top: screen" "$topout" '^cudalloc top - [0-9:]+ - refreshed each second'
