@@ -180,8 +180,9 @@ def on_leak(callback):
     device, iteration, bytes_per_iteration, growth_since, leaked_bytes,
     n_sites, oom_iteration and oom_time (None when unknown; oom_time in Unix
     seconds), title (what grows, from where). Called on the thread that ended
-    the iteration (cudalloc.step()). Returns callback, so it decorates too;
-    without the library nothing is ever called."""
+    the iteration (cudalloc.step()), or on cudalloc's own thread when the
+    iterations are detected. Returns callback, so it decorates too; without
+    the library nothing is ever called."""
     global _leak_trampoline
     lib = _library()
     _leak_callbacks.append(callback)
