@@ -101,8 +101,11 @@ rc=$?
 # figures hold still), against its own step line for the same iteration and,
 # once it has ended, its exit summary; the reports were written at the first
 # warning; the metrics file is there during the run.
+# Its XDG_RUNTIME_DIR is one of ours: the file is there, and cudalloc status finds it
+# by the process's own environment.
 log=$tmp/run.log
-RANK=3 CUDALLOC_SIM_MEMORY=256MiB "$cudalloc" run --conf metrics:"$tmp/metrics.%r.prom",metrics_every:1 \
+mkdir -m 700 "$tmp/xdg"
+XDG_RUNTIME_DIR=$tmp/xdg RANK=3 CUDALLOC_SIM_MEMORY=256MiB "$cudalloc" run --conf metrics:"$tmp/metrics.%r.prom",metrics_every:1 \
     --report "$tmp/live" -- "$trainer" "${model[@]}" --steps 30 >"$log" 2>&1 &
 pid=$! # the launcher execs the trainer: the same process
 json=
@@ -116,6 +119,8 @@ json=$("$cudalloc" status "$pid" --json 2>&1)
 text=$("$cudalloc" status "$pid" 2>&1)
 topout=$("$cudalloc" top -n 1 "$pid" 2>&1)
 [ -s "$tmp/live.txt" ] && ok || bad "status: no reports written at the first warning (run stopped)" "$(ls "$tmp")"
+[ "$(stat -c %a "$tmp/xdg/cudalloc" 2>&1) $(stat -c %a "$tmp/xdg/cudalloc/$pid.status" 2>&1)" = "700 600" ] && ok ||
+    bad "status: not in \$XDG_RUNTIME_DIR/cudalloc/PID.status, 0700/0600" "$(ls -la "$tmp/xdg/cudalloc" 2>&1)"
 [ -s "$tmp/metrics.3.prom" ] && ok || bad "metrics: no file during the run" "$(ls "$tmp")"
 timeout 60 "$cudalloc" top "$pid" >"$tmp/top.out" 2>&1 & # until the trainer ends
 top_pid=$!
@@ -156,7 +161,7 @@ assert abs(d["growth_bytes_per_iteration"] - f["bytes_per_iteration"]) < 1, d
 p = re.search(r"at this rate the device runs out at iteration ([0-9]+)", log)
 assert p and abs(int(p.group(1)) - f["oom_iteration"]) <= 1, (p and p.group(1), f)
 EOF
-[ ! -e "/tmp/cudalloc-$(id -u)/$pid.status" ] && ok || bad "status: the file outlived the program"
+[ ! -e "$tmp/xdg/cudalloc/$pid.status" ] && ok || bad "status: the file outlived the program"
 out=$("$cudalloc" status "$pid" 2>&1)
 rc=$?
 [ $rc -eq 1 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && ok || bad "status of an ended process: exit $rc" "$out"
