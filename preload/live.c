@@ -239,8 +239,8 @@ static void judge_all(void) {
         atomic_store(&ending, true);
         exit((int)ca_conf.exit_code); /* the exit handler writes the summary and the reports */
     }
-    if (ca_conf.report[0] && (first || ca_conf.on_leak == CA_ON_REPORT) && ca_report_write_all() == 0 && first)
-        fprintf(stderr, "cudalloc: reports written at the first warning (%s)\n", ca_conf.report);
+    if (ca_conf.report[0] && (first || ca_conf.on_leak == CA_ON_REPORT) && ca_report_write_all() == 0)
+        fprintf(stderr, "cudalloc: reports written at iteration %u (%s)\n", j.said[0].g->iteration, ca_conf.report);
 }
 
 /* ---- the files ---- */

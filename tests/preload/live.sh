@@ -41,6 +41,13 @@ count "trainer: one first warning" "$out" '^cudalloc: leak found' 1
 count "trainer: one near warning" "$out" '^cudalloc: leak nearing out of memory at iteration 4[0-9] on device 0' 1
 count "trainer: no other leak lines" "$out" '^cudalloc: leak (found|nearing|stopped)' 2
 has "trainer: then it ran out" "$out" '^cudalloc: out of memory on device 0'
+# on_leak:report: the reports at each warning (the first and the near one); warn with a
+# report prefix: at the first only
+out=$(CUDALLOC_SIM_MEMORY=256MiB "$cudalloc" run --conf on_leak:report --report "$tmp/each" -- "$trainer" "${model[@]}" --steps 60 2>&1)
+count "on_leak:report: reports at each warning" "$out" "^cudalloc: reports written at iteration (4|4[0-9]) \\($tmp/each\\)$" 2
+out=$(CUDALLOC_SIM_MEMORY=256MiB "$cudalloc" run --report "$tmp/first" -- "$trainer" "${model[@]}" --steps 60 2>&1)
+count "on_leak:warn: reports at the first warning" "$out" "^cudalloc: reports written at iteration 4 \\($tmp/first\\)$" 1
+count "on_leak:warn: reports at the first warning only" "$out" "^cudalloc: reports written at" 1
 
 # 2. A Python program (ctypes on the simulated device): the warning at iteration
 # 4 with Python frames, on_leak's dicts, the stop said once, memory_summary().
