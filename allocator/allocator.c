@@ -133,7 +133,7 @@ ca_block *ca_split(ca_allocator *a, ca_block *b, size_t size) {
     else b->seg->last = r;
     b->next = r;
     b->size = size;
-    ca_free_index_insert(b->seg->free, r);
+    ca_free_index_insert(&b->seg->heap->free, r);
     return b;
 }
 
@@ -303,7 +303,7 @@ static void merge_and_index(ca_pool *p, ca_block *b) {
     b->allocated = false;
     b->requested = 0;
     ca_segment *seg = b->seg;
-    ca_free_index *fi = seg->free;
+    ca_free_index *fi = &seg->heap->free;
     ca_block *n = b->next, *prev = b->prev;
     /* b was allocated, so all its granules are mapped, the ones it shares
      * with a neighbour too: the merged block's unmapped ones are theirs */

@@ -170,10 +170,7 @@ size_t ca_largest_free(ca_allocator *a) {
     for (size_t i = 0; i < n; i++) {
         ca_pool *p = arr[i];
         ca_lock_acquire(&p->lock);
-        for (int k = 0; k < 2; k++) {
-            ca_free_index_walk(&p->heap[k].free, largest_cb, &c);
-            ca_free_index_walk(&p->heap[k].drain, largest_cb, &c);
-        }
+        for (int k = 0; k < 2; k++) ca_free_index_walk(&p->heap[k].free, largest_cb, &c);
         ca_lock_release(&p->lock);
     }
     return c.best;

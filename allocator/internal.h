@@ -65,8 +65,6 @@ struct ca_segment {
     size_t handles_cap;
     ca_block *first, *last;
     ca_segment *next;     /* in the heap */
-    ca_free_index *free;  /* where its free blocks are: its heap's index, or the heap's
-                           * draining one (a range its pool moved out of: ranges.c) */
     bool expandable;
 };
 
@@ -89,11 +87,9 @@ typedef struct ca_range {
 struct ca_heap {
     ca_pool *pool;
     bool small;
-    ca_free_index free;
-    ca_free_index drain;    /* expandable: free blocks of the ranges the pool moved out
-                             * of: they give their granules, take no request */
+    ca_free_index free;     /* the free blocks of all its segments (ranges) */
     ca_segment *segments;   /* newest first; expandable: one per range, the first the
-                             * one requests go to */
+                             * one that grows */
     ca_range ranges[CA_MAX_RANGES];
     int nranges;            /* read without the lock: atomically */
     size_t reserved_va;     /* expandable: the sum of the ranges' sizes */
@@ -319,11 +315,12 @@ void ca_exp_trim_tail(ca_allocator *a, ca_segment *seg);
 
 /* ranges.c: a heap's virtual ranges */
 /* The heap's range has no room for a block of `size`: a new range, at least
- * twice it (and the request), takes every later request; the older ones
- * drain. NULL when a->reserve or the backend leaves no room. */
+ * twice it (and the request), is where the heap grows from now on; the older
+ * ones keep serving requests from their free blocks. NULL when a->reserve or
+ * the backend leaves no room. */
 ca_segment *ca_range_new(ca_allocator *a, ca_heap *h, size_t size);
-/* Draining ranges with no block in use and no granule mapped go back. */
-void ca_ranges_drop_drained(ca_allocator *a, ca_heap *h);
+/* Older ranges with no block in use and no granule mapped go back. */
+void ca_ranges_drop_empty(ca_allocator *a, ca_heap *h);
 /* Give back the granules lying wholly inside free blocks of p, waiting for
  * the device first when device work may still touch some; then trim the
  * ranges' unmapped tails. The out-of-memory path and ca_release. */

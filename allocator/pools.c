@@ -6,7 +6,7 @@
  * recorded then; on a device that runs work after calls return), it ends:
  * its memory goes back to the device, its figures to the allocator's `gone`,
  * and its struct waits, SPARE, for the next new stream. So the table holds
- * as many pools as are alive or draining at once, however many streams and
+ * as many pools as are alive or ending at once, however many streams and
  * threads a long run makes.
  *
  * Pool structs are never freed before the allocator: threads read them
@@ -111,7 +111,6 @@ static void end_pool(ca_allocator *a, ca_pool *p) {
         }
         h->segments = NULL;
         memset(&h->free, 0, sizeof h->free);
-        memset(&h->drain, 0, sizeof h->drain);
     }
     ca_block_free_all(p);
     p->unfenced = NULL;

@@ -244,9 +244,9 @@ static int segments(ca_allocator *a) {
     return n;
 }
 
-/* A pool starts with a range of CA_FIRST_RANGE, moves to larger ones as it
- * grows, and once it has grown every request goes to its newest range; the
- * ranges it moved out of go back when nothing in them is used or mapped. */
+/* A pool starts with a range of CA_FIRST_RANGE and moves to larger ones as it
+ * grows; what it freed in the older ones serves it again without a new
+ * range, and they go back when nothing in them is used or mapped. */
 START_TEST(a_growing_pool_moves_to_larger_ranges) {
     ca_allocator *a = make(ca_backend_count_new(64 * GIB, G), 0, 1);
     ck_assert_uint_eq(a->first_range, CA_FIRST_RANGE);
@@ -258,17 +258,44 @@ START_TEST(a_growing_pool_moves_to_larger_ranges) {
     ca_pools(a, &arr);
     ca_segment *newest = arr[0]->heap[0].segments;
     ck_assert_uint_ge(newest->reserve_size, 4 * GIB);
+    int ranges = segments(a);
+    int64_t reserved = stats(a).reserved_bytes[CA_POOL_ALL].current;
     for (int i = 0; i < 12; i++) ca_free(a, p[i], 0);
-    for (int i = 0; i < 12; i++) { /* the same again: all in the newest range */
-        p[i] = must_alloc(a, 512 * MIB, 0);
-        ck_assert_uint_lt((uintptr_t)p[i] - newest->base, newest->reserve_size);
-    }
+    for (int i = 0; i < 12; i++) p[i] = must_alloc(a, 512 * MIB, 0); /* the same again */
+    ck_assert_int_eq(segments(a), ranges);
+    ck_assert_ptr_eq(arr[0]->heap[0].segments, newest);
+    ck_assert_int_eq(stats(a).reserved_bytes[CA_POOL_ALL].current, reserved);
     for (int i = 0; i < 12; i++) ca_free(a, p[i], 0);
     ca_release(a);
     ck_assert_int_eq(segments(a), 2); /* the newest, and the first (it holds `keep`) */
     ca_free(a, keep, 0);
     ca_release(a);
     ck_assert_int_eq(segments(a), 1);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+/* 20,000 live small blocks (512 B to 16 KiB) under churn, freeing a random
+ * one and allocating another, in a pool that outgrew its first range: the
+ * holes churn leaves in the older ranges serve it as the newest range's do,
+ * so it holds no more than 5% over its peak. Before (issue 29), older ranges
+ * took no request and kept their granules mapped while any block in them
+ * lived: 1.97 times the peak here, 1.71 with 100,000 blocks of up to 64 KiB. */
+START_TEST(small_blocks_under_churn_stay_dense_across_ranges) {
+    ca_allocator *a = make(ca_backend_count_new(0, G), 0, 1);
+    a->first_range = 16 * MIB; /* outgrown early, as a real pool outgrows 1 GiB */
+    enum { LIVE = 20000, CHURN = 100000 };
+    static void *p[LIVE];
+    unsigned seed = 29;
+    for (int i = 0; i < LIVE + CHURN; i++) {
+        int k = i < LIVE ? i : (int)(rand_r(&seed) % LIVE);
+        if (i >= LIVE) ck_assert_int_eq(ca_free(a, p[k], 0), CA_OK);
+        p[k] = must_alloc(a, 512 + rand_r(&seed) % (16 * 1024 - 512), 0);
+    }
+    ck_assert_int_ge(segments(a), 2);
+    ca_stats s = stats(a);
+    double ratio = (double)s.reserved_bytes[CA_POOL_ALL].peak / (double)s.allocated_bytes[CA_POOL_ALL].peak;
+    ck_assert_msg(ratio <= 1.05, "reserved peak %.3f x the allocated peak", ratio);
     ca_allocator_destroy(a);
 }
 END_TEST
@@ -306,6 +333,7 @@ int main(void) {
     tcase_add_test(tc, release_waits_for_busy_memory);
     tcase_add_test(tc, non_streams_are_refused);
     tcase_add_test(tc, a_growing_pool_moves_to_larger_ranges);
+    tcase_add_test(tc, small_blocks_under_churn_stay_dense_across_ranges);
     tcase_add_test(tc, mem_info_keeps_to_the_cap);
     suite_add_tcase(s, tc);
     return ca_check_run(s);
