@@ -1,5 +1,5 @@
 # allocator/: the caching allocator core and its host/count backends.
-ALLOC_SRCS := allocator/allocator.c allocator/pools.c allocator/figures.c allocator/expandable.c allocator/ranges.c allocator/classic.c allocator/fence.c \
+ALLOC_SRCS := allocator/allocator.c allocator/pools.c allocator/pooltab.c allocator/figures.c allocator/expandable.c allocator/ranges.c allocator/classic.c allocator/fence.c \
               allocator/freeindex.c allocator/block.c allocator/stats.c \
               allocator/livetable.c
 -include allocator/backends.mk
