@@ -36,6 +36,10 @@ UNIT_TESTS += $(TESTS_BIN)/test_livetable
 $(TESTS_BIN)/bench_remap: $(OBJ)/tests/allocator/bench_remap.o $(LIBCA)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ -lpthread
+$(TESTS_BIN)/bench_streams: $(OBJ)/tests/allocator/bench_streams.o $(LIBCA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ -lpthread
+ALL_TARGETS += $(TESTS_BIN)/bench_streams
 .PHONY: bench-remap
 bench-remap: $(TESTS_BIN)/bench_remap
 	@$(TESTS_BIN)/bench_remap
