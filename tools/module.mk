@@ -33,7 +33,8 @@ BENCHES += bench-replay
 # streams; cudalloc-report on 2,500 and 10,000 streams, one per row.
 SCALE := $(BUILD)/bench/scale
 .PHONY: bench-scale
-bench-scale: $(BIN)/cudalloc-replay $(BIN)/cudalloc-report $(TESTS_BIN)/bench_streams
+bench-scale: $(BIN)/cudalloc-replay $(BIN)/cudalloc-report $(TESTS_BIN)/bench_streams \
+             $(LIBCUDALLOC) $(PRELOAD_TEST_BIN)/bench_streams_async
 	@mkdir -p $(SCALE)
 	@bash tests/tools/gen_churn.sh 100000 512 65536 300000 > $(SCALE)/churn_100k.csv
 	@bash tests/tools/gen_churn.sh 100000 512 4194304 300000 > $(SCALE)/churn_100k_4mib.csv
@@ -42,6 +43,8 @@ bench-scale: $(BIN)/cudalloc-replay $(BIN)/cudalloc-report $(TESTS_BIN)/bench_st
 	    $(SCALE)/churn_100k.csv $(SCALE)/churn_100k_4mib.csv; done
 	@$(BIN)/cudalloc-replay --runs 9 --compare $(SCALE)/churn_1k.csv $(SCALE)/churn_100k.csv
 	@$(TESTS_BIN)/bench_streams 250 4000
+	@LD_LIBRARY_PATH=$(SIM) LD_PRELOAD=$(LIBCUDALLOC) CUDALLOC_CONF=summary:false CUDALLOC_SIM_MEMORY=64GiB \
+	    $(PRELOAD_TEST_BIN)/bench_streams_async 250 4000
 	@for n in 2500 10000; do \
 	    awk -v n=$$n 'BEGIN { print "Thread,Time,Action,Pointer,Size,Stream"; \
 	        for (i = 0; i < n; i++) printf "1,%d,allocate,0x%x,4096,0x%x\n", i, 65536 + 4096 * i, 4096 + 16 * i }' \
