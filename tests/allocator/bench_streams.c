@@ -40,19 +40,4 @@ static double pair_ns(int n) {
     return bench_median(t, ROUNDS);
 }
 
-int main(int argc, char **argv) {
-    int defaults[] = {250, 4000}, n = argc > 1 ? argc - 1 : 2;
-    double first = 0, last = 0;
-    for (int k = 0; k < n; k++) {
-        int streams = argc > 1 ? atoi(argv[k + 1]) : defaults[k];
-        if (streams < 1) {
-            fprintf(stderr, "bench_streams: bad stream count '%s': accepted: a positive integer\n", argv[k + 1]);
-            return 2;
-        }
-        last = pair_ns(streams);
-        if (!k) first = last;
-        printf("streams=%d ns_per_pair=%.0f\n", streams, last);
-    }
-    if (n > 1) printf("ratio %.2f (last / first)\n", last / first);
-    return 0;
-}
+int main(int argc, char **argv) { return bench_stream_counts(argc, argv, "bench_streams", pair_ns); }
