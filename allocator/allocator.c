@@ -394,7 +394,7 @@ static inline __attribute__((always_inline)) ca_block *find_live(ca_allocator *a
         /* Expandable heaps own their ranges: look only where the block can be. */
         if (p == mine || p == its || (a->opt.expandable && !pool_holds(p, addr))) continue;
         ca_lock_acquire(&p->lock);
-        ca_block *b = ca_live_find(&p->live, addr);
+        b = ca_live_find(&p->live, addr);
         if (b) {
             *pool = p;
             return b;
