@@ -54,7 +54,7 @@ bench-scale: $(BIN)/cudalloc-replay $(BIN)/cudalloc-report $(TESTS_BIN)/bench_st
 BENCHES += bench-scale
 
 # cudalloc: the launcher
-$(BIN)/cudalloc: $(OBJ)/tools/launcher.o $(OBJ)/tools/elf_needed.o $(UTIL_OBJS)
+$(BIN)/cudalloc: $(OBJ)/tools/launcher.o $(OBJ)/tools/elf_needed.o $(OBJ)/tools/status.o $(UTIL_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ -ldl
 ALL_TARGETS += $(BIN)/cudalloc
