@@ -402,13 +402,17 @@ static CUresult record_on(cuda_backend *cb, cuda_fence *f, CUcontext ctx, CUstre
 
 /* The streams of a context a fence records on beside its legacy stream:
  * *whole when one cuCtxRecordEvent stands for them all (then none); *seen:
- * its non-blocking streams (the keeper's included). */
+ * its non-blocking streams (the keeper's included; with cuCtxRecordEvent at
+ * hand, 1 for any). */
 static size_t streams_of(CUcontext ctx, bool others, CUstream **nb, CUstream *few, size_t nfew, bool *whole,
                          size_t *seen) {
-    size_t n = *seen = ca_streams_nonblocking(ctx, few, nfew);
-    *whole = (n || others) && ca_drv()->cuCtxRecordEvent && ca_conf.context_fences;
+    /* with the context's event, whether there is a non-blocking stream is
+     * enough: counting them all made each fence O(streams) (issue 29) */
+    bool can_whole = ca_drv()->cuCtxRecordEvent && ca_conf.context_fences;
+    size_t n = *seen = ca_streams_nonblocking(ctx, can_whole ? NULL : few, can_whole ? 0 : nfew);
+    *whole = (n || others) && can_whole;
     *nb = few;
-    if (*whole) return 0;
+    if (can_whole) return 0; /* the whole context, or no stream beside the legacy one */
     if (n > nfew && (*nb = malloc(n * sizeof **nb))) ca_streams_nonblocking(ctx, *nb, n);
     return n;
 }

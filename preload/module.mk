@@ -153,6 +153,11 @@ $(PRELOAD_TEST_BIN)/prog_rules: tests/preload/prog_rules.c $(SIM)/libcuda.so
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcuda -ldl -lpthread
 test-preload: $(PRELOAD_TEST_BIN)/prog_rules
 ALL_TARGETS += $(PRELOAD_TEST_BIN)/prog_rules
+# cudaMallocAsync with thousands of live streams (bench-scale, issue 29).
+$(PRELOAD_TEST_BIN)/bench_streams_async: tests/preload/bench_streams_async.c $(SIM)/libcudart.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -ldl
+ALL_TARGETS += $(PRELOAD_TEST_BIN)/bench_streams_async
 endif
 
 # Several devices, several processes, other tools (issue 23): peer access, CUDA IPC, last error, profilers, contexts.

@@ -392,7 +392,8 @@ CUcontext ca_stream_ctx(CUstream s);
 void ca_streams_lock(void);
 void ca_streams_unlock(void);
 /* Under the lock: the non-blocking streams of ctx (up to cap into out; the
- * count is returned whole), and saying that a fence of a context without
+ * count is returned whole; out NULL: 1 at the first, whether there is one),
+ * and saying that a fence of a context without
  * them was its legacy event alone. */
 size_t ca_streams_nonblocking(CUcontext ctx, CUstream *out, size_t cap);
 void ca_streams_fenced_ordered(void);
