@@ -102,6 +102,25 @@ static int by_birth(const void *a, const void *b) {
 
 static uint64_t forward_end(const fx_life *l, size_t n, uint64_t lo, uint64_t hi);
 
+/* Gradients freed inside the iteration (zero_grad(set_to_none=True) after
+ * the optimizer's step): made in backward with a weight's size, they outlive
+ * the birth of every other such allocation of backward and the step (the
+ * optimizer's temporaries come and go; the gradients are freed together at
+ * the end; the activations are gone before the step). With accumulation they
+ * live from the first micro-batch's backward to the step; they do not scale
+ * with the batch. (Not by the forward's end alone: backward's first gradients
+ * can be made before the most allocations are live.) */
+static void mark_gradients(fx_life *l, size_t n, const uint8_t *sized) {
+    uint64_t last = 0; /* the last birth of a weight-sized allocation of backward or the step */
+    for (size_t i = 0; i < n; i++)
+        if (l[i].scale == FX_AMBIGUOUS && l[i].birth > last) last = l[i].birth;
+    for (size_t i = 0; i < n; i++)
+        if (sized[i] && last && l[i].death > last && l[i].birth < last) {
+            l[i].grad = 1;
+            l[i].scale = FX_FIXED;
+        }
+}
+
 /* The allocations live in [lo, hi), by birth, classified; *fwd: where
  * backward starts. What the forward pass makes and frees in the iteration
  * scales with the batch; so does what backward and the optimizer make and
@@ -124,16 +143,25 @@ static fx_life *gather(const ca_fix_input *in, uint64_t lo, uint64_t hi, size_t 
         const ca_lifetime *a = &in->life[i];
         if (a->birth >= hi || a->death < lo) continue;
         uint8_t cls = a->birth < lo ? (a->death >= hi ? FX_SPAN : FX_IN) : (a->death >= hi ? FX_OUT : FX_TR);
-        l[n++] = (fx_life){a->bytes, a->birth, a->death, a->key, a->group, cls, FX_FIXED, -1};
+        l[n++] = (fx_life){a->bytes, a->birth, a->death, a->key, a->group, cls, FX_FIXED, 0, -1};
         if (cls != FX_TR) fixed[nf++] = a->bytes;
     }
     qsort(l, n, sizeof *l, by_birth);
     qsort(fixed, nf, sizeof *fixed, by_u64);
     *fwd = forward_end(l, n, lo, hi);
+    uint8_t *sized = calloc(n ? n : 1, 1); /* a persistent allocation has its size */
+    if (!sized) {
+        free(l);
+        free(fixed);
+        return NULL;
+    }
     for (size_t i = 0; i < n; i++)
-        if (l[i].cls == FX_TR)
-            l[i].scale = l[i].birth > *fwd && bsearch(&l[i].bytes, fixed, nf, sizeof *fixed, by_u64) ? FX_AMBIGUOUS
-                                                                                                  : FX_SCALED;
+        if (l[i].cls == FX_TR) {
+            sized[i] = bsearch(&l[i].bytes, fixed, nf, sizeof *fixed, by_u64) != NULL;
+            l[i].scale = l[i].birth > *fwd && sized[i] ? FX_AMBIGUOUS : FX_SCALED;
+        }
+    mark_gradients(l, n, sized);
+    free(sized);
     free(fixed);
     *n_out = n;
     return l;

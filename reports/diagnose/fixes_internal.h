@@ -11,11 +11,9 @@ typedef struct fx_life {
     uint64_t bytes, birth, death;  /* death may be CA_LIFE_LIVE */
     uint32_t key, group;
     uint8_t cls, scale;
+    uint8_t grad;                  /* FX_TR: a gradient freed inside the iteration (zero_grad at its end) */
     int32_t block;                 /* checkpointing: the block that drops it, else -1 */
 } fx_life;
-
-/* One alignment of the repeated blocks, for checkpointing. */
-#define CA_FIX_ALIGNMENTS 8 /* block alignments tried for the range */
 
 #define CA_FIX_ALIGNMENTS 8 /* block alignments kept for the range */
 
