@@ -9,7 +9,7 @@ enum { FX_FIXED, FX_SCALED, FX_AMBIGUOUS };   /* with the batch */
 
 typedef struct fx_life {
     uint64_t bytes, birth, death;  /* death may be CA_LIFE_LIVE */
-    uint32_t key, group;
+    uint32_t key, group, unit;
     uint8_t cls, scale;
     uint8_t grad;                  /* FX_TR: a gradient freed inside the iteration (zero_grad at its end) */
     int32_t block;                 /* checkpointing: the block that drops it, else -1 */

@@ -125,6 +125,14 @@ int ca_fixes_html(FILE *f, const ca_fix_report *r, const char *const *names) {
         }
         fprintf(f, "</ul>\n");
     }
+    n = ca_fixes_assumptions(r, lines, CA_FIX_ADVICE_MAX);
+    fprintf(f, "<p>Assumed:</p>\n<ul class=\"fix-assumptions\">\n");
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "<li>");
+        ca_html_escape(f, lines[i]);
+        fprintf(f, "</li>\n");
+    }
+    fprintf(f, "</ul>\n");
     int any = 0;
     for (uint32_t g = 1; g < r->n_groups; g++) {
         const ca_breakdown *x = &r->by_group[g];

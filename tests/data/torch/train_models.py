@@ -8,7 +8,7 @@ Recorded by record_alloc.c (`make record-torch-models`): sizes only.
                   and 3 downsamples with a 1x1 shortcut), 32x32 images
           lstm    a language model: embedding 64, two 1-layer nn.LSTM of 192
                   units (one module per layer, so each can be checkpointed),
-                  256-way head, 40 timesteps
+                  256-way head, 24 timesteps
           mlp     parameter-heavy: 512 -> 1536 -> 1536 -> 1536 -> 10, batch 64
           tx      a wide 2-layer encoder (nn.TransformerEncoderLayer, 128
                   channels, 4 heads, feed-forward 512) with an 8192-class head
@@ -94,7 +94,7 @@ class ResNet(nn.Module):
 
 
 class LSTMLM(nn.Module):
-    B, T, V, E, H = 16, 40, 256, 64, 192
+    B, T, V, E, H = 16, 24, 256, 64, 192
 
     def __init__(self):
         super().__init__()

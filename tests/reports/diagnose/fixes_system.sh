@@ -79,7 +79,8 @@ python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['peak_brea
     "$tmp/noiter.json" && ok || no "noiter.json"
 
 # A PyTorch snapshot (Python frames): the breakdown by the step's calls; no
-# repeated blocks in its forward: checkpointing says why in one line.
+# module's forward runs twice in its forward pass: checkpointing has no unit
+# and says why in one line.
 "$report" "$here/tests/data/snapshots/clean.pickle" --json "$tmp/snap.json" --txt "$tmp/snap.txt" || no "snapshot exited $?"
 python3 - "$tmp/snap.json" <<'PY' && ok || no "snap.json: breakdown by frame"
 import json, sys
@@ -88,10 +89,10 @@ frames = {f["frame"]: f for f in r["peak_breakdown"]["by_frame"]}
 fwd = frames["train_step (/work/train.py:40), calling forward"]
 assert fwd["activations_bytes"] > 0 and fwd["persistent_bytes"] == 0, frames
 assert frames["main (/work/train.py:12), calling __init__"]["persistent_bytes"] > 0, frames
-assert r["checkpointing_unavailable"].startswith("no repeated blocks in the forward pass"), r["checkpointing_unavailable"]
+assert r["checkpointing_unavailable"].startswith("no module's forward runs twice in the forward pass"), r["checkpointing_unavailable"]
 assert not any("checkpointing" in f["fix"] for f in r["fixes"]), r["fixes"]
 PY
-grep -q 'Checkpointing cannot be predicted: no repeated blocks' "$tmp/snap.txt" && ok || no "snap.txt: no reason for checkpointing"
+grep -q "Checkpointing cannot be predicted: no module's forward runs twice" "$tmp/snap.txt" && ok || no "snap.txt: no reason for checkpointing"
 
 # The demo trainer, live (call stacks): a plain run's report against runs with each fix.
 export LD_LIBRARY_PATH=$build/sim

@@ -1,0 +1,123 @@
+/* Checkpointing's units from Python frames (see units.h). */
+#include "reports/diagnose/units.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reports/capture/named_frames.h"
+
+typedef struct frame {
+    const char *fn, *file;
+    unsigned line;
+    uintptr_t ip;
+} frame;
+
+typedef struct path { /* one allocation's named frames, outermost first */
+    frame *f;
+    unsigned n;
+} path;
+
+static int is_forward(const char *fn) {
+    size_t n = strlen(fn);
+    return !strcmp(fn, "forward") || (n > 8 && !strcmp(fn + n - 8, ".forward"));
+}
+
+static int same_function(const frame *a, const frame *b) { return !strcmp(a->fn, b->fn) && !strcmp(a->file, b->file); }
+
+/* The frames above depth d are the same (the same caller, the same call line). */
+static int same_callers(const path *a, const path *b, unsigned d) {
+    for (unsigned k = 0; k < d; k++)
+        if (a->f[k].ip != b->f[k].ip) return 0;
+    return 1;
+}
+
+/* Is allocation i in (a call of) the function at depth d of `of`? */
+static int under(const path *p, unsigned d, const frame *of) { return p->n > d && same_function(&p->f[d], of); }
+
+/* The calls of the function at depth d of path c; call[] from 1 when given. */
+static size_t count_calls(const path *p, size_t n, unsigned d, const frame *of, uint32_t *call, uint64_t *bytes,
+                          const ca_unit_stack *st) {
+    size_t calls = 0, prev = SIZE_MAX;
+    unsigned first = 0, top = 0; /* the current call's first and highest line */
+    *bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!under(&p[i], d, of)) {
+            if (call) call[i] = 0;
+            if (prev != SIZE_MAX && p[i].n) prev = SIZE_MAX - 1; /* something else ran between: a new call next */
+            continue;
+        }
+        unsigned line = p[i].f[d].line;
+        int fresh = prev >= SIZE_MAX - 1 || !same_callers(&p[i], &p[prev], d) || line < p[prev].f[d].line ||
+                    (line == first && top > first);
+        if (fresh) calls++, first = top = line;
+        if (line > top) top = line;
+        prev = i;
+        *bytes += st[i].bytes;
+        if (call) call[i] = (uint32_t)calls;
+    }
+    return calls;
+}
+
+static const char *base(const char *file) {
+    const char *s = strrchr(file, '/');
+    return s ? s + 1 : file;
+}
+
+long ca_units_find(const ca_unit_stack *st, size_t n, uint32_t *call, char *name, size_t name_len, char *why,
+                   size_t why_len) {
+    why[0] = name[0] = '\0';
+    path *p = calloc(n ? n : 1, sizeof *p);
+    if (!p) return -1;
+    size_t named = 0;
+    long result = -1;
+    for (size_t i = 0; i < n; i++) {
+        if (!(p[i].f = malloc((st[i].n ? st[i].n : 1) * sizeof *p[i].f))) goto done;
+        for (unsigned k = st[i].n; k-- > 0;) { /* outermost first, named frames only */
+            frame *f = &p[i].f[p[i].n];
+            const char *mod;
+            if (ca_named_frame_get(st[i].ips[k], &f->fn, &f->file, &f->line, &mod)) f->ip = st[i].ips[k], p[i].n++;
+        }
+        named += p[i].n > 0;
+    }
+    if (!named) goto done;
+    /* Each forward function at each depth, once: the outermost called twice
+     * or more wins, then the most bytes; alone, the one holding most bytes
+     * says where the repeats are. */
+    unsigned best_d = 0, one_d = 0;
+    const frame *best = NULL, *one = NULL;
+    uint64_t best_b = 0, one_b = 0;
+    size_t best_calls = 0;
+    for (size_t i = 0; i < n; i++)
+        for (unsigned d = 0; d < p[i].n; d++) {
+            const frame *f = &p[i].f[d];
+            if (!is_forward(f->fn)) continue;
+            size_t j = 0; /* the first allocation with this function at this depth: counted there */
+            while (!under(&p[j], d, f)) j++;
+            if (j != i) continue;
+            uint64_t b;
+            size_t c = count_calls(p, n, d, f, NULL, &b, st);
+            if (c >= 2 && (!best || d < best_d || (d == best_d && b > best_b)))
+                best = f, best_d = d, best_b = b, best_calls = c;
+            if (c == 1 && (!one || b > one_b || (b == one_b && d > one_d))) one = f, one_d = d, one_b = b;
+        }
+    if (best) {
+        uint64_t b;
+        count_calls(p, n, best_d, best, call, &b, st);
+        snprintf(name, name_len, "%s (%s:%u)", best->fn, base(best->file), best->line);
+        result = (long)best_calls;
+    } else {
+        for (size_t i = 0; i < n; i++) call[i] = 0;
+        if (one)
+            snprintf(why, why_len, "no module's forward runs twice in the forward pass; most of its memory is made "
+                     "inside one call of %s (%s:%u), whose repeats (timesteps, a loop in one layer) cannot be "
+                     "checkpointed apart", one->fn, base(one->file), one->line);
+        else
+            snprintf(why, why_len, "no module's forward (a frame named forward) in the forward pass's frames");
+        result = 0;
+    }
+done:
+    for (size_t i = 0; i < n; i++) free(p[i].f);
+    free(p);
+    return result;
+}
