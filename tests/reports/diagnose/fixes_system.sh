@@ -94,6 +94,12 @@ assert not any("checkpointing" in f["fix"] for f in r["fixes"]), r["fixes"]
 PY
 grep -q "Checkpointing cannot be predicted: no module's forward runs twice" "$tmp/snap.txt" && ok || no "snap.txt: no reason for checkpointing"
 
+# A snapshot that ran out of memory: its replay takes the failed 64 GiB
+# request in, so on a 1 GiB device it does not fit (it said "fits" before).
+"$report" "$here/tests/data/snapshots/two_devices_oom.pickle" --device 0 --capacity 1GiB --txt "$tmp/oom.txt"
+grep -q 'on a 1.00 GiB device: does not fit, 1 allocation fail; 63.0 GiB missing' "$tmp/oom.txt" \
+    && ! grep -q 'fits, no allocation fails' "$tmp/oom.txt" && ok || no "oom.txt: $(grep 'on a 1.00' "$tmp/oom.txt")"
+
 # The demo trainer, live (call stacks): a plain run's report against runs with each fix.
 export LD_LIBRARY_PATH=$build/sim
 args="--layers 4 --channels 64 --heads 4 --seq 64 --batch 16 --steps 3"
@@ -103,6 +109,17 @@ check "$tmp/dplain.json" "demo accumulation 4:accumulation:4:$tmp/daccum4.json:1
     "demo checkpointing:checkpointing:0:$tmp/dckpt.json:20" && ok || no "demo: predictions off target"
 python3 -c "import json,sys; f=json.load(open(sys.argv[1]))['peak_breakdown']['by_frame']; assert any('micro_step' in x['frame'] and x['activations_bytes'] > 0 for x in f), f" \
     "$tmp/dplain.json" && ok || no "demo: breakdown by frame should name micro_step"
+
+# A leaking run (evaluation without no_grad): the predictions are of the run
+# without the leak and say so; its persistent memory is the clean run's.
+run dleak --leak eval-grad --steps 8 && run dclean --steps 8 || no "demo leak runs failed"
+python3 - "$tmp/dleak.json" "$tmp/dclean.json" <<'PY' && ok || no "demo leak: predictions should leave the leak out"
+import json, sys
+leak, clean = (json.load(open(p))["peak_breakdown"] for p in sys.argv[1:])
+assert leak["roles"]["leak_left_out_bytes"] > 20 << 20, leak["roles"]
+assert abs(leak["persistent_bytes"] - clean["persistent_bytes"]) <= 4096, (leak["persistent_bytes"], clean["persistent_bytes"])
+PY
+grep -q 'Predicted for the run without its leak' "$tmp/dleak.txt" && ok || no "dleak.txt: no line about the leak"
 
 # An out-of-memory failure after complete iterations (a longer sequence in a
 # later step): its advice names what would fit, with predicted peaks.
