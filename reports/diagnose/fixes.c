@@ -128,8 +128,8 @@ static void mark_gradients(fx_life *l, size_t n, const uint8_t *sized) {
     uint64_t last = 0, end = 0; /* the last birth of a weight-sized allocation of backward or the step */
     uint64_t batch = 0;         /* the last free of memory that scales with the batch: backward is over */
     for (size_t i = 0; i < n; i++) {
-        if (l[i].scale == FX_AMBIGUOUS && l[i].birth > last) last = l[i].birth;
-        if (l[i].cls == FX_TR && l[i].scale == FX_SCALED && l[i].death > batch) batch = l[i].death;
+        if (sized[i] && l[i].birth > last) last = l[i].birth;
+        if (l[i].cls == FX_TR && !sized[i] && l[i].death > batch) batch = l[i].death;
     }
 #define CANDIDATE(a, s) ((s) && (a)->birth < last && (a)->birth < batch && (a)->death > last)
     for (size_t i = 0; i < n; i++)
@@ -140,7 +140,7 @@ static void mark_gradients(fx_life *l, size_t n, const uint8_t *sized) {
         for (size_t i = 0; i < n; i++)
             if (CANDIDATE(&l[i], sized[i]) && births_before(l, n, l[i].death) == run) {
                 if (!pass) count++;
-                else if (count >= 2) l[i].grad = 1, l[i].scale = FX_FIXED;
+                else if (count >= 2) l[i].grad = 1;
             }
 #undef CANDIDATE
 }
@@ -172,7 +172,6 @@ static fx_life *gather(const ca_fix_input *in, uint64_t lo, uint64_t hi, size_t 
     }
     qsort(l, n, sizeof *l, by_birth);
     qsort(fixed, nf, sizeof *fixed, by_u64);
-    *fwd = forward_end(l, n, lo, hi);
     uint8_t *sized = calloc(n ? n : 1, 1); /* a persistent allocation has its size */
     if (!sized) {
         free(l);
@@ -180,11 +179,11 @@ static fx_life *gather(const ca_fix_input *in, uint64_t lo, uint64_t hi, size_t 
         return NULL;
     }
     for (size_t i = 0; i < n; i++)
-        if (l[i].cls == FX_TR) {
-            sized[i] = bsearch(&l[i].bytes, fixed, nf, sizeof *fixed, by_u64) != NULL;
-            l[i].scale = l[i].birth > *fwd && sized[i] ? FX_AMBIGUOUS : FX_SCALED;
-        }
-    mark_gradients(l, n, sized);
+        sized[i] = l[i].cls == FX_TR && bsearch(&l[i].bytes, fixed, nf, sizeof *fixed, by_u64) != NULL;
+    mark_gradients(l, n, sized); /* first: freed after the step, they would move the forward's end there */
+    *fwd = forward_end(l, n, lo, hi);
+    for (size_t i = 0; i < n; i++)
+        if (l[i].cls == FX_TR && !l[i].grad) l[i].scale = l[i].birth > *fwd && sized[i] ? FX_AMBIGUOUS : FX_SCALED;
     free(sized);
     free(fixed);
     *n_out = n;
@@ -199,7 +198,7 @@ static uint64_t forward_end(const fx_life *l, size_t n, uint64_t lo, uint64_t hi
     if (!ev) return lo;
     size_t ne = 0;
     for (size_t i = 0; i < n; i++) {
-        if (l[i].cls != FX_TR) continue;
+        if (l[i].cls != FX_TR || l[i].grad) continue;
         ev[ne++] = (pev){l[i].birth, 1};
         ev[ne++] = (pev){l[i].death, -1};
     }

@@ -35,11 +35,39 @@ static int same_callers(const path *a, const path *b, unsigned d) {
 /* Is allocation i in (a call of) the function at depth d of `of`? */
 static int under(const path *p, unsigned d, const frame *of) { return p->n > d && same_function(&p->f[d], of); }
 
-/* The calls of the function at depth d of path c; call[] from 1 when given. */
+/* Where in its function's body allocation p is, at depth d: the line, and
+ * the module it calls from there (the first forward below; nn.Sequential
+ * calls all its modules from one line, and a loop over modules in a helper
+ * calls them all from the helper's one line: only the frame whose modules
+ * vary owns the loop), else the innermost frame. */
+typedef struct place {
+    unsigned line;
+    const frame *child;
+} place;
+
+static place place_of(const path *p, unsigned d) {
+    const frame *child = &p->f[p->n - 1];
+    for (unsigned k = d + 1; k < p->n; k++)
+        if (is_forward(p->f[k].fn)) {
+            child = &p->f[k];
+            break;
+        }
+    return (place){p->f[d].line, child};
+}
+
+static int same_place(place a, place b) {
+    return a.line == b.line && (is_forward(a.child->fn) ? same_function(a.child, b.child) : a.child->ip == b.child->ip);
+}
+
+/* The calls of the function at depth d of path c; call[] from 1 when given.
+ * A call starts again where the frames above differ, where something else
+ * ran between, where the line goes back, or where the first place of the
+ * current call comes again after another. */
 static size_t count_calls(const path *p, size_t n, unsigned d, const frame *of, uint32_t *call, uint64_t *bytes,
                           const ca_unit_stack *st) {
     size_t calls = 0, prev = SIZE_MAX;
-    unsigned first = 0, top = 0; /* the current call's first and highest line */
+    place first = {0, NULL};
+    int moved = 0; /* the current call has been somewhere else than its first place */
     *bytes = 0;
     for (size_t i = 0; i < n; i++) {
         if (!under(&p[i], d, of)) {
@@ -47,11 +75,12 @@ static size_t count_calls(const path *p, size_t n, unsigned d, const frame *of, 
             if (prev != SIZE_MAX && p[i].n) prev = SIZE_MAX - 1; /* something else ran between: a new call next */
             continue;
         }
-        unsigned line = p[i].f[d].line;
-        int fresh = prev >= SIZE_MAX - 1 || !same_callers(&p[i], &p[prev], d) || line < p[prev].f[d].line ||
-                    (line == first && top > first);
-        if (fresh) calls++, first = top = line;
-        if (line > top) top = line;
+        place at = place_of(&p[i], d);
+        int again = first.child && same_place(at, first);
+        int fresh = prev >= SIZE_MAX - 1 || !same_callers(&p[i], &p[prev], d) || at.line < p[prev].f[d].line ||
+                    (again && moved);
+        if (fresh) calls++, first = at, moved = 0;
+        else if (!again) moved = 1;
         prev = i;
         *bytes += st[i].bytes;
         if (call) call[i] = (uint32_t)calls;
