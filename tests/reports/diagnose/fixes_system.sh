@@ -52,6 +52,29 @@ for m in a g; do
         "$m checkpointing:checkpointing:0:$tmp/${m}checkpoint.json:25" && ok || no "model $m: predictions off target"
 done
 
+# Four model families recorded with real PyTorch (tests/data/torch/models,
+# issue 28), zero_grad at the start, at the end and in place: the plain run's
+# predictions (from its snapshot with Python frames) against each fix's
+# measured peak, and every --capacity verdict between two measured peaks.
+# bf16 on the encoder is a known miss (its 8192-class loss stays in fp32
+# under autocast: the range's high end is below it; BENCHMARKS.md).
+runs="resnet_end resnet_start lstm_end lstm_start mlp_end mlp_start tx_end tx_start tx_inplace"
+python3 "$here/scripts/fixes_compare.py" "$report" "$here/tests/data/torch/models" $runs --frames --check \
+    --skip tx_end:bf16 --skip tx_start:bf16 --skip tx_inplace:bf16 > "$tmp/models.md" \
+    && ok || { cat "$tmp/models.md"; no "model families: predictions or verdicts off target"; }
+python3 - "$report" "$here/tests/data/torch/models" "$tmp" <<'PY' && ok || no "model families: checkpointing's units"
+import json, subprocess, sys
+exe, d, tmp = sys.argv[1:]
+want = {"resnet_end": ("BasicBlock.forward", 6), "lstm_end": ("LSTM.forward", 2), "mlp_end": ("Sequential.forward", 3),
+        "tx_end": ("TransformerEncoderLayer.forward", 2)}
+for run, (unit, count) in want.items():
+    subprocess.run([exe, f"{d}/{run}_plain.pickle.gz", "--json", f"{tmp}/u.json", "--txt", "/dev/null"], check=True)
+    r = json.load(open(f"{tmp}/u.json"))
+    f = next(f for f in r["fixes"] if f["fix"] == "checkpointing")
+    assert f["unit"].startswith(unit + " (") and f["blocks"] == count and f["blocks_by"] == "frames", (run, f)
+    assert any(a.startswith("Checkpointing: each call of " + unit) for a in r["peak_breakdown"]["assumptions"]), run
+PY
+
 # The sections: text, HTML, JSON keys; a device that is too small.
 "$report" "$tmp/aplain.csv" --capacity 16MiB --txt "$tmp/a.txt" --html "$tmp/a.html" --json "$tmp/a16.json" \
     || no "cudalloc-report --capacity exited $?"
