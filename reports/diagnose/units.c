@@ -111,25 +111,31 @@ long ca_units_find(const ca_unit_stack *st, size_t n, uint32_t *call, char *name
     }
     if (!named) goto done;
     /* Each forward function at each depth, once: the outermost called twice
-     * or more wins, then the most bytes; alone, the one holding most bytes
-     * says where the repeats are. */
+     * or more wins, then the most bytes. */
     unsigned best_d = 0, one_d = 0;
     const frame *best = NULL, *one = NULL;
-    uint64_t best_b = 0, one_b = 0;
+    uint64_t best_b = 0, one_max = 0;
     size_t best_calls = 0;
-    for (size_t i = 0; i < n; i++)
-        for (unsigned d = 0; d < p[i].n; d++) {
-            const frame *f = &p[i].f[d];
-            if (!is_forward(f->fn)) continue;
-            size_t j = 0; /* the first allocation with this function at this depth: counted there */
-            while (!under(&p[j], d, f)) j++;
-            if (j != i) continue;
-            uint64_t b;
-            size_t c = count_calls(p, n, d, f, NULL, &b, st);
-            if (c >= 2 && (!best || d < best_d || (d == best_d && b > best_b)))
-                best = f, best_d = d, best_b = b, best_calls = c;
-            if (c == 1 && (!one || b > one_b || (b == one_b && d > one_d))) one = f, one_d = d, one_b = b;
-        }
+    /* pass 0: the most bytes one call holds; pass 1: the units, and the
+     * deepest single call holding half that (where the repeats are) */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < n; i++)
+            for (unsigned d = 0; d < p[i].n; d++) {
+                const frame *f = &p[i].f[d];
+                if (!is_forward(f->fn)) continue;
+                size_t j = 0; /* the first allocation with this function at this depth: counted there */
+                while (!under(&p[j], d, f)) j++;
+                if (j != i) continue;
+                uint64_t b;
+                size_t c = count_calls(p, n, d, f, NULL, &b, st);
+                if (!pass) {
+                    if (c == 1 && b > one_max) one_max = b;
+                    continue;
+                }
+                if (c >= 2 && (!best || d < best_d || (d == best_d && b > best_b)))
+                    best = f, best_d = d, best_b = b, best_calls = c;
+                if (c == 1 && 2 * b >= one_max && (!one || d > one_d)) one = f, one_d = d;
+            }
     if (best) {
         uint64_t b;
         count_calls(p, n, best_d, best, call, &b, st);
@@ -138,9 +144,9 @@ long ca_units_find(const ca_unit_stack *st, size_t n, uint32_t *call, char *name
     } else {
         for (size_t i = 0; i < n; i++) call[i] = 0;
         if (one)
-            snprintf(why, why_len, "no module's forward runs twice in the forward pass; most of its memory is made "
-                     "inside one call of %s (%s:%u), whose repeats (timesteps, a loop in one layer) cannot be "
-                     "checkpointed apart", one->fn, base(one->file), one->line);
+            snprintf(why, why_len, "no module's forward runs twice in the forward pass: its memory is made in one "
+                     "call of %s (%s:%u), whose timesteps or loops cannot be checkpointed apart", one->fn,
+                     base(one->file), one->line);
         else
             snprintf(why, why_len, "no module's forward (a frame named forward) in the forward pass's frames");
         result = 0;

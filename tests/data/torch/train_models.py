@@ -9,6 +9,8 @@ Recorded by record_alloc.c (`make record-torch-models`): sizes only.
           lstm    a language model: embedding 64, two 1-layer nn.LSTM of 192
                   units (one module per layer, so each can be checkpointed),
                   256-way head, 24 timesteps
+          lstm1   the same with one nn.LSTM of 2 layers: its timesteps and
+                  layers all run inside one call (no unit to checkpoint)
           mlp     parameter-heavy: 512 -> 1536 -> 1536 -> 1536 -> 10, batch 64
           tx      a wide 2-layer encoder (nn.TransformerEncoderLayer, 128
                   channels, 4 heads, feed-forward 512) with an 8192-class head
@@ -113,6 +115,12 @@ class LSTMLM(nn.Module):
         return F.cross_entropy(self.head(h).reshape(-1, self.V), y.reshape(-1))
 
 
+class LSTM1(LSTMLM):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.LSTM(self.E, self.H, num_layers=2, batch_first=True)])
+
+
 class MLP(nn.Module):
     B, D, H = 64, 512, 1536
 
@@ -147,7 +155,7 @@ class Encoder(nn.Module):
         return F.cross_entropy(self.head(h).reshape(-1, self.K), y.reshape(-1))
 
 
-FAMILIES = {"resnet": ResNet, "lstm": LSTMLM, "mlp": MLP, "tx": Encoder}
+FAMILIES = {"resnet": ResNet, "lstm": LSTMLM, "lstm1": LSTM1, "mlp": MLP, "tx": Encoder}
 ZEROS = ("start", "end", "inplace")
 
 

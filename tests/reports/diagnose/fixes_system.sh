@@ -73,6 +73,12 @@ for run, (unit, count) in want.items():
     f = next(f for f in r["fixes"] if f["fix"] == "checkpointing")
     assert f["unit"].startswith(unit + " (") and f["blocks"] == count and f["blocks_by"] == "frames", (run, f)
     assert any(a.startswith("Checkpointing: each call of " + unit) for a in r["peak_breakdown"]["assumptions"]), run
+# one nn.LSTM of 2 layers: its timesteps are no units, no checkpointing, one line why
+subprocess.run([exe, f"{d}/lstm1_end_plain.pickle.gz", "--json", f"{tmp}/u.json", "--txt", "/dev/null"], check=True)
+r = json.load(open(f"{tmp}/u.json"))
+assert not any("checkpointing" in f["fix"] for f in r["fixes"]), r["fixes"]
+assert r["checkpointing_unavailable"].startswith("no module's forward runs twice") and "LSTM.forward (rnn.py:" in \
+    r["checkpointing_unavailable"], r["checkpointing_unavailable"]
 PY
 
 # The sections: text, HTML, JSON keys; a device that is too small.
