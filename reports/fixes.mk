@@ -33,11 +33,12 @@ record-torch-fixes: $(BUILD)/record_alloc.so
 # MODEL_PLAIN_RUNS are recorded plainly only (lstm1: no unit to checkpoint).
 MODEL_RUNS := resnet_end resnet_start lstm_end lstm_start mlp_end mlp_start tx_end tx_start tx_inplace
 MODEL_PLAIN_RUNS := lstm1_end
+MODEL_CASES := $(FIX_CASES) all
 .PHONY: record-torch-models
 record-torch-models: $(BUILD)/record_alloc.so
 	@set -e; d=tests/data/torch/models; t=$$(mktemp -d); mkdir -p $$d; \
 	for r in $(MODEL_RUNS) $(MODEL_PLAIN_RUNS); do \
-	    cases="$(FIX_CASES)"; case " $(MODEL_PLAIN_RUNS) " in *" $$r "*) cases=plain;; esac; \
+	    cases="$(MODEL_CASES)"; case " $(MODEL_PLAIN_RUNS) " in *" $$r "*) cases=plain;; esac; \
 	    for c in $$cases; do \
 	    frames=; [ $$c = plain ] && frames=$$t/frames.txt; \
 	    FAMILY=$${r%_*} ZERO=$${r#*_} RECORD_ALLOC_CSV=$$t/run.csv RECORD_ALLOC_FRAMES=$$frames \

@@ -23,7 +23,8 @@ Cases: fix-plain, fix-accum2, fix-accum4 (k micro-batches of B/k, loss / k,
 one optimizer step), fix-bf16 (the forward under torch.autocast('cpu',
 dtype=torch.bfloat16)), fix-checkpoint (torch.utils.checkpoint around each
 unit, use_reentrant=False: a residual block, an LSTM layer, a hidden layer,
-an encoder layer).
+an encoder layer), fix-all (the three together: 4 micro-batches, autocast,
+checkpointing).
 STEPS (3) optimizer steps on the same batches, AdamW, an iteration boundary
 after each step.
 
@@ -39,7 +40,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torch.utils.checkpoint
 
-CASES = ("fix-plain", "fix-accum2", "fix-accum4", "fix-bf16", "fix-checkpoint")
+CASES = ("fix-plain", "fix-accum2", "fix-accum4", "fix-bf16", "fix-checkpoint", "fix-all")
 STEPS = 3
 
 
@@ -170,16 +171,16 @@ def main():
     model = FAMILIES[family]()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x, y = model.batch(torch.Generator().manual_seed(1))
-    accum = {"fix-accum2": 2, "fix-accum4": 4}.get(case, 1)
+    accum = {"fix-accum2": 2, "fix-accum4": 4, "fix-all": 4}.get(case, 1)
     mb = x.shape[0] // accum
     for step in range(STEPS):
         if zero != "end":
             opt.zero_grad(set_to_none=zero == "start")
         for i in range(accum):
             xs, ys = x[i * mb:(i + 1) * mb], y[i * mb:(i + 1) * mb]
-            if case == "fix-bf16":
+            if case in ("fix-bf16", "fix-all"):
                 with torch.autocast("cpu", dtype=torch.bfloat16):
-                    loss = model(xs, ys)
+                    loss = model(xs, ys, checkpoint=case == "fix-all")
             else:
                 loss = model(xs, ys, checkpoint=case == "fix-checkpoint")
             (loss / accum).backward()
