@@ -214,12 +214,12 @@ static uint64_t forward_end(const fx_life *l, size_t n, uint64_t lo, uint64_t hi
 }
 
 static void count(ca_breakdown *b, const fx_life *a, uint64_t peak_pos, uint64_t fwd_end) {
-    int live = a->birth <= peak_pos && a->death > peak_pos;
-    if (a->cls == FX_OUT && a->birth > peak_pos) b->kept_after_peak += a->bytes;
+    int live = a->birth <= peak_pos && a->death > peak_pos, kept = a->cls == FX_OUT || a->grad;
+    if (kept && a->birth > peak_pos) b->kept_after_peak += a->bytes;
     if (!live) return;
     if (a->cls == FX_SPAN || a->cls == FX_IN)
         b->persistent += a->bytes;
-    else if (a->cls == FX_OUT)
+    else if (kept) /* this step's gradients too, when zero_grad frees them after the step */
         b->kept += a->bytes;
     else if (a->birth <= fwd_end && a->death > fwd_end)
         b->activations += a->bytes;
@@ -278,7 +278,7 @@ static int find_roles(const ca_fix_input *in, const fx_life *l, size_t n, uint64
         else r->later += a->bytes;
     }
     /* a few weight-sized scalars kept to the next step are no gradients */
-    if (r->gradients < r->weights / 8) r->gradients = 0, r->grads_freed = 0, r->grads_in_place = 1;
+    if (!r->grads_freed && r->gradients < r->weights / 8) r->gradients = 0, r->grads_in_place = 1;
     return 0;
 }
 

@@ -191,7 +191,7 @@ int ca_fixes_txt(FILE *f, const ca_fix_report *r, const char *const *names) {
     }
     fprintf(f, "  The peak of iteration %u, %s, is made of:\n", r->iteration, sz((double)r->peak, a));
     part(f, "persistent", r->total.persistent, "allocated before the iteration: weights, optimizer state, gradients kept");
-    part(f, "kept", r->total.kept, "allocated in it, live past its end: this step's gradients, state");
+    part(f, "kept", r->total.kept, "allocated in it, live to the step or past: this step's gradients, state");
     part(f, "activations", r->total.activations, "saved in the forward pass for backward");
     part(f, "temporaries", r->total.temporaries, "short-lived");
     if (r->total.kept_after_peak)

@@ -247,20 +247,24 @@ START_TEST(kept_after_backward_once_per_step) {
 }
 END_TEST
 
-/* The weights (bf16's copies are half of them) are estimated from the state
- * the setup and the first step made, not from what a leak piled up since. */
+/* The weights (bf16's copies are half of them) are what the setup made
+ * before the first forward pass, not the state the first step made after it
+ * nor what a leak piled up since. */
 START_TEST(weights_estimate_ignores_a_leak) {
     gen g = {0};
-    A(&g, 400, 1); /* weights, gradients, moments: 100 of weights */
+    A(&g, 100, 1); /* weights */
     for (int i = 0; i < 5; i++) {
         if (i) mark(&g);
         size_t act = A(&g, 800, 2);
         F(&g, act);
+        if (!i) A(&g, 300, 4); /* gradients and two moments, kept */
         if (i) A(&g, 1000, 3); /* kept forever, from the second step on */
     }
     mark(&g);
     ca_fix_report r = predict(&g, 0, 1);
     ck_assert_uint_eq(r.weight_bytes, 100);
+    ck_assert_uint_eq(r.roles.optimizer, 300);
+    ck_assert_uint_eq(r.roles.later, 3000); /* the leak before the analysed (last) iteration */
     ca_fix_report_free(&r);
     gen_free(&g);
 }
@@ -385,6 +389,14 @@ static void check_model_zero(unsigned L, unsigned batch, int stacks, int zero_en
     ca_fix_report r = predict(&g, 0, stacks);
     ck_assert_int_eq(r.have, 1);
     ck_assert_msg(r.blocks == L, "blocks %u, expected %u (%s)", r.blocks, L, r.checkpoint_why);
+    uint64_t params = 0; /* the roles: weights and gradients, whichever way zero_grad runs */
+    for (unsigned p = 0; p < 3 * L + 1; p++) params += PARAM + 512 * (p % 3);
+    ck_assert_int_eq(r.roles.from_setup, 1);
+    ck_assert_uint_eq(r.roles.weights, params);
+    ck_assert_uint_eq(r.weight_bytes, params);
+    ck_assert_uint_eq(r.roles.gradients, params);
+    ck_assert_int_eq(r.roles.grads_freed, zero_end);
+    ck_assert_uint_eq(r.roles.optimizer, 2 * params);
     for (unsigned k = 2; k <= 4; k *= 2) {
         uint64_t m = measured((cfg){L, batch, k, 0, 0, zero_end});
         const ca_fix *f = find(&r, CA_FIX_ACCUM, k);
