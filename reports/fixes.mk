@@ -30,15 +30,16 @@ record-torch-fixes: $(BUILD)/record_alloc.so
 # FAMILY_ZERO (where zero_grad runs). The plain run is recorded with Python
 # frames too and kept as a snapshot with them (to_snapshot.py) beside its
 # sizes-only CSV. Not part of `make test`: it re-records the committed files.
-# MODEL_PLAIN_RUNS are recorded plainly only (lstm1: no unit to checkpoint).
+# MODEL_PLAIN_RUNS are recorded plainly only (lstm1: no unit to checkpoint);
+# the three fixes together (`all`) with zero_grad at the end only.
 MODEL_RUNS := resnet_end resnet_start lstm_end lstm_start mlp_end mlp_start tx_end tx_start tx_inplace
 MODEL_PLAIN_RUNS := lstm1_end
-MODEL_CASES := $(FIX_CASES) all
 .PHONY: record-torch-models
 record-torch-models: $(BUILD)/record_alloc.so
 	@set -e; d=tests/data/torch/models; t=$$(mktemp -d); mkdir -p $$d; \
 	for r in $(MODEL_RUNS) $(MODEL_PLAIN_RUNS); do \
-	    cases="$(MODEL_CASES)"; case " $(MODEL_PLAIN_RUNS) " in *" $$r "*) cases=plain;; esac; \
+	    cases="$(FIX_CASES)"; case $$r in *_end) cases="$$cases all";; esac; \
+	    case " $(MODEL_PLAIN_RUNS) " in *" $$r "*) cases=plain;; esac; \
 	    for c in $$cases; do \
 	    frames=; [ $$c = plain ] && frames=$$t/frames.txt; \
 	    FAMILY=$${r%_*} ZERO=$${r#*_} RECORD_ALLOC_CSV=$$t/run.csv RECORD_ALLOC_FRAMES=$$frames \
