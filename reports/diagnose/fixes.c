@@ -145,6 +145,25 @@ static void mark_gradients(fx_life *l, size_t n, const uint8_t *sized) {
 #undef CANDIDATE
 }
 
+/* What autocast keeps in fp32: the forward's batch-scaled allocations made
+ * by an op it runs in fp32 (frames: the loss, softmax, norms), and those of
+ * backward with their sizes (their gradients). Without frames, none. */
+static void mark_fp32(fx_life *l, size_t n, uint64_t fwd) {
+    uint64_t sizes[16];
+    size_t ns = 0;
+    for (size_t i = 0; i < n && ns < 16; i++)
+        if (l[i].fp32 && l[i].cls == FX_TR && l[i].scale == FX_SCALED && l[i].birth <= fwd) {
+            size_t k = 0;
+            while (k < ns && sizes[k] != l[i].bytes) k++;
+            if (k == ns) sizes[ns++] = l[i].bytes;
+        }
+    for (size_t i = 0; i < n; i++) {
+        int keep = 0;
+        for (size_t k = 0; k < ns && !keep; k++) keep = l[i].bytes == sizes[k];
+        l[i].fp32 = keep && l[i].cls == FX_TR && l[i].scale == FX_SCALED;
+    }
+}
+
 /* The allocations live in [lo, hi), by birth, classified; *fwd: where
  * backward starts. What the forward pass makes and frees in the iteration
  * scales with the batch; so does what backward and the optimizer make and
@@ -167,7 +186,7 @@ static fx_life *gather(const ca_fix_input *in, uint64_t lo, uint64_t hi, size_t 
         const ca_lifetime *a = &in->life[i];
         if (a->birth >= hi || a->death < lo) continue;
         uint8_t cls = a->birth < lo ? (a->death >= hi ? FX_SPAN : FX_IN) : (a->death >= hi ? FX_OUT : FX_TR);
-        l[n++] = (fx_life){a->bytes, a->birth, a->death, a->key, a->group, a->unit, cls, FX_FIXED, 0, -1};
+        l[n++] = (fx_life){a->bytes, a->birth, a->death, a->key, a->group, a->unit, cls, FX_FIXED, 0, a->fp32, -1};
         if (cls != FX_TR) fixed[nf++] = a->bytes;
     }
     qsort(l, n, sizeof *l, by_birth);
@@ -185,6 +204,7 @@ static fx_life *gather(const ca_fix_input *in, uint64_t lo, uint64_t hi, size_t 
     for (size_t i = 0; i < n; i++)
         if (l[i].cls == FX_TR && !l[i].grad) l[i].scale = l[i].birth > *fwd && sized[i] ? FX_AMBIGUOUS : FX_SCALED;
     free(sized);
+    mark_fp32(l, n, *fwd);
     free(fixed);
     *n_out = n;
     return l;
@@ -493,6 +513,7 @@ int ca_fixes_predict(const ca_fix_input *in, ca_fix_report *out) {
         if (a->birth <= out->peak_position && a->death > out->peak_position) {
             if (a->scale == FX_SCALED) out->scaled_bytes += a->bytes;
             if (a->scale == FX_AMBIGUOUS) out->ambiguous_bytes += a->bytes;
+            if (a->fp32) out->fp32_bytes += a->bytes;
         }
     }
     if (find_roles(in, l, n, lo, &out->roles) < 0) goto oom;

@@ -66,6 +66,7 @@ typedef struct ca_lifetime {
     uint32_t key;    /* call site, or the site of its requested size: blocks repeat keys */
     uint32_t group;  /* breakdown column (0: none) */
     uint32_t unit;   /* checkpointing: the unit call it is made in, from 1 (units.h; 0: none) */
+    uint8_t fp32;    /* made by an op autocast keeps in fp32 (a loss, softmax, a norm; from frames) */
 } ca_lifetime;
 
 typedef struct ca_fix_input {
@@ -140,6 +141,7 @@ typedef struct ca_fix_report { /* (struct tag used by reports/report.h) */
     uint64_t scaled_bytes;    /* at the peak: what scales with the batch */
     uint64_t ambiguous_bytes; /* at the peak: in-iteration allocations of a persistent size */
     uint64_t weight_bytes;    /* the estimate bf16 copies are half of */
+    uint64_t fp32_bytes;      /* at the peak: batch-scaled bytes taken to stay fp32 under autocast */
     ca_roles roles;
 
     ca_fix fix[CA_FIX_MAX];

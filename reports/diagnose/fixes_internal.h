@@ -12,6 +12,7 @@ typedef struct fx_life {
     uint32_t key, group, unit;
     uint8_t cls, scale;
     uint8_t grad;                  /* FX_TR: a gradient freed inside the iteration (zero_grad at its end) */
+    uint8_t fp32;                  /* batch-scaled, of the size of what an fp32 op made: stays fp32 (bf16) */
     int32_t block;                 /* checkpointing: the block that drops it, else -1 */
 } fx_life;
 

@@ -126,6 +126,7 @@ static int units(const ca_track_snap *s, ca_lifetime *l, size_t n, uint64_t lo, 
     for (size_t i = 0; i < nf; i++) {
         st[i].n = ca_stacks_get(s->stacks, fw[i]->key, &st[i].ips);
         st[i].bytes = fw[i]->bytes;
+        fw[i]->fp32 = (uint8_t)ca_frames_autocast_fp32(st[i].ips, st[i].n);
     }
     long u = ca_units_find(st, nf, call, name, CA_UNIT_NAME, why, CA_FIX_WHY);
     if (u >= 0) {

@@ -88,6 +88,21 @@ static size_t count_calls(const path *p, size_t n, unsigned d, const frame *of, 
     return calls;
 }
 
+int ca_frames_autocast_fp32(const uintptr_t *ips, unsigned n) {
+    static const char *const ops[] = {"cross_entropy", "nll_loss", "log_softmax", "softmax", "layer_norm",
+                                      "group_norm", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+                                      "kl_div", "binary_cross_entropy_with_logits", "cosine_similarity"};
+    for (unsigned k = 0; k < n; k++) {
+        const char *fn, *file, *mod;
+        unsigned line;
+        if (!ca_named_frame_get(ips[k], &fn, &file, &line, &mod)) continue;
+        const char *dot = strrchr(fn, '.');
+        for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+            if (!strcmp(dot ? dot + 1 : fn, ops[i])) return 1;
+    }
+    return 0;
+}
+
 static const char *base(const char *file) {
     const char *s = strrchr(file, '/');
     return s ? s + 1 : file;

@@ -34,4 +34,9 @@ typedef struct ca_unit_stack {
 long ca_units_find(const ca_unit_stack *st, size_t n, uint32_t *call, char *name, size_t name_len, char *why,
                    size_t why_len);
 
+/* Does a stack (innermost first) run an op autocast keeps in fp32 (CUDA
+ * autocast's float32 list at the Python level: the losses, softmax,
+ * log_softmax, layer and group norm)? By named frames' function names. */
+int ca_frames_autocast_fp32(const uintptr_t *ips, unsigned n);
+
 #endif

@@ -21,6 +21,7 @@ int ca_fixes_json(ca_json *j, const ca_fix_report *r, const char *const *names) 
         parts(j, &r->total);
         ca_json_kv_uint(j, "batch_scaled_bytes", r->scaled_bytes);
         ca_json_kv_uint(j, "weights_estimate_bytes", r->weight_bytes);
+        ca_json_kv_uint(j, "fp32_under_autocast_bytes", r->fp32_bytes);
         ca_json_key(j, "roles");
         ca_json_obj_begin(j);
         ca_json_kv_uint(j, "weights_bytes", r->weight_bytes);

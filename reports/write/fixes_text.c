@@ -164,6 +164,9 @@ size_t ca_fixes_assumptions(const ca_fix_report *r, char (*lines)[CA_FIX_LINE], 
     line(lines, &k, max, "Activations: %s saved for backward at the peak; they and the temporaries (%s at the "
          "peak) scale with the batch, told apart %s.", sz((double)r->total.activations, a),
          sz((double)r->total.temporaries, b), x->from_frames ? "by call stacks" : "by sizes and order alone");
+    if (r->fp32_bytes)
+        line(lines, &k, max, "bf16: %s at the peak stays fp32 under autocast (made by a loss, softmax or a norm, "
+             "by their frames, and backward's allocations of their sizes).", sz((double)r->fp32_bytes, a));
     if (r->blocks && r->unit_name[0])
         line(lines, &k, max, "Checkpointing: each call of %s, %u of them (the module calls of the forward pass, "
              "by their frames).", r->unit_name, r->blocks);

@@ -8,7 +8,7 @@
 
 #define CA_FIX_LINE 400
 #define CA_FIX_ADVICE_MAX 8
-#define CA_FIX_ASSUME_MAX 6
+#define CA_FIX_ASSUME_MAX 8
 
 /* "gradient accumulation over 4 micro-batches", "bf16 autocast",
  * "activation checkpointing of 6 blocks", "accumulation over 4

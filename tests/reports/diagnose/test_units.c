@@ -106,6 +106,19 @@ START_TEST(native_stacks_have_no_units) {
 }
 END_TEST
 
+/* The ops autocast keeps in fp32, by the frames' function names. */
+START_TEST(autocast_fp32_ops) {
+    uintptr_t loss[] = {F("cross_entropy", 3000), F("GPT.forward", 30), F("main", 10)};
+    uintptr_t norm[] = {F("layer_norm", 2500), F("LayerNorm.forward", 190), F("main", 10)};
+    uintptr_t mm[] = {F("Linear.forward", 114), F("GPT.forward", 30), F("main", 10)};
+    uintptr_t native[] = {0x401000};
+    ck_assert_int_eq(ca_frames_autocast_fp32(loss, 3), 1);
+    ck_assert_int_eq(ca_frames_autocast_fp32(norm, 3), 1);
+    ck_assert_int_eq(ca_frames_autocast_fp32(mm, 3), 0);
+    ck_assert_int_eq(ca_frames_autocast_fp32(native, 1), 0);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("units");
     TCase *tc = tcase_create("units");
@@ -113,6 +126,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, timesteps_inside_one_call_are_no_units);
     tcase_add_test(tc, sequential_from_a_helper);
     tcase_add_test(tc, native_stacks_have_no_units);
+    tcase_add_test(tc, autocast_fp32_ops);
     suite_add_tcase(s, tc);
     return s;
 }
