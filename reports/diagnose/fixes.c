@@ -613,6 +613,8 @@ int ca_fixes_predict(const ca_fix_input *in, ca_fix_report *out) {
         if (x->high < x->predicted) x->high = x->predicted;
         x->fits = -1;
         if (in->capacity) x->fits = x->high <= in->capacity ? 1 : x->low > in->capacity ? 0 : -1;
+        /* blocks of sizes may be timesteps inside one layer, not units: never said to fit */
+        if (x->fits == 1 && (f->kinds & CA_FIX_CHECKPOINT) && out->blocks_by_sizes) x->fits = -1;
     }
     if (in->capacity) {
         uint64_t need = out->needed > out->peak ? out->needed : out->peak;

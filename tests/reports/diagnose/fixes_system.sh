@@ -86,14 +86,15 @@ PY
 grep -q '^== What would fit' "$tmp/a.txt" && ok || no "a.txt: no What would fit section"
 grep -q 'The peak of iteration [0-9]*, 26.2 MiB, is made of:' "$tmp/a.txt" && ok || no "a.txt: no breakdown"
 grep -q 'gradient accumulation over 2 micro-batches.*fits in 16.0 MiB' "$tmp/a.txt" && ok || no "a.txt: accumulation 2 should fit in 16 MiB"
-grep -q 'activation checkpointing of 4 blocks.*fits in 16.0 MiB' "$tmp/a.txt" && ok || no "a.txt: checkpointing should fit"
+# by sizes alone the blocks may be timesteps, not units: never said to fit
+grep -q 'activation checkpointing of 4 blocks.*may fit in 16.0 MiB' "$tmp/a.txt" && ok || no "a.txt: checkpointing by sizes should be 'may fit'"
 grep -q 'class="fix-bars"' "$tmp/a.html" && grep -q 'device 16.0 MiB' "$tmp/a.html" && ok || no "a.html: no bars or device line"
 python3 - "$tmp/a16.json" <<'PY' && ok || no "a16.json: fits_on_device"
 import json, sys
 r = json.load(open(sys.argv[1]))
 d = r["fits_on_device"]
 assert d["capacity_bytes"] == 16 << 20 and d["missing_bytes"] > 10 << 20, d
-assert "accumulation" in d["single_fixes"] and "checkpointing" in d["single_fixes"], d
+assert "accumulation" in d["single_fixes"] and "checkpointing" not in d["single_fixes"], d
 assert 0 < d["micro_batch_fraction"] < 1, d
 assert r["peak_breakdown"]["activations_bytes"] > r["peak_breakdown"]["persistent_bytes"], r["peak_breakdown"]
 assert {f["fix"] for f in r["fixes"]} >= {"accumulation", "bf16", "checkpointing", "accumulation+bf16"}, r["fixes"]
