@@ -440,13 +440,19 @@ static const fixspec specs[] = {
 /* One fix at its low, middle or high end (-1, 0, 1), for a batch `batch`
  * times the analysed iteration's. */
 static uint64_t fix_peak(const fx_iter *it, const fixspec *f, int end, uint64_t weights, const fx_ckpt *ck,
-                         double batch) {
-    fx_scen s = {.r = 1, .ambiguous_scale = end < 0, .grad_temps = end >= 0, .ck = ck};
+                         uint64_t block_saved, double batch) {
+    fx_scen s = {.r = 1, .ambiguous_scale = end < 0, .grad_temps = end >= 0, .ck = ck, .no_spike = ck && end < 0};
+    double micro = batch / (f->factor ? f->factor : 1);
     if (f->kinds & CA_FIX_BF16) {
         s.r = end < 0 ? CA_BF16_LOW : end > 0 ? CA_BF16_HIGH : (CA_BF16_LOW + CA_BF16_HIGH) / 2;
         s.extra = end < 0 ? 0 : end > 0 ? weights / 2 : weights / 4;
     }
-    return fx_scen_peak(it, &s, batch / (f->factor ? f->factor : 1));
+    /* Checkpointing's range: PyTorch's recompute may come after the point
+     * where backward reaches the block (low: its peak left out), and the
+     * recomputed block's saved memory sits beside its gradients a while
+     * (high: half a block's saved bytes more). */
+    if (ck && end > 0) s.extra += (uint64_t)((double)block_saved / 2 * s.r * micro);
+    return fx_scen_peak(it, &s, micro);
 }
 
 /* Accumulation's peak for micro-batch fraction f: the first micro-batch's
@@ -600,10 +606,10 @@ int ca_fixes_predict(const ca_fix_input *in, ca_fix_report *out) {
         size_t na = (f->kinds & CA_FIX_CHECKPOINT) ? n_ck : 1;
         for (size_t k = 0; k < na; k++) {
             const fx_ckpt *c = (f->kinds & CA_FIX_CHECKPOINT) ? &ck[k] : NULL;
-            uint64_t lw = fix_peak(&it, f, -1, out->weight_bytes, c, batch),
-                     hg = fix_peak(&it, f, 1, out->weight_bytes, c, batch);
+            uint64_t lw = fix_peak(&it, f, -1, out->weight_bytes, c, out->block_saved_bytes, batch),
+                     hg = fix_peak(&it, f, 1, out->weight_bytes, c, out->block_saved_bytes, batch);
             if (k == 0) {
-                x->predicted = fix_peak(&it, f, 0, out->weight_bytes, c, batch);
+                x->predicted = fix_peak(&it, f, 0, out->weight_bytes, c, out->block_saved_bytes, batch);
                 x->low = lw, x->high = hg;
             }
             if (lw < x->low) x->low = lw;

@@ -95,7 +95,7 @@ int fx_curve_build(const fx_iter *it, const fx_scen *s, int later, fx_curve *out
         }
         }
     }
-    if (s->ck)
+    if (s->ck && !s->no_spike)
         for (size_t b = 0; b < s->ck->n; b++) { /* the block's forward, run again */
             add(&e, at(s->ck->again[b], 0), (int64_t)s->ck->spike_fixed[b], (double)s->ck->spike_scaled[b] * s->r);
             add(&e, at(s->ck->again[b], 1), -(int64_t)s->ck->spike_fixed[b],

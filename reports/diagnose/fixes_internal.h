@@ -33,6 +33,7 @@ typedef struct fx_scen {
     int grad_temps;       /* later micro-batches: each new gradient, briefly */
     uint64_t extra;       /* bytes live through the whole iteration (bf16 weight copies) */
     const fx_ckpt *ck;    /* checkpointing, or NULL */
+    int no_spike;         /* checkpointing's low end: the recomputed forward's own peak left out */
 } fx_scen;
 
 /* The iteration [lo, hi) and its allocations; bwd_end: where its last
