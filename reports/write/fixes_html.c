@@ -128,8 +128,11 @@ int ca_fixes_html(FILE *f, const ca_fix_report *r, const char *const *names) {
     fprintf(f, "</div>\n");
     char lines[CA_FIX_ADVICE_MAX][CA_FIX_LINE];
     list(f, "fix-advice", lines, ca_fixes_advice(r, r->capacity, lines, CA_FIX_ADVICE_MAX));
-    fprintf(f, "<p>Assumed:</p>\n");
+    /* folded: one line until opened (a long page stays as long) */
+    fprintf(f, "<details class=\"fix-assumed\"><summary>What was assumed (weights, gradients, optimizer state, "
+               "activations)</summary>\n");
     list(f, "fix-assumptions", lines, ca_fixes_assumptions(r, lines, CA_FIX_ADVICE_MAX));
+    fprintf(f, "</details>\n");
     int any = 0;
     for (uint32_t g = 1; g < r->n_groups; g++) {
         const ca_breakdown *x = &r->by_group[g];

@@ -15,7 +15,11 @@ typedef struct model {
     uintptr_t ips[MAXN][DEPTH];
     ca_unit_stack st[MAXN];
     size_t n;
+    uint32_t call[MAXN]; /* what ca_units_find says */
+    char name[CA_UNIT_NAME], why[200];
 } model;
+
+static long find(model *m) { return ca_units_find(m->st, m->n, m->call, m->name, sizeof m->name, m->why, sizeof m->why); }
 
 static uintptr_t F(const char *fn, unsigned line) { return ca_named_frame(fn, "model.py", line, "python"); }
 
@@ -44,10 +48,9 @@ START_TEST(blocks_called_from_a_loop) {
     }
     uintptr_t head[] = {top[0], F("GPT.forward", 24), F("Linear.forward", 114)};
     alloc(&m, 800, 3, head);
-    uint32_t call[MAXN];
-    char name[CA_UNIT_NAME], why[200];
-    ck_assert_int_eq(ca_units_find(m.st, m.n, call, name, sizeof name, why, sizeof why), 5);
-    ck_assert_str_eq(name, "Block.forward (model.py:40)");
+    ck_assert_int_eq(find(&m), 5);
+    ck_assert_str_eq(m.name, "Block.forward (model.py:40)");
+    const uint32_t *call = m.call;
     ck_assert_uint_eq(call[0], 0);
     ck_assert_uint_eq(call[1], 1);
     ck_assert_uint_eq(call[4], 1);
@@ -65,11 +68,9 @@ START_TEST(timesteps_inside_one_call_are_no_units) {
     alloc(&m, 100, 3, emb);
     uintptr_t step[] = {F("main", 10), F("LM.forward", 31), F("LSTM.forward", 774)};
     for (int t = 0; t < 40; t++) alloc(&m, 64, 3, step), alloc(&m, 64, 3, step);
-    uint32_t call[MAXN];
-    char name[CA_UNIT_NAME], why[200];
-    ck_assert_int_eq(ca_units_find(m.st, m.n, call, name, sizeof name, why, sizeof why), 0);
-    ck_assert_ptr_nonnull(strstr(why, "no module's forward runs twice"));
-    ck_assert_ptr_nonnull(strstr(why, "LSTM.forward (model.py:774)"));
+    ck_assert_int_eq(find(&m), 0);
+    ck_assert_ptr_nonnull(strstr(m.why, "no module's forward runs twice"));
+    ck_assert_ptr_nonnull(strstr(m.why, "LSTM.forward (model.py:774)"));
 }
 END_TEST
 
@@ -86,13 +87,11 @@ START_TEST(sequential_from_a_helper) {
         alloc(&m, 300, 5, lin);
         alloc(&m, 300, 5, relu);
     }
-    uint32_t call[MAXN];
-    char name[CA_UNIT_NAME], why[200];
-    ck_assert_int_eq(ca_units_find(m.st, m.n, call, name, sizeof name, why, sizeof why), 3);
-    ck_assert_str_eq(name, "Sequential.forward (model.py:204)");
-    ck_assert_uint_eq(call[1], 1);
-    ck_assert_uint_eq(call[2], 2);
-    ck_assert_uint_eq(call[5], 3);
+    ck_assert_int_eq(find(&m), 3);
+    ck_assert_str_eq(m.name, "Sequential.forward (model.py:204)");
+    ck_assert_uint_eq(m.call[1], 1);
+    ck_assert_uint_eq(m.call[2], 2);
+    ck_assert_uint_eq(m.call[5], 3);
 }
 END_TEST
 
