@@ -33,7 +33,8 @@ int ca_fixes_json(ca_json *j, const ca_fix_report *r, const char *const *names) 
                                        : !r->roles.gradients ? "not found"
                                        : r->roles.grads_freed ? "freed after the step" : "kept to the next iteration");
         ca_json_kv_str(j, "weights_from", r->roles.from_setup ? "first step's order" : "a quarter of the state");
-        ca_json_kv_str(j, "told_apart_by", r->roles.from_frames ? "call stacks" : "sizes and order");
+        ca_json_kv_str(j, "told_apart_by", r->roles.from_frames ? "the step's order; call stacks for units and fp32 ops"
+                                                                : "the step's order and sizes");
         ca_json_obj_end(j);
         char lines[CA_FIX_ASSUME_MAX][CA_FIX_LINE];
         size_t n = ca_fixes_assumptions(r, lines, CA_FIX_ASSUME_MAX);

@@ -162,8 +162,9 @@ size_t ca_fixes_assumptions(const ca_fix_report *r, char (*lines)[CA_FIX_LINE], 
         line(lines, &k, max, "Made after the first step and kept: %s (caches made late, or a leak).",
              sz((double)x->later, a));
     line(lines, &k, max, "Activations: %s saved for backward at the peak; they and the temporaries (%s at the "
-         "peak) scale with the batch, told apart %s.", sz((double)r->total.activations, a),
-         sz((double)r->total.temporaries, b), x->from_frames ? "by call stacks" : "by sizes and order alone");
+         "peak) scale with the batch. Roles are told by when each allocation is made and freed in the step%s.",
+         sz((double)r->total.activations, a), sz((double)r->total.temporaries, b),
+         x->from_frames ? "; call stacks name the units and the fp32 ops" : ", and sizes (no call stacks)");
     if (r->fp32_bytes)
         line(lines, &k, max, "bf16: %s at the peak stays fp32 under autocast (made by a loss, softmax or a norm, "
              "by their frames, and backward's allocations of their sizes).", sz((double)r->fp32_bytes, a));
