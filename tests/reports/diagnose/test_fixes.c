@@ -275,7 +275,7 @@ END_TEST
 typedef struct cfg {
     unsigned L, batch, accum, ckpt;
     int half;  /* bf16: activations in 16 bits, bf16 copies of the weights */
-    int zero_end; /* zero_grad(set_to_none=True) after the step, not before the forward */
+    int zero_end; /* zero_grad(set_to_none=True) 0: before the forward, 1: after the step; 2: zeroed in place */
 } cfg;
 
 enum { PARAM = 1 << 16 };
@@ -296,9 +296,9 @@ static gen train(cfg c, int stacks) {
     (void)w;
     size_t batch = SIZE_MAX;
     for (unsigned s = 0; s < STEPS; s++) {
-        if (have_grad) /* zero_grad(set_to_none=True) */
+        if (have_grad && c.zero_end != 2) /* zero_grad(set_to_none=True) */
             for (unsigned p = 0; p < np; p++) F(&g, grad[p]);
-        have_grad = 0;
+        have_grad &= c.zero_end == 2;
         if (batch != SIZE_MAX) F(&g, batch);
         batch = A(&g, 512 * c.batch, key(stacks, 2, 512 * c.batch));
         uint64_t u = 16384 * (c.batch / c.accum) / (c.half ? 2 : 1); /* one sample's unit */
@@ -337,7 +337,7 @@ static gen train(cfg c, int stacks) {
                 for (unsigned q = 0; q < 3; q++) { /* the block's parameters' gradients */
                     unsigned p = 3 * (unsigned)j + q + 1;
                     uint64_t pb = PARAM + 512 * (p % 3);
-                    if (mb == 0) grad[p] = A(&g, pb, key(stacks, 30, pb));
+                    if (mb == 0 && !have_grad) grad[p] = A(&g, pb, key(stacks, 30, pb));
                     else F(&g, A(&g, pb, key(stacks, 31, pb))); /* added into the kept one */
                 }
                 size_t dln = A(&g, u, key(stacks, 22, u));
@@ -349,23 +349,23 @@ static gen train(cfg c, int stacks) {
                 F(&g, out[j]);
                 dx = dx2;
             }
-            if (mb == 0) grad[0] = A(&g, PARAM, key(stacks, 30, PARAM));
+            if (mb == 0 && !have_grad) grad[0] = A(&g, PARAM, key(stacks, 30, PARAM));
             else F(&g, A(&g, PARAM, key(stacks, 31, PARAM)));
-            have_grad = 1;
             F(&g, dx);
             F(&g, x0);
             F(&g, loss);
             (void)x;
         }
+        have_grad = 1;
         for (unsigned p = 0; p < np; p++) { /* AdamW: state at the first step, a temporary per parameter */
             uint64_t pb = PARAM + 512 * (p % 3);
             if (!have_state) m[p] = A(&g, pb, key(stacks, 40, pb)), v[p] = A(&g, pb, key(stacks, 41, pb));
             F(&g, A(&g, pb, key(stacks, 42, pb)));
         }
         have_state = 1;
-        if (c.zero_end) /* the gradients freed inside the iteration */
+        if (c.zero_end == 1) /* the gradients freed inside the iteration */
             for (unsigned p = 0; p < np; p++) F(&g, grad[p]);
-        have_grad &= !c.zero_end;
+        have_grad &= c.zero_end != 1;
         mark(&g);
     }
     (void)m, (void)v;
@@ -394,9 +394,10 @@ static void check_model_zero(unsigned L, unsigned batch, int stacks, int zero_en
     ck_assert_int_eq(r.roles.from_setup, 1);
     ck_assert_uint_eq(r.roles.weights, params);
     ck_assert_uint_eq(r.weight_bytes, params);
-    ck_assert_uint_eq(r.roles.gradients, params);
-    ck_assert_int_eq(r.roles.grads_freed, zero_end);
-    ck_assert_uint_eq(r.roles.optimizer, 2 * params);
+    ck_assert_uint_eq(r.roles.gradients, zero_end == 2 ? 0 : params);
+    ck_assert_int_eq(r.roles.grads_freed, zero_end == 1);
+    ck_assert_int_eq(r.roles.grads_in_place, zero_end == 2);
+    ck_assert_uint_eq(r.roles.optimizer, (zero_end == 2 ? 3 : 2) * params); /* in place: with the gradients */
     for (unsigned k = 2; k <= 4; k *= 2) {
         uint64_t m = measured((cfg){L, batch, k, 0, 0, zero_end});
         const ca_fix *f = find(&r, CA_FIX_ACCUM, k);
@@ -426,10 +427,13 @@ static void check_model(unsigned L, unsigned batch, int stacks) { check_model_ze
 /* zero_grad(set_to_none=True) at the end of the iteration (PyTorch 2's
  * default): the gradients are freed inside it, yet under accumulation they
  * live from the first micro-batch's backward to the step (predicted too low
- * by the gradients' size before they were told from temporaries). */
+ * by the gradients' size before they were told from temporaries). And
+ * zeroed in place: made once, kept. */
 START_TEST(framework_zero_grad_at_the_end) {
     check_model_zero(4, 8, 1, 1);
     check_model_zero(6, 12, 0, 1);
+    check_model_zero(4, 8, 1, 2);
+    check_model_zero(6, 12, 0, 2);
 }
 END_TEST
 
