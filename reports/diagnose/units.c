@@ -125,32 +125,50 @@ long ca_units_find(const ca_unit_stack *st, size_t n, uint32_t *call, char *name
         named += p[i].n > 0;
     }
     if (!named) goto done;
-    /* Each forward function at each depth, once: the outermost called twice
-     * or more wins, then the most bytes. */
+    /* Each forward function at each depth, once (a candidate): the outermost
+     * called twice or more wins, then the most bytes. */
+    typedef struct cand {
+        const frame *f;
+        unsigned d;
+        size_t calls;
+        uint64_t bytes;
+    } cand;
+    size_t nc = 0, cap = 64;
+    cand *c = malloc(cap * sizeof *c);
+    if (!c) goto done;
+    for (size_t i = 0; i < n; i++)
+        for (unsigned d = 0; d < p[i].n; d++) {
+            const frame *f = &p[i].f[d];
+            if (!is_forward(f->fn)) continue;
+            size_t k = 0;
+            while (k < nc && !(c[k].d == d && same_function(c[k].f, f))) k++;
+            if (k < nc) continue;
+            if (nc == cap) {
+                cand *m = realloc(c, 2 * cap * sizeof *c);
+                if (!m) {
+                    free(c);
+                    goto done;
+                }
+                c = m, cap *= 2;
+            }
+            c[nc++] = (cand){f, d, 0, 0};
+        }
     unsigned best_d = 0, one_d = 0;
     const frame *best = NULL, *one = NULL;
     uint64_t best_b = 0, one_max = 0;
     size_t best_calls = 0;
-    /* pass 0: the most bytes one call holds; pass 1: the units, and the
-     * deepest single call holding half that (where the repeats are) */
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t i = 0; i < n; i++)
-            for (unsigned d = 0; d < p[i].n; d++) {
-                const frame *f = &p[i].f[d];
-                if (!is_forward(f->fn)) continue;
-                size_t j = 0; /* the first allocation with this function at this depth: counted there */
-                while (!under(&p[j], d, f)) j++;
-                if (j != i) continue;
-                uint64_t b;
-                size_t c = count_calls(p, n, d, f, NULL, &b, st);
-                if (!pass) {
-                    if (c == 1 && b > one_max) one_max = b;
-                    continue;
-                }
-                if (c >= 2 && (!best || d < best_d || (d == best_d && b > best_b)))
-                    best = f, best_d = d, best_b = b, best_calls = c;
-                if (c == 1 && 2 * b >= one_max && (!one || d > one_d)) one = f, one_d = d;
-            }
+    for (size_t k = 0; k < nc; k++) {
+        c[k].calls = count_calls(p, n, c[k].d, c[k].f, NULL, &c[k].bytes, st);
+        if (c[k].calls == 1 && c[k].bytes > one_max) one_max = c[k].bytes;
+    }
+    /* the deepest single call holding half the most one call holds: where the repeats are */
+    for (size_t k = 0; k < nc; k++) {
+        unsigned d = c[k].d;
+        if (c[k].calls >= 2 && (!best || d < best_d || (d == best_d && c[k].bytes > best_b)))
+            best = c[k].f, best_d = d, best_b = c[k].bytes, best_calls = c[k].calls;
+        if (c[k].calls == 1 && 2 * c[k].bytes >= one_max && (!one || d > one_d)) one = c[k].f, one_d = d;
+    }
+    free(c);
     if (best) {
         uint64_t b;
         count_calls(p, n, best_d, best, call, &b, st);

@@ -3,7 +3,9 @@
  * (innermost first, named frames). */
 #include "tests/reports/helpers.h" /* first: it defines _GNU_SOURCE */
 #include <check.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "reports/capture/named_frames.h"
 #include "reports/diagnose/units.h"
@@ -118,6 +120,35 @@ START_TEST(autocast_fp32_ops) {
 }
 END_TEST
 
+/* 64 blocks of 64 allocations, 8 frames deep: well under a second. */
+START_TEST(large_forward_is_fast) {
+    enum { BLOCKS = 64, PER = 64, N = BLOCKS * PER };
+    uintptr_t(*ips)[DEPTH] = malloc(N * sizeof *ips);
+    ca_unit_stack *st = malloc(N * sizeof *st);
+    uint32_t *call = malloc(N * sizeof *call);
+    ck_assert(ips && st && call);
+    for (size_t i = 0; i < N; i++) {
+        uintptr_t outer[DEPTH] = {F("main", 10),      F("train", 20),       F("Model.forward", 30),
+                                  F("Layer.forward", 40 + (unsigned)(i % PER) / 8),
+                                  F("Linear.forward", 114), F("linear", 2000 + (unsigned)(i % 8)),
+                                  F("helper", 5),          F("inner", 6)};
+        for (unsigned k = 0; k < DEPTH; k++) ips[i][k] = outer[DEPTH - 1 - k];
+        st[i] = (ca_unit_stack){ips[i], DEPTH, 1024};
+    }
+    char name[CA_UNIT_NAME], why[200];
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ck_assert_int_eq(ca_units_find(st, N, call, name, sizeof name, why, sizeof why), BLOCKS);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    ck_assert_str_eq(name, "Layer.forward (model.py:40)");
+    ck_assert_msg(sec < 1.0, "%.3f s", sec);
+    free(ips);
+    free(st);
+    free(call);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("units");
     TCase *tc = tcase_create("units");
@@ -126,6 +157,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, sequential_from_a_helper);
     tcase_add_test(tc, native_stacks_have_no_units);
     tcase_add_test(tc, autocast_fp32_ops);
+    tcase_add_test(tc, large_forward_is_fast);
     suite_add_tcase(s, tc);
     return s;
 }
