@@ -28,7 +28,7 @@ bench-replay: $(BIN)/cudalloc-replay
 BENCHES += bench-replay
 
 # cudalloc: the launcher
-$(BIN)/cudalloc: $(OBJ)/tools/launcher.o $(OBJ)/tools/elf_needed.o $(UTIL_OBJS)
+$(BIN)/cudalloc: $(OBJ)/tools/launcher.o $(OBJ)/tools/elf_needed.o $(OBJ)/tools/status.o $(UTIL_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ -ldl
 ALL_TARGETS += $(BIN)/cudalloc
