@@ -74,6 +74,10 @@ run free-side-stream 0 -- "$bin/prog_free" side-stream
 run free-ordered 0 -- "$bin/prog_free" ordered
 run free-sync 0 CUDALLOC_CONF=sync_free:true CUDALLOC_SIM_DEVICES=2 -- "$bin/prog_free" sync-free
 run free-memory-short 0 CUDALLOC_SIM_MEMORY=64MiB -- "$bin/prog_free" memory-short
+for kind in true false; do for fences in true false; do
+    [ $on_gpu = 0 ] && run free-held-wait-$kind-$fences 0 CUDALLOC_SIM_MEMORY=64MiB \
+        CUDALLOC_CONF=expandable_segments:$kind,context_fences:$fences -- "$bin/prog_free" held-wait
+done; done
 if grep -q "out of memory" <<<"$out"; then fail=$((fail + 1)); echo "FAIL free-memory-short: an OOM"; else pass=$((pass + 1)); fi
 run free-stream-routes 0 -- "$bin/prog_free" stream-routes
 run free-ptds 0 -- "$bin/prog_free" ptds
