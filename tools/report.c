@@ -175,7 +175,7 @@ static void oom_info(ca_allocator *a, size_t size, int device_known, ca_oom_info
  * without limit), watched by a tracker. NULL (with *a NULL) when memory ran out. */
 static ca_tracker *replay_tracked(const ca_trace *tr, const report_args *args, size_t capacity, ca_allocator **a_out) {
     *a_out = NULL;
-    ca_backend *be = ca_backend_count_new(capacity, (size_t)2 << 20);
+    ca_backend *be = ca_backend_count_new(capacity, ca_trace_granule(tr, capacity));
     ca_options aopt;
     ca_options_default(&aopt);
     aopt.expandable = args->expandable;
@@ -260,6 +260,7 @@ int report_trace(const char *path, const report_args *args) {
         return 2;
     }
     ca_trace_warn_cut(&tr, "cudalloc-report", path, stderr);
+    ca_trace_warn_granule(&tr, args->capacity, "cudalloc-report", path, stderr);
     ca_allocator *a;
     ca_tracker *t = replay_tracked(&tr, args, args->capacity, &a);
     ca_fix_report fixes = {0};

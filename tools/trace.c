@@ -2,6 +2,8 @@
 #include "tools/trace.h"
 
 #include "util/gunzip.h"
+#include "util/size.h"
+#include "allocator/allocator.h"
 #include "util/quote.h"
 
 #include <errno.h>
@@ -383,6 +385,35 @@ void ca_trace_warn_cut(const ca_trace *t, const char *tool, const char *name, FI
     fprintf(f, "%s: %s:%u: warning: the last line is cut short (no newline at its end: the program writing the "
                "log was stopped mid-line) and is not a whole row (%s): left out; the %zu rows before it are read\n",
             tool, name, t->cut_line, t->cut_why, t->n_ops);
+}
+
+#define DEVICE_GRANULE ((size_t)2 << 20)
+
+/* What the peak can map: no allocator holds more than the device's capacity
+ * (0: none given) or CA_MAX_BYTES; a larger request fails at once, mapping
+ * nothing. */
+static uint64_t mappable_peak(const ca_trace *t, size_t capacity)
+{
+    uint64_t most = capacity && capacity < CA_MAX_BYTES ? capacity : CA_MAX_BYTES;
+    return t->peak_live_bytes < most ? t->peak_live_bytes : most;
+}
+
+size_t ca_trace_granule(const ca_trace *t, size_t capacity)
+{
+    uint64_t most = t->n_ops > 65536 / 4 ? 4 * (uint64_t)t->n_ops : 65536, g = DEVICE_GRANULE;
+    while (mappable_peak(t, capacity) / g > most) g *= 2;
+    return (size_t)g;
+}
+
+void ca_trace_warn_granule(const ca_trace *t, size_t capacity, const char *tool, const char *name, FILE *f)
+{
+    size_t g = ca_trace_granule(t, capacity);
+    if (g == DEVICE_GRANULE) return;
+    char peak[CA_SIZE_BUF], gran[CA_SIZE_BUF];
+    fprintf(f, "%s: %s: note: %s live at once in %zu rows: replayed in granules of %s, not a device's 2 MiB, so "
+               "that time and memory follow the rows (reserved figures round up to that)\n",
+            tool, name, ca_format_size(mappable_peak(t, capacity), peak, sizeof peak), t->n_ops,
+            ca_format_size(g, gran, sizeof gran));
 }
 
 void ca_trace_free(ca_trace *t)

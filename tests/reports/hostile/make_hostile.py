@@ -105,6 +105,30 @@ def block_outside(k):
     return snapshot([segment(BASE, 2 * MIB, [block(BASE, MIB), block(BASE + 3 * MIB, MIB)])], [])
 
 
+TIB = 1 << 40
+
+
+def huge_sizes(k):
+    """64 segments of a TiB each, each one allocated block, and their trace: a
+    small file naming 64 TiB (issue 30: the tools' memory followed the sizes)."""
+    segs = [segment(BASE + i * 2 * TIB, TIB, [block(BASE + i * 2 * TIB, TIB)]) for i in range(64)]
+    trace = [entry('alloc', BASE + i * 2 * TIB, TIB, i) for i in range(64)]
+    return snapshot(segs, trace)
+
+
+def huge_sizes_csv(path):
+    """The same as an RMM log: 64 allocations of a TiB, then their frees, in 3
+    iterations."""
+    with open(path, 'w') as f:
+        f.write('Thread,Time,Action,Pointer,Size,Stream\n')
+        for it in range(3):
+            f.write('1,0,iteration,0,%d,0x0\n' % it)
+            for i in range(64):
+                f.write('1,%d,allocate,%d,%d,0x0\n' % (i, i + 1, TIB + i * 4096))
+            for i in range(64):
+                f.write('1,%d,free,%d,%d,0x0\n' % (i, i + 1, TIB + i * 4096))
+
+
 ESC = '\x1b]0;pwned\x07\x1b[31m'
 
 
@@ -121,15 +145,17 @@ CASES = {
     'shared_blocks': shared_blocks, 'shared_entry': shared_entry, 'one_address': one_address,
     'reverse_annotations': reverse_annotations, 'many_unmaps': many_unmaps, 'unmap_pieces': unmap_pieces,
     'overlapping_blocks': overlapping_blocks, 'block_outside': block_outside, 'escape_frames': escape_frames,
+    'huge_sizes': huge_sizes,
 }
 
 
-def rank_report(path, rank):
-    """A rank's JSON report whose verdict code carries terminal escapes."""
+def rank_report(path, rank, code='healthy' + ESC, peak=MIB):
+    """A rank's JSON report whose verdict code carries terminal escapes (or
+    whose figures name exabytes)."""
     r = {'version': 1, 'generator': 'cudalloc', 'rank': rank, 'device': 0,
-         'verdict': {'code': 'healthy' + ESC, 'text': 'fine' + ESC},
-         'iterations': {'count': 3}, 'summary': {'peak_allocated_bytes': MIB, 'peak_reserved_bytes': 2 * MIB},
-         'leak_bytes_per_iteration': 0, 'leak_projected_oom_iteration': None, 'ooms': []}
+         'verdict': {'code': code, 'text': 'fine' + ESC},
+         'iterations': {'count': 3}, 'summary': {'peak_allocated_bytes': peak, 'peak_reserved_bytes': 2 * peak},
+         'leak_bytes_per_iteration': peak, 'leak_projected_oom_iteration': None, 'ooms': []}
     with open(path, 'w') as f:
         json.dump(r, f)
 
@@ -145,6 +171,8 @@ def main():
             pickle.dump(make(a.scale), f, protocol=4)
     for rank in (0, 1):
         rank_report(os.path.join(a.dir, 'rank_escape_%d.json' % rank), rank)
+        rank_report(os.path.join(a.dir, 'huge_rank_%d.json' % rank), rank, 'leak', 1 << 52)
+    huge_sizes_csv(os.path.join(a.dir, 'huge_sizes.csv'))
 
 
 if __name__ == '__main__':
