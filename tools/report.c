@@ -134,16 +134,23 @@ static int sniff(const char *path) {
     gzFile f = gzopen(path, "rb"); /* reads a plain file as it is */
     int c = EOF, c2 = EOF, gz = 0;
     if (f) { /* else the extension picks the reader, which says why it cannot open it */
-        while ((c = gzgetc(f)) == ' ' || c == '\t' || c == '\n' || c == '\r') {
+        /* blanks before the first byte, 64 KiB of them at most (a gzip of a
+         * blank gigabyte is no input: the CSV reader says so) */
+        for (int blanks = 0; blanks < 65536 && ((c = gzgetc(f)) == ' ' || c == '\t' || c == '\n' || c == '\r'); blanks++) {
         }
         c2 = gzgetc(f);
         gz = !gzdirect(f);
         gzclose(f);
     }
     if (c == 0x80 || (c == 0x1f && c2 == 0x8b) || (c == 'P' && c2 == 'K')) return 'p';
-    if (gz) return c == EOF ? 'p' : 'c'; /* a broken stream: the snapshot reader names the fault */
-    if (c == '{') return 'j';
     const char *dot = strrchr(path, '.');
+    if (gz) { /* a broken stream or no byte of a trace's, and named a snapshot: the snapshot reader names the fault */
+        size_t n = dot ? (size_t)(dot - path) : 0;
+        int named = dot && !strcmp(dot, ".gz") && ((n >= 7 && !strncmp(dot - 7, ".pickle", 7)) ||
+                                                   (n >= 4 && !strncmp(dot - 4, ".pkl", 4)));
+        return c == EOF || (named && !(c >= ' ' && c < 0x7f)) ? 'p' : 'c';
+    }
+    if (c == '{') return 'j';
     if (dot && (!strcmp(dot, ".pickle") || !strcmp(dot, ".pkl") || !strcmp(dot, ".gz") || !strcmp(dot, ".pt") ||
                 !strcmp(dot, ".pth")))
         return 'p'; /* its reader says why not */

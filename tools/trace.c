@@ -322,6 +322,40 @@ int ca_trace_parse_buffer(const char *name, const char *buf, size_t len, ca_trac
     return rc;
 }
 
+/* A gzipped trace's first lines, up to its header, read from its first
+ * piece: a file that is no trace is refused there, not inflated whole first
+ * (issue 30: a 2 MB gzip of zeros was inflated to 2 GiB). 0, or -1 with the
+ * parser's message (or gzip's) in err. */
+static int header_of_gzip(const char *path, const unsigned char *gz, size_t len, char *err, size_t errlen)
+{
+    enum { PIECE = 64 << 10 };
+    char *piece = malloc(PIECE);
+    ca_gz *g = piece ? ca_gz_open(gz, len, ca_gz_most(len)) : NULL;
+    long got = g ? ca_gz_read(g, (unsigned char *)piece, PIECE) : -1;
+    int rc = 0;
+    if (got < 0) {
+        if (err && errlen) snprintf(err, errlen, "%s:0: %s", path, g ? ca_gz_error(g) : "out of memory");
+        rc = -1;
+    } else {
+        size_t upto = 0; /* through the first line that is not blank, or all the piece holds */
+        for (const char *nl; upto < (size_t)got; upto = (size_t)(nl - piece) + 1) {
+            if (!(nl = memchr(piece + upto, '\n', (size_t)got - upto))) {
+                upto = (size_t)got;
+                break;
+            }
+            if (trim(piece + upto, (size_t)(nl - piece) - upto).n) {
+                upto = (size_t)(nl - piece) + 1;
+                break;
+            }
+        }
+        ca_trace t;
+        if ((rc = ca_trace_parse_buffer(path, piece, upto, &t, err, errlen)) == 0) ca_trace_free(&t);
+    }
+    ca_gz_close(g);
+    free(piece);
+    return rc;
+}
+
 int ca_trace_parse_file(const char *path, ca_trace *out, char *err, size_t errlen)
 {
     if (err && errlen) err[0] = '\0';
@@ -362,16 +396,15 @@ int ca_trace_parse_file(const char *path, ca_trace *out, char *err, size_t errle
         free(buf);
         return -1;
     }
-    if (ca_is_gzip(buf, n)) { /* trace.csv.gz: inflated whole, as a snapshot's pickle is */
+    if (ca_is_gzip(buf, n)) { /* trace.csv.gz: its header first, then the rest */
         unsigned char *raw;
         size_t raw_n;
         char why[200] = "";
-        rc = ca_gunzip((const unsigned char *)buf, n, (size_t)1 << 40, &raw, &raw_n, why, sizeof why);
-        free(buf);
-        if (rc != 0) {
+        rc = header_of_gzip(path, (const unsigned char *)buf, n, err, errlen);
+        if (rc == 0 && (rc = ca_gunzip((const unsigned char *)buf, n, ca_gz_most(n), &raw, &raw_n, why, sizeof why)))
             if (err && errlen) snprintf(err, errlen, "%s:0: %s", path, why);
-            return -1;
-        }
+        free(buf);
+        if (rc != 0) return -1;
         buf = (char *)raw, n = raw_n;
     }
     rc = ca_trace_parse_buffer(path, buf, n, out, err, errlen);
