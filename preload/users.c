@@ -17,10 +17,10 @@
 #include "preload/preload.h"
 
 typedef struct slot {
-    _Atomic uint64_t using; /* bit i: this thread is inside device i's allocator */
+    _Alignas(64) _Atomic uint64_t using; /* bit i: this thread is inside device i's allocator */
     atomic_bool taken;      /* by a live thread; a dead one's is taken by the next new one */
     struct slot *next;
-} slot;
+} slot; /* a cache line each: no two threads write one */
 
 static _Atomic(slot *) slots; /* never freed: the holder walks them without a lock */
 static pthread_key_t exit_key;
@@ -52,7 +52,8 @@ static slot *join(void) {
         if (atomic_compare_exchange_strong(&s->taken, &free_one, true)) break;
     }
     if (!s) {
-        if (!(s = calloc(1, sizeof *s))) return NULL;
+        if (!(s = aligned_alloc(_Alignof(slot), sizeof *s))) return NULL;
+        atomic_init(&s->using, 0);
         atomic_init(&s->taken, true);
         s->next = atomic_load_explicit(&slots, memory_order_relaxed);
         while (!atomic_compare_exchange_weak_explicit(&slots, &s->next, s, memory_order_release, memory_order_relaxed)) {}
