@@ -149,6 +149,7 @@ struct ca_sim {
         CUstream handle;
         struct CUctx_st *ctx;
         unsigned flags;
+        int waited;             /* a synchronize ran its work: said at exit if never released */
     } holds[SIMGPU_MAX_HOLDS];
     int nholds;
     struct ca_sim_phys *phys;

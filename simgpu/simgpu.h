@@ -82,7 +82,8 @@ int simgpu_stream_last_wait(void *stream, void **event);
  * the same hold before it (a stream's or the context's synchronize: all the
  * held work so far); the hold stays for later work. Each such wait is
  * counted in held_waits: on a GPU it would last until the work ended, and
- * forever behind a hold nobody releases. Destroying a held stream leaves its work
+ * forever behind a hold nobody releases (such a hold is named on stderr at
+ * exit). Destroying a held stream leaves its work
  * queued, as on a GPU: its events stay not ready until released (hold 0 with
  * the old handle) or synchronized. 0, or -1 for a stream that is not a live
  * stream (hold 1), not held (hold 0), or when SIMGPU_MAX_HOLDS are held. */
