@@ -182,7 +182,8 @@ static int hashable(rd *r, const ca_val *k) {
 static int push_str(rd *r, ca_val_kind k, int len_bytes) {
     uint64_t n;
     if (arg(r, len_bytes, &n)) return -1;
-    if (n > MAX_STRING) return fail(r, "%llu bytes: longer than any string a snapshot holds (16 MiB at most)", (unsigned long long)n);
+    if (n > MAX_STRING)
+        return fail(r, "%llu bytes: longer than any string a snapshot holds (16 MiB at most)", (unsigned long long)n);
     if (need(r, (size_t)n)) return -1;
     ca_val *v = ca_doc_new_str(r->doc, k, (const char *)r->p + r->pos, (size_t)n);
     r->pos += (size_t)n;
@@ -194,7 +195,8 @@ static int push_long(rd *r, int len_bytes) {
     uint64_t n64;
     if (arg(r, len_bytes, &n64)) return -1;
     if (len_bytes == 4 && n64 >= UINT64_C(1) << 31) return fail(r, "negative length");
-    if (n64 > MAX_STRING) return fail(r, "a number of %llu bytes: longer than any a snapshot holds", (unsigned long long)n64);
+    if (n64 > MAX_STRING)
+        return fail(r, "a number of %llu bytes: longer than any a snapshot holds", (unsigned long long)n64);
     if (need(r, (size_t)n64)) return -1;
     size_t n = (size_t)n64;
     const unsigned char *b = r->p + r->pos;
