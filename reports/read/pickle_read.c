@@ -436,7 +436,6 @@ static ca_doc *run(rd *r) {
     free(r->stack);
     free(r->marks);
     free(r->memo);
-    free(r->win);
     if (r->failed) {
         ca_doc_free(r->doc);
         return NULL;
@@ -451,5 +450,7 @@ ca_doc *ca_unpickle(const void *buf, size_t len, char *err, size_t errlen) {
 
 ca_doc *ca_unpickle_stream(const ca_pickle_source *src, char *err, size_t errlen) {
     rd r = {.src = src, .err = err, .errlen = errlen};
-    return run(&r);
+    ca_doc *d = run(&r);
+    free(r.win); /* however run ended */
+    return d;
 }
