@@ -104,8 +104,7 @@ static void *work(void *arg) {
         unsigned now = epoch;
         cudaStream_t s = w->route == PER_THREAD ? cudaStreamPerThread : own;
         if (w->route == STREAM && own_epoch != now) { /* a reset took the stream: a new one (the old is gone) */
-            cudaError_t r;
-            if ((r = cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking)) != cudaSuccess) {
+            if (cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking) != cudaSuccess) {
                 w->errors++;
                 continue;
             }
@@ -113,7 +112,8 @@ static void *work(void *arg) {
         }
         seed = seed * 1103515245u + 12345u;
         if (n < HELD && (n == 0 || seed >> 16 & 1)) {
-            size_t size = (seed >> 20 & 7) == 0 ? ((size_t)(seed >> 8 & 7) + 2) << 20 : ((size_t)(seed >> 4 & 255) + 1) << 10;
+            size_t size = (seed >> 20 & 7) == 0 ? ((size_t)(seed >> 8 & 7) + 2) << 20   /* 2-9 MiB, 1 in 8 */
+                                                : ((size_t)(seed >> 4 & 255) + 1) << 10; /* 1-256 KiB */
             void *p = NULL;
             unsigned before = epoch;
             cudaError_t r = allocate(w, s, &p, size);
@@ -135,11 +135,11 @@ static void *work(void *arg) {
             held[i] = held[--n];
             unrecord((uintptr_t)p, e, w->id);
             if (epoch != e) continue; /* a reset freed it */
-            cudaError_t r = release(w, s, p);
-            if (r != cudaSuccess) {
-                w->errors++, cudaGetLastError();
+            if (release(w, s, p) != cudaSuccess) {
+                w->errors++;
+                cudaGetLastError();
             }
-            unsigned after = epoch;
+            unsigned after = epoch; /* a reset in between: that free may have hit a newer block */
             for (unsigned t = e + 2; after != e && t <= after + 1 && t < MAX_EPOCHS; t += 2) tainted[t] = 1;
         }
     }
