@@ -146,15 +146,20 @@ ca_device *ca_device_by_ctx(CUcontext ctx) {
     return NULL;
 }
 
-ca_device *ca_owner(const void *ptr) {
+ca_device *ca_owner_used(const void *ptr) {
     int n = atomic_load_explicit(&nmade, memory_order_acquire);
     for (int i = 0; i < n; i++) {
         ca_device_use(made[i]);
-        bool contains = ca_contains(made[i]->alloc, ptr);
+        if (ca_contains(made[i]->alloc, ptr)) return made[i];
         ca_device_done(made[i]);
-        if (contains) return made[i];
     }
     return NULL;
+}
+
+ca_device *ca_owner(const void *ptr) {
+    ca_device *d = ca_owner_used(ptr);
+    if (d) ca_device_done(d);
+    return d;
 }
 
 void ca_device_quiesce(ca_device *d) {

@@ -202,9 +202,8 @@ static CUresult export_block(ca_device *d, CUipcMemHandle *pHandle, CUdeviceptr 
 CA_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr) {
     const ca_driver *drv = ca_drv();
     if (!drv) return CUDA_ERROR_NOT_INITIALIZED;
-    ca_device *d = ca_owner((const void *)dptr);
+    ca_device *d = ca_owner_used((const void *)dptr);
     if (!d) return drv->cuIpcGetMemHandle ? drv->cuIpcGetMemHandle(pHandle, dptr) : CUDA_ERROR_NOT_SUPPORTED;
-    ca_device_use(d);
     CUresult r = export_block(d, pHandle, dptr);
     ca_device_done(d);
     return r;

@@ -38,8 +38,7 @@ static block lookup(CUdeviceptr p) {
     block b = {.kind = NOT_OURS};
     ca_allocation a;
     if (!p) return b;
-    if ((b.d = ca_owner((const void *)p))) { /* in an allocator's ranges (read without its locks) */
-        ca_device_use(b.d);
+    if ((b.d = ca_owner_used((const void *)p))) { /* in an allocator's ranges (read without its locks) */
         if (!ca_find_allocation(b.d->alloc, (const void *)p, &a)) b.kind = FREE;
         else
             b = (block){.kind = LIVE, .base = a.addr, .size = a.requested, .ctx = a.ordered ? NULL : b.d->ctx,

@@ -193,6 +193,8 @@ ca_device *ca_device_by_ordinal(int ordinal);
 ca_device *ca_device_by_ctx(CUcontext ctx);
 /* The device whose allocator manages ptr (live or not), or NULL. */
 ca_device *ca_owner(const void *ptr);
+/* The same, left between ca_device_use and ca_device_done (the caller's). */
+ca_device *ca_owner_used(const void *ptr);
 /* Before its context is reset or destroyed: plain frees waited for, the
  * backend's events destroyed, the context's streams forgotten. Under
  * ca_device_hold. */

@@ -118,10 +118,9 @@ static void release(ca_device *d, void *ctx) { ca_release(d->alloc); }
 CA_EXPORT void cudalloc_torch_empty_cache(void) { ca_devices_foreach(release, NULL); }
 
 CA_EXPORT void *cudalloc_torch_base_alloc(void *ptr, size_t *size) {
-    ca_device *d = ca_owner(ptr);
+    ca_device *d = ca_owner_used(ptr);
     size_t requested = 0;
     if (!d) return ptr;
-    ca_device_use(d);
     if (ca_owns(d->alloc, ptr, &requested) && size) *size = requested;
     ca_device_done(d);
     return ptr;
