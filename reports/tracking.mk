@@ -68,6 +68,15 @@ bench-tracking: $(BUILD)/bench/bench_tracking
 	@$(BUILD)/bench/bench_tracking
 BENCHES += bench-tracking
 
+# What judging the live figures costs at a boundary (issue 33).
+$(BUILD)/bench/bench_live: $(OBJ)/tests/reports/tracking/bench_live.o $(LIB)/libcareports.a $(LIBCA) $(UTIL_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(REPORTS_LDLIBS)
+.PHONY: bench-live
+bench-live: $(BUILD)/bench/bench_live
+	@$(BUILD)/bench/bench_live
+BENCHES += bench-live
+
 # Reading a PyTorch snapshot of a million trace entries, phase by phase, and Python's
 # pickle.load of the same file for scale.
 $(BUILD)/bench/bench_snapshot: $(OBJ)/tests/reports/tracking/bench_snapshot.o $(LIB)/libcareports.a $(LIBCA) $(UTIL_OBJS)
