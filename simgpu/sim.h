@@ -77,6 +77,7 @@ struct CUevent_st {
 #define CA_SIM_WHOLE_CONTEXT ((CUstream)3) /* every stream of its context (cuCtxRecordEvent) */
     pthread_t thread;           /* recording thread, for the per-thread stream */
     uint64_t ns;                /* CLOCK_MONOTONIC at record */
+    unsigned long long seq;     /* order of records, process-wide (ca_sim.records) */
     unsigned long long captured; /* id of the capture it was last recorded in; 0: none */
     struct CUgraphNode_st **deps; /* ... and the nodes it stands for there */
     size_t ndeps;
@@ -156,6 +157,7 @@ struct ca_sim {
         const uint32_t *wait_addr;  /* held by cuStreamWaitValue32 until its condition holds (memops.c) */
         uint32_t wait_value;
         unsigned wait_flags;
+        int waited;             /* a synchronize ran its work: said at exit if never released */
     } holds[SIMGPU_MAX_HOLDS];
     int nholds;
     struct ca_sim_phys *phys;
@@ -164,6 +166,7 @@ struct ca_sim {
     struct CUgraph_st *graphs;          /* graphs and executable graphs (graph.c) */
     struct CUgraphExec_st *execs;
     unsigned long long next_capture_id;
+    unsigned long long records; /* events recorded so far: their order */
     simgpu_counters_t n;        /* call counters; byte figures are filled on read */
 };
 
@@ -281,6 +284,13 @@ void ca_sim_hold_release(CUstream handle);
 /* Stream memory operations (memops.c): after a hold goes, the writes queued
  * behind it run and the waits they satisfy end, until nothing more moves. */
 void ca_sim_memops_settle(void);
+/* A synchronize needs the work behind a held stream up to the event recorded
+ * `upto` (CA_SIM_ALL_WORK: all of it), or behind every held stream of ctx: it
+ * runs, as a GPU would in time. Whether any did (the caller counts the wait
+ * in held_waits). */
+#define CA_SIM_ALL_WORK (~0ULL)
+int ca_sim_hold_run(CUstream held, unsigned long long upto);
+int ca_sim_holds_run_ctx(struct CUctx_st *ctx);
 
 /* Events (driver_events.c). */
 void ca_sim_events_complete_stream(const struct ca_sim_stream_ref *ref);
