@@ -172,7 +172,11 @@ bool ca_streams_ordered_fences_ok(void) {
 void ca_streams_context_made(int device) {
     if (!atomic_load(&ordered_fences)) return;
     ca_device *d = ca_device_by_ordinal(device);
-    if (d && !ca_backend_cuda_wait_ordered(d->backend)) {
+    if (!d) return;
+    ca_device_use(d);
+    bool waited = ca_backend_cuda_wait_ordered(d->backend);
+    ca_device_done(d);
+    if (!waited) {
         ca_warn("could not wait for the last plain free before a new context on device %d: plain frees now wait for "
                 "the device", device);
         ca_conf.sync_free = true;
@@ -194,6 +198,7 @@ void ca_stream_created(CUstream s, unsigned flags) {
     const ca_driver *d = ca_drv();
     CUcontext ctx = NULL;
     if (!d || !s || d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) return;
+    bool order = false;
     ca_streams_lock();
     forget_gone(s);
     entry *e;
@@ -213,7 +218,7 @@ void ca_stream_created(CUstream s, unsigned flags) {
         e->flags = flags;
         if (nb && !was_nb) {
             atomic_fetch_add(&nonblocking, 1);
-            if (atomic_load(&ordered_fences)) order_after_fences(s, ctx);
+            order = atomic_load(&ordered_fences);
         } else if (was_nb && !nb) {
             atomic_fetch_sub(&nonblocking, 1);
         }
@@ -223,6 +228,8 @@ void ca_stream_created(CUstream s, unsigned flags) {
         ca_conf.sync_free = true;
     }
     ca_streams_unlock();
+    /* outside the lock: a reset holds the device, then takes the lock */
+    if (order) order_after_fences(s, ctx);
 }
 
 /* The context's keeper (ctx current), made on first use. */
