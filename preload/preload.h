@@ -139,8 +139,14 @@ typedef struct ca_driver {
     CUresult (*cuMemAllocFromPoolAsync_ptsz)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 } ca_driver;
 
-/* The driver, loaded on first use; NULL when libcuda.so.1 cannot be loaded. */
-const ca_driver *ca_drv(void);
+/* The driver, loaded on first use; NULL when libcuda.so.1 cannot be loaded.
+ * Every hook asks: once loaded, the answer is one load (ca_drv_loaded). */
+extern const ca_driver *ca_drv_loaded;
+const ca_driver *ca_drv_load(void);
+static inline const ca_driver *ca_drv(void) {
+    const ca_driver *d = __atomic_load_n(&ca_drv_loaded, __ATOMIC_ACQUIRE);
+    return d ? d : ca_drv_load();
+}
 /* Is the driver simgpu's simulated one? */
 bool ca_on_simulated_device(void);
 
@@ -208,6 +214,8 @@ void ca_device_quiesce(ca_device *d);
 void ca_device_lock(ca_device *d);
 void ca_device_unlock(ca_device *d);
 void ca_devices_foreach(void (*fn)(ca_device *d, void *ctx), void *ctx);
+/* The devices made so far, in order (*n of them): for a walk on a hot path. */
+ca_device *const *ca_devices_made(int *n);
 /* The device's primary context is about to be reset (cudaDeviceReset, which
  * cudart does with cuDevicePrimaryCtxReset): plain frees are waited for, every
  * allocation on it is freed (the tracker sees each), its memory goes back to
