@@ -198,7 +198,7 @@ static void live_put(ca_tracker *t, live *e) {
 /* The event logged, or NULL when no ring is kept. */
 static ca_ev *log_event(ca_tracker *t, ca_evk kind, uint64_t addr, uint64_t bytes, uint64_t block,
                         uint64_t ticks, uint32_t site, uint32_t thread, uint32_t stream) {
-    uint64_t seq = t->seq++;
+    t->seq++;
     if (!t->ring_cap) return NULL;
     if (!t->ring && !(t->ring = malloc(t->ring_cap * sizeof *t->ring))) {
         t->ring_cap = 0;
@@ -209,7 +209,8 @@ static ca_ev *log_event(ca_tracker *t, ca_evk kind, uint64_t addr, uint64_t byte
     uint64_t rounded = (b + CA_ROUND - 1) & ~(uint64_t)(CA_ROUND - 1);
     uint64_t round = block > rounded ? (block - rounded) / CA_ROUND : 0;
     if (round > 0xfff) round = 0xfff;
-    ca_ev *e = &t->ring[seq % t->ring_cap];
+    ca_ev *e = &t->ring[t->ring_at];
+    if (++t->ring_at == t->ring_cap) t->ring_at = 0;
     e->addr = addr;
     e->packed = b | round << 48 | (uint64_t)kind << 60;
     e->ticks = ticks;

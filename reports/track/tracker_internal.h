@@ -61,6 +61,7 @@ struct ca_tracker {
 
     ca_ev *ring;
     size_t ring_cap;
+    size_t ring_at; /* seq % ring_cap, kept without a division per event */
     uint64_t seq;
 
     ca_idtab threads, streams; /* OS thread ids, stream handles */
