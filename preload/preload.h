@@ -297,8 +297,13 @@ CA_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Fla
 CA_EXPORT CUresult cuCtxDisablePeerAccess(CUcontext peerContext);
 
 /* ---- ipc.c: CUDA IPC of blocks (ipc.h has the inside) ---- */
-/* A block was freed: an export of it goes (cheap when nothing is exported). */
-void ca_ipc_block_freed(const void *ptr);
+/* A block was freed: an export of it goes (one relaxed read when nothing is
+ * exported, inline: every free asks). */
+extern _Atomic size_t ca_ipc_nexports;
+void ca_ipc_export_freed(const void *ptr);
+static inline void ca_ipc_block_freed(const void *ptr) {
+    if (__atomic_load_n(&ca_ipc_nexports, __ATOMIC_RELAXED)) ca_ipc_export_freed(ptr);
+}
 void ca_ipc_device_reset(int ordinal);
 void ca_ipc_after_fork(void);
 /* Memory this process opened with cuIpcOpenMemHandle around p: the block as
@@ -383,8 +388,10 @@ void ca_streams_after_fork(void);
 void ca_streams_captures_over(void);
 
 /* ---- capture.c: stream capture (CUDA graphs) ---- */
-/* A capture is under way somewhere in the process (a relaxed read). */
-bool ca_capture_any(void);
+/* A capture is under way somewhere in the process (a relaxed read: every
+ * allocation and free asks). */
+extern _Atomic int ca_capture_active;
+static inline bool ca_capture_any(void) { return __atomic_load_n(&ca_capture_active, __ATOMIC_RELAXED) != 0; }
 /* Around device work of ours (fences, event records and waits, synchronizes):
  * enter is false while a capture is under way, and then nothing is issued. */
 bool ca_capture_guard_enter(void);
