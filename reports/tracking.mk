@@ -120,9 +120,10 @@ BENCHES += bench-pyframes
 # the committed files.
 TORCH_CASES := fixed varying eval-kept eval-sum train-sum varying-big
 TORCH_PYTHON ?= /usr/bin/python3
-$(BUILD)/record_alloc.so: tests/data/torch/record_alloc.c
+RECORD_ALLOC_SRCS := tests/data/torch/record_alloc.c reports/capture/pyframes.c reports/capture/named_frames.c
+$(BUILD)/record_alloc.so: $(RECORD_ALLOC_SRCS)
 	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -shared -fPIC -fvisibility=hidden -o $@ $< -ldl -lpthread
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -shared -fPIC -fvisibility=hidden -I. -o $@ $(RECORD_ALLOC_SRCS) -ldl -lpthread
 .PHONY: record-torch-traces
 record-torch-traces: $(BUILD)/record_alloc.so
 	@set -e; for c in $(TORCH_CASES); do \
@@ -136,6 +137,6 @@ record-torch-traces: $(BUILD)/record_alloc.so
 # cudalloc-report on hostile files (tests/reports/hostile): bounded in time and
 # memory by what the file holds, refused where it is no snapshot, escaped.
 .PHONY: test-hostile
-test-hostile: $(BIN)/cudalloc-report
+test-hostile: $(BIN)/cudalloc-report $(BIN)/cudalloc-replay
 	@bash tests/reports/hostile/run.sh $(BIN)
 SYSTEM_TESTS += test-hostile
