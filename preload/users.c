@@ -147,6 +147,7 @@ void ca_device_hold(ca_device *d) {
     }
     me.holding |= bit;
     atomic_store(&d->held, true);
+    pthread_once(&asymmetric_once, asymmetric_init); /* a holder that never used a device reads it too */
     /* the users' fence; a failure (none should come once registered) falls
      * back to the global command, slower, which needs no registration */
     if (asymmetric && membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) membarrier(MEMBARRIER_CMD_GLOBAL);
