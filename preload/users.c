@@ -7,19 +7,12 @@
  * hot path writes only its own cache line (one store and one load, no shared
  * line written). The holder raises the device's `held` flag, then waits for
  * every other slot to drop the device; a user that finds the flag up steps
- * back and waits on the holder's mutex. Both sides store, then load (Dekker's
- * handshake): one of them sees the other. A fence must sit between each
- * side's store and load; the users' (an exchange on every allocation and
- * free, issue 29) is left out where the kernel has membarrier: the holder,
- * rare, makes every running thread of the process execute one instead
- * (MEMBARRIER_CMD_PRIVATE_EXPEDITED, Linux 4.14+, as liburcu does). */
-#include <linux/membarrier.h>
+ * back and waits on the holder's mutex. Both sides store, then load, each
+ * sequentially consistent (Dekker's handshake): one of them sees the other. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "preload/preload.h"
 
@@ -30,21 +23,6 @@ typedef struct slot {
 } slot; /* a cache line each: no two threads write one */
 
 static _Atomic(slot *) slots; /* never freed: the holder walks them without a lock */
-/* Users skip their fence: set before any thread has a slot (join), fixed after
- * (a fork child, one thread, may clear it). Off under ThreadSanitizer, which
- * knows nothing of membarrier and checks the fenced handshake instead. */
-static bool asymmetric;
-static pthread_once_t asymmetric_once = PTHREAD_ONCE_INIT;
-
-static int membarrier(int cmd) { return (int)syscall(SYS_membarrier, cmd, 0, 0); }
-
-static void asymmetric_init(void) {
-#if !defined(__SANITIZE_THREAD__)
-    int cmds = membarrier(MEMBARRIER_CMD_QUERY);
-    asymmetric = cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
-                 membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
-#endif
-}
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 
@@ -68,7 +46,6 @@ static void make_exit_key(void) { pthread_key_create(&exit_key, thread_exit); }
 
 static slot *join(void) {
     pthread_once(&exit_key_once, make_exit_key);
-    pthread_once(&asymmetric_once, asymmetric_init);
     slot *s;
     for (s = atomic_load_explicit(&slots, memory_order_acquire); s; s = s->next) {
         bool free_one = false;
@@ -111,14 +88,8 @@ void ca_device_use(ca_device *d) {
     slot *s = u->slot;
     if (s) {
         uint64_t was = atomic_load_explicit(&s->using, memory_order_relaxed);
-        if (asymmetric) { /* the holder's membarrier is the fence */
-            atomic_store_explicit(&s->using, was | bit, memory_order_relaxed);
-            atomic_signal_fence(memory_order_seq_cst);
-            if (!atomic_load_explicit(&d->held, memory_order_acquire)) return;
-        } else {
-            atomic_store(&s->using, was | bit);
-            if (!atomic_load(&d->held)) return;
-        }
+        atomic_store(&s->using, was | bit);
+        if (!atomic_load(&d->held)) return;
         atomic_store_explicit(&s->using, was, memory_order_release);
     }
     use_slowly(d, bit);
@@ -147,10 +118,6 @@ void ca_device_hold(ca_device *d) {
     }
     me.holding |= bit;
     atomic_store(&d->held, true);
-    pthread_once(&asymmetric_once, asymmetric_init); /* a holder that never used a device reads it too */
-    /* the users' fence; a failure (none should come once registered) falls
-     * back to the global command, slower, which needs no registration */
-    if (asymmetric && membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) membarrier(MEMBARRIER_CMD_GLOBAL);
     for (slot *s = atomic_load(&slots); s; s = s->next)
         for (int spins = 0; s != me.slot && atomic_load(&s->using) & bit; spins++) {
             if (spins < 100) { sched_yield(); continue; }
@@ -171,9 +138,6 @@ void ca_device_unhold(ca_device *d) {
 
 /* In a fork child only the forking thread is left, using no allocator. */
 void ca_users_after_fork(void) {
-    /* the child is another process: registered again, or fenced users (it
-     * has one thread now, using nothing) */
-    if (asymmetric && membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) != 0) asymmetric = false;
     for (slot *s = atomic_load(&slots); s; s = s->next)
         if (s != me.slot) atomic_store(&s->using, 0), atomic_store(&s->taken, false);
 }
