@@ -138,6 +138,7 @@ typedef struct ca_config {
     char nvtx_range[128]; /* the NVTX range that is one iteration */
     bool oom_message;     /* the OOM message on stderr */
     bool context_fences;  /* fences are one cuCtxRecordEvent where the driver has it */
+    char suppressions[1024]; /* call-site patterns not reported (reports/diagnose/suppress.h); empty: none */
 } ca_config;
 extern ca_config ca_conf;
 /* Parse CUDALLOC_CONF (and CUDALLOC_REPORT); on a bad value write one line to

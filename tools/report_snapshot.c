@@ -91,7 +91,7 @@ static int one_device(const char *path, const ca_torch_snapshot *s, int device, 
     }
     ca_snap_run_feed(&run, t, args->capacity);
     ca_report_options ropt;
-    ca_report_options_default(&ropt);
+    report_options(args, &ropt);
     ropt.expandable = s->expandable_segments; /* -1 when the snapshot does not say */
     ropt.alloc_conf = s->alloc_conf;
     ropt.source_name = path;

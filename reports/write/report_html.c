@@ -189,20 +189,36 @@ static void replay_section(const ca_report_ctx *c, FILE *f) {
     (void)b1;
 }
 
-/* What is live now, by call site: for a snapshot without a trace. */
+/* What the suppressions left out, when there are some. */
+static void suppressed_html(const ca_report_ctx *c, FILE *f) {
+    char text[1024];
+    ca_report_suppressed_text(c, text, sizeof text);
+    if (!*text) return;
+    fputs("<p>", f);
+    text[0] = 'S';
+    ca_html_escape(f, text);
+    fputs(".</p>\n", f);
+}
+
+/* What is live now, by call site, most bytes first, with the stacks: for a
+ * snapshot without a trace, and what a program still held at its end. */
 static void live_section(const ca_report_ctx *c, FILE *f) {
-    char label[512];
-    fputs("<h2>Live now, by call site</h2>\n<table>\n<tr><th>live</th><th>allocations</th><th>call site</th></tr>\n", f);
+    char b1[32];
+    if (!c->snap.n_live && !c->suppressed.count) return;
+    fprintf(f, "<h2>Live now, by call site</h2>\n<p>%s in %zu allocations; the call sites holding the most, "
+               "largest first (a program's end: what it never freed).</p>\n",
+            ca_report_bytes((double)c->snap.allocated, b1, sizeof b1), c->snap.n_live);
+    fputs("<table>\n<tr><th>live</th><th>allocations</th><th>call site</th></tr>\n", f);
     for (size_t i = 0; i < c->n_live_sites; i++) {
         const ca_site_stat *st = c->live_sites[i];
         fputs("<tr>", f);
         td_bytes(f, (double)st->live_bytes);
         fprintf(f, "<td class=\"num\">%" PRIu64 "</td><td>", st->live_count);
-        ca_report_site_label(c, st->site, label, sizeof label);
-        ca_html_escape(f, label);
+        frames_pre(c, f, st->site);
         fputs("</td></tr>\n", f);
     }
     fputs("</table>\n", f);
+    suppressed_html(c, f);
 }
 
 static void leak_section(const ca_report_ctx *c, FILE *f) {
@@ -212,7 +228,6 @@ static void leak_section(const ca_report_ctx *c, FILE *f) {
         fputs("<p>No trace: leaks show over time, and the snapshot holds its segments only. ", f);
         ca_html_escape(f, CA_HOW_TO_RECORD);
         fputs("</p>\n", f);
-        live_section(c, f);
         return;
     }
     if (c->base_verdict == CA_VERDICT_SINGLE_PASS)
@@ -266,6 +281,7 @@ int ca_report_html(const ca_report_ctx *c, FILE *f) {
     fputs("</table>\n", f);
 
     leak_section(c, f);
+    live_section(c, f);
     /* what held the peak answers a run whose iterations say nothing (a single
      * pass, no loop, an OOM); a leak's page has its findings, a healthy one
      * its breakdown under "what would fit" */

@@ -165,6 +165,17 @@ static void peak(const ca_report_ctx *c, ca_json *j) {
     }
     ca_json_arr_end(j);
     ca_json_kv_uint(j, "elsewhere_bytes", c->others_bytes);
+    /* every label, for comparing two runs (cudalloc-report --diff) */
+    ca_json_key(j, "sites");
+    ca_json_arr_begin(j);
+    for (size_t i = 0; i < c->n_peak_labels; i++) {
+        ca_json_obj_begin(j);
+        ca_json_kv_str(j, "site", c->peak_labels[i].label);
+        ca_json_kv_uint(j, "bytes", c->peak_labels[i].bytes);
+        ca_json_kv_uint(j, "allocations", c->peak_labels[i].count);
+        ca_json_obj_end(j);
+    }
+    ca_json_arr_end(j);
     ca_json_obj_end(j);
 }
 
@@ -376,6 +387,17 @@ int ca_report_json(const ca_report_ctx *c, FILE *f) {
         ca_json_obj_end(j);
     }
     ca_json_arr_end(j);
+    ca_json_key(j, "suppressed");
+    if (c->opt.suppressions) {
+        ca_json_obj_begin(j);
+        ca_json_kv_str(j, "file", c->opt.suppressions_name);
+        ca_json_kv_uint(j, "live_bytes", c->suppressed.bytes);
+        ca_json_kv_uint(j, "live_count", c->suppressed.count);
+        ca_json_kv_uint(j, "sites", c->suppressed.sites);
+        ca_json_obj_end(j);
+    } else {
+        ca_json_null(j);
+    }
 
     ca_json_key(j, "ooms");
     ca_json_arr_begin(j);

@@ -157,11 +157,16 @@ static void peak(const ca_report_ctx *c, FILE *f) {
                 c->others_count);
 }
 
-/* What is live now, by call site. */
+/* What is live now, by call site, largest first, with the stacks (at a
+ * program's end: what it never freed). */
 static void live_sites(const ca_report_ctx *c, FILE *f) {
     char b1[32], label[512];
+    if (!c->snap.n_live && !c->suppressed.count) return;
     fprintf(f, "\n== Live now, by call site\n");
-    fprintf(f, "%s in %zu allocations", ca_report_bytes((double)c->snap.allocated, b1, sizeof b1), c->snap.n_live);
+    ca_report_suppressed_text(c, label, sizeof label);
+    if (*label) fprintf(f, "%s\n", label);
+    fprintf(f, "%s in %zu allocations", ca_report_bytes((double)c->snap.allocated - (double)c->suppressed.bytes, b1, sizeof b1),
+            c->snap.n_live - (size_t)c->suppressed.count);
     if (!c->n_live_sites) {
         fprintf(f, ".\n");
         return;
@@ -175,7 +180,7 @@ static void live_sites(const ca_report_ctx *c, FILE *f) {
                 label);
         const ca_frame *fr[1];
         /* the frames, when there are some to show (not a site by size) */
-        if (ca_report_frames(c, st->site, fr, 1) && fr[0]->line) frames(c, f, st->site, "    ");
+        if (ca_report_frames(c, st->site, fr, 1)) frames(c, f, st->site, "    ");
     }
 }
 
@@ -249,7 +254,7 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f) {
         fprintf(f, "\nAll leaks together (+%s per iteration): the device runs out at iteration %" PRId64 ".\n",
                 ca_report_bytes(c->leak_rate, b1, sizeof b1), c->leak_oom_iteration);
 
-    if (c->opt.no_trace) live_sites(c, f);
+    live_sites(c, f);
 
     const ca_frag *fr = &c->frag;
     fprintf(f, "\n== Fragmentation\n");

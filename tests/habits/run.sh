@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# The habits of valgrind, heaptrack and memory_viz users (issue 34), tested as
+# those users would: a C program with no loop under the preload lists what it
+# still holds by stack; --diff on the demo's clean and leaking runs names the
+# leak and exits with its status; the folded stacks parse as flame graph tools
+# read them; a suppression takes a planted leak out and the report counts it;
+# a two-device OOM snapshot reads OOM first; the pickle's settings are
+# PyTorch's.
+#   usage: run.sh BUILD_DIR
+set -u
+build=${1:?usage: run.sh BUILD_DIR}
+report=$build/bin/cudalloc-report
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+no() { fail=$((fail + 1)); echo "FAIL: $*"; }
+has() { # file, extended regex, name
+    grep -Eq -- "$2" "$1" && ok || { no "$3: $1 lacks /$2/"; sed 's/^/    /' "$1" | head -40; }
+}
+preload() { # the environment of a program under the preload on the simulated device
+    env LD_LIBRARY_PATH="$build/sim" LD_PRELOAD="$build/lib/libcudalloc.so" CUDALLOC_SIM_MEMORY=1GiB "$@"
+}
+
+# 1. A program with no loop: what it still holds at exit, by stack, largest
+# first, in the exit summary and in every report.
+preload CUDALLOC_REPORT="$tmp/noloop" "$build/tests/habits/prog_no_loop" >"$tmp/noloop.out" 2>&1 ||
+    no "prog_no_loop failed"
+has "$tmp/noloop.out" 'NO ITERATIONS: .*no loop, so no leak to judge; still live at the end: 14.0 MiB, the most \(6.00 MiB' verdict
+has "$tmp/noloop.out" '^cudalloc: still live: 14.0 MiB in 4 allocations, by call site, largest first:$' summary-head
+# largest first, each with the program's frames under it
+awk '/still live:/ { on = 1; next } on && /^cudalloc:   [0-9]/ { print $2, $3 }' "$tmp/noloop.out" >"$tmp/sizes"
+[ "$(tr '\n' ' ' <"$tmp/sizes")" = "6.00 MiB 3.00 MiB 3.00 MiB 2.00 MiB " ] && ok || no "summary order: $(cat "$tmp/sizes")"
+has "$tmp/noloop.out" '^cudalloc:       from load_embedding_table at .*prog_no_loop.c:[0-9]+$' summary-stack
+has "$tmp/noloop.out" '^cudalloc:       from known_kernel_cache at ' summary-stack-cache
+has "$tmp/noloop.txt" '^== Live now, by call site$' txt-section
+has "$tmp/noloop.txt" '^1\. 6.00 MiB in 1 allocation: ' txt-first
+has "$tmp/noloop.txt" '#1 load_embedding_table at .*prog_no_loop.c' txt-stack
+has "$tmp/noloop.html" '<h2>Live now, by call site</h2>' html-section
+has "$tmp/noloop.html" 'load_embedding_table at .*prog_no_loop.c' html-stack
+python3 - "$tmp/noloop.json" <<'EOF' && ok || no "json live_sites"
+import json, sys
+d = json.load(open(sys.argv[1]))
+sites = d["live_sites"]
+assert [s["live_bytes"] for s in sites] == [6 << 20, 3 << 20, 3 << 20, 2 << 20], sites
+assert any(f["function"] == "load_embedding_table" for f in sites[0]["frames"]), sites[0]
+assert d["suppressed"] is None
+EOF
+
+# 4. Suppressions: the known cache is left out, and its bytes are counted.
+printf '# a cache kept on purpose\nfun:known_kernel_*\n' >"$tmp/supp"
+preload CUDALLOC_REPORT="$tmp/supp" CUDALLOC_CONF="suppressions:$tmp/supp" "$build/tests/habits/prog_no_loop" \
+    >"$tmp/supp.out" 2>&1 || no "prog_no_loop with suppressions failed"
+has "$tmp/supp.out" "^cudalloc: suppressed \($tmp/supp\): 2.00 MiB in 1 allocation from 1 call site" supp-summary
+grep -q 'known_kernel_cache' "$tmp/supp.out" && no "suppressed site still listed" || ok
+has "$tmp/supp.txt" '^12.0 MiB in 3 allocations; ' supp-txt
+python3 - "$tmp/supp.json" <<'EOF' && ok || no "json suppressed"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["suppressed"]["live_bytes"] == 2 << 20 and d["suppressed"]["sites"] == 1, d["suppressed"]
+assert all(f["function"] != "known_kernel_cache" for s in d["live_sites"] for f in s["frames"])
+EOF
+printf 'fun:no_such_function\n' >"$tmp/none"
+preload CUDALLOC_CONF="suppressions:$tmp/none" "$build/tests/habits/prog_no_loop" >"$tmp/none.out" 2>&1
+has "$tmp/none.out" 'suppressed .*: 0 B in 0 allocations from 0 call sites' supp-nothing
+preload CUDALLOC_CONF="suppressions:$tmp/missing" "$build/tests/habits/prog_no_loop" >"$tmp/miss.out" 2>&1 &&
+    ok || no "a missing suppressions file stopped the program"
+has "$tmp/miss.out" "missing: cannot open the suppressions file: No such file or directory; reports suppress nothing" supp-missing
+
+# The demo trainer, small: clean and with the eval-grad leak planted.
+model=(--layers 2 --channels 64 --heads 2 --seq 32 --batch 4 --steps 8 --eval-every 1 --print-every 4)
+for run in clean leak; do
+    extra=()
+    [ $run = leak ] && extra=(--leak eval-grad)
+    CUDALLOC_SIM_MEMORY=1GiB "$build/bin/cudalloc" run --report "$tmp/$run" -- "$build/bin/demo_trainer" "${model[@]}" \
+        "${extra[@]}" >"$tmp/$run.log" 2>&1 || no "demo $run failed"
+done
+has "$tmp/leak.txt" '^VERDICT: LEAK: .*evaluate' demo-leak
+
+# 2. --diff: the leak's site is what grew, and the status holds a merge.
+"$report" --diff "$tmp/clean.json" "$tmp/leak.json" --fail-over 5% >"$tmp/diff.out" 2>&1
+rc=$?
+[ $rc -eq 3 ] && ok || no "diff over 5%: exit $rc, wanted 3"
+has "$tmp/diff.out" '^GREW: peak allocated \+[0-9.]+ MiB .*leaks \+[0-9.]+ MiB per iteration more: a forward pass run under evaluate \(.*train.c:[0-9]+\)' diff-first-line
+has "$tmp/diff.out" '^  0 B +-> [0-9.]+ MiB +a forward pass run under evaluate .*\(new\)$' diff-leak
+has "$tmp/diff.out" '^peak allocated +[0-9.]+ MiB +[0-9.]+ MiB +\+' diff-table
+has "$tmp/diff.out" '^fragmentation ' diff-fragmentation
+has "$tmp/diff.out" '^verdict +healthy +leak$' diff-verdicts
+has "$tmp/diff.out" 'exit status 3$' diff-says-status
+"$report" --diff "$tmp/leak.json" "$tmp/clean.json" --fail-over 5% >"$tmp/diff2.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && ok || no "diff that shrank: exit $rc, wanted 0"
+has "$tmp/diff2.out" '^WITHIN: peak allocated -' diff-within
+has "$tmp/diff2.out" '\(gone\)$' diff-gone
+"$report" --diff "$tmp/clean.json" "$tmp/leak.json" --fail-over 1GiB >/dev/null 2>&1 && ok || no "diff under 1GiB: exit $?"
+# two traces: each diagnosed first, then compared
+"$report" --diff "$tmp/clean.csv" "$tmp/leak.csv" --fail-over 5% >"$tmp/diff3.out" 2>&1
+rc=$?
+[ $rc -eq 3 ] && ok || no "diff of traces: exit $rc"
+has "$tmp/diff3.out" '^GREW: .*leaks \+' diff-traces
+for bad in "--fail-over lots" "--fail-over -5%"; do
+    msg=$("$report" --diff "$tmp/clean.json" "$tmp/leak.json" $bad 2>&1); rc=$?
+    [ $rc -eq 2 ] && [ "$(wc -l <<<"$msg")" -eq 1 ] && grep -q 'bad --fail-over' <<<"$msg" && ok || no "$bad: $rc '$msg'"
+done
+msg=$("$report" --diff "$tmp/clean.json" 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q 'takes two inputs' <<<"$msg" && ok || no "diff of one: $rc '$msg'"
+
+# 3. Folded stacks of the peak: the grammar flame graph tools read
+# (flamegraph.pl: "frame;frame;... count"), and the same offline.
+check_folded() { # file, name
+    python3 - "$1" <<'EOF' && ok || no "$2: folded grammar"
+import re, sys
+lines = open(sys.argv[1]).read().split("\n")
+assert lines[-1] == "" and len(lines) > 1, "no lines, or no final newline"
+seen = set()
+for line in lines[:-1]:
+    m = re.fullmatch(r"([^;\n]+(?:;[^;\n]+)*) (\d+)", line)
+    assert m, line
+    assert m.group(1) not in seen, "a stack twice: " + line
+    assert all(f and f == f.strip() for f in m.group(1).split(";")), line
+    seen.add(m.group(1))
+    assert int(m.group(2)) > 0, line
+EOF
+}
+check_folded "$tmp/leak.folded" live-folded
+# the bytes add up to the peak the JSON report gives
+python3 - "$tmp/leak.folded" "$tmp/leak.json" <<'EOF' && ok || no "folded total"
+import json, sys
+total = sum(int(l.rsplit(" ", 1)[1]) for l in open(sys.argv[1]))
+peak = json.load(open(sys.argv[2]))["peak"]["allocated_bytes"]
+assert total <= peak and total > 0.9 * peak, (total, peak)
+EOF
+has "$tmp/leak.folded" '^_start \(demo_trainer\);.*main \(.*main.c:[0-9]+\);.*evaluate \(.*train.c:[0-9]+\);' folded-evaluate
+"$report" "$tmp/leak.csv" --folded "$tmp/offline.folded" >/dev/null 2>&1 && ok || no "offline --folded"
+check_folded "$tmp/offline.folded" offline-folded
+has "$tmp/offline.folded" '^allocations of [0-9.]+ [KM]iB \([0-9]+ B\) [0-9]+$' offline-folded-sizes
+if command -v flamegraph.pl >/dev/null; then
+    flamegraph.pl "$tmp/leak.folded" >"$tmp/leak.svg" 2>"$tmp/fg.err" && grep -q '<svg' "$tmp/leak.svg" && ok ||
+        no "flamegraph.pl: $(cat "$tmp/fg.err")"
+fi
+
+# 4 (continued). A planted leak suppressed: no LEAK verdict, its bytes counted.
+printf 'fun:evaluate\n' >"$tmp/eval.supp"
+CUDALLOC_SIM_MEMORY=1GiB "$build/bin/cudalloc" run --report "$tmp/sleak" --conf "suppressions:$tmp/eval.supp" -- \
+    "$build/bin/demo_trainer" "${model[@]}" --leak eval-grad >"$tmp/sleak.log" 2>&1 || no "demo with suppressions failed"
+grep -q '^VERDICT: LEAK' "$tmp/sleak.txt" && no "suppressed leak still the verdict: $(head -1 "$tmp/sleak.txt")" || ok
+has "$tmp/sleak.txt" "^suppressed \($tmp/eval.supp\): [0-9.]+ MiB in [0-9]+ allocations from [0-9]+ call sites" sleak-count
+has "$tmp/sleak.log" "^cudalloc: suppressed \($tmp/eval.supp\): [0-9.]+ MiB" sleak-summary
+
+echo "habits: $pass passed, $fail failed"
+[ $fail -eq 0 ]
