@@ -73,9 +73,9 @@ static void stack(FILE *f, const ca_fix_report *r) {
     fprintf(f, "<text x=\"10\" y=\"%.0f\" font-size=\"12\">peak %s</text></svg>\n", h + 30, sz((double)r->peak, b));
 }
 
-int ca_fixes_html(FILE *f, const ca_fix_report *r, const char *const *names) {
+int ca_fixes_html(FILE *f, const ca_fix_report *r, const char *const *names, const char *id_suffix) {
     char a[32], b[160], c[320];
-    fprintf(f, "<h2 id=\"fixes\">What would fit</h2>\n");
+    fprintf(f, "<h2 id=\"fixes%s\">What would fit</h2>\n", id_suffix ? id_suffix : "");
     if (!r->have) {
         fprintf(f, "<p>No fix can be predicted for this run: ");
         ca_html_escape(f, r->why);

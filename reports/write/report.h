@@ -87,6 +87,14 @@ int ca_report_write(ca_tracker *t, ca_allocator *a, const char *prefix, const ca
 int ca_report_write_file(ca_tracker *t, ca_allocator *a, unsigned format, const char *path,
                          const ca_report_options *o, char *err, size_t errlen);
 
+/* Several devices' reports as one run (a snapshot of several devices): a
+ * table across the devices with each verdict first, then each device's
+ * report, those that ran out of memory first. t[i] with o[i] (its title
+ * names the device); format CA_REPORT_TXT or CA_REPORT_HTML (one page);
+ * path "-" is stdout. 0, or -1 with a one-line message in err. */
+int ca_report_write_devices(ca_tracker *const *t, const ca_report_options *o, size_t n, unsigned format,
+                            const char *path, char *err, size_t errlen);
+
 /* The exit summary: at most 15 lines, each starting with "cudalloc: ", and
  * for a program with no loop what it still holds (5 call sites, 4 frames each). */
 /* o: NULL for the defaults (its suppressions are what the summary uses). */

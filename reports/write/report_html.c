@@ -239,17 +239,26 @@ static void leak_section(const ca_report_ctx *c, FILE *f) {
     for (size_t i = 0; i < c->n_findings; i++) finding_box(c, f, i);
 }
 
+const char *ca_report_verdict_class(const ca_report_ctx *c) {
+    return c->verdict == CA_VERDICT_OOM || c->verdict == CA_VERDICT_LEAK || c->verdict == CA_VERDICT_DOES_NOT_FIT ? "bad"
+           : c->verdict == CA_VERDICT_HEALTHY                                                                 ? "good"
+                                                                                                              : "";
+}
+
 int ca_report_html(const ca_report_ctx *c, FILE *f) {
+    ca_html_begin(f, c->opt.title ? c->opt.title : "cudalloc report");
+    ca_report_html_body(c, f);
+    ca_html_end(f);
+    return ferror(f) ? -1 : 0;
+}
+
+void ca_report_html_body(const ca_report_ctx *c, FILE *f) {
     const ca_track_snap *s = &c->snap;
     char b1[32];
     const char *title = c->opt.title ? c->opt.title : "cudalloc report";
-    ca_html_begin(f, title);
-    fputs("<h1>", f);
+    fprintf(f, "<h1 id=\"report%s\">", c->id_suffix);
     ca_html_escape(f, title);
-    fprintf(f, "</h1>\n<p class=\"verdict %s\"><strong>Verdict:</strong> ",
-            c->verdict == CA_VERDICT_OOM || c->verdict == CA_VERDICT_LEAK || c->verdict == CA_VERDICT_DOES_NOT_FIT ? "bad"
-            : c->verdict == CA_VERDICT_HEALTHY                            ? "good"
-                                                                          : "");
+    fprintf(f, "</h1>\n<p class=\"verdict %s\"><strong>Verdict:</strong> ", ca_report_verdict_class(c));
     ca_html_escape(f, c->verdict_line);
     fputs("</p>\n", f);
     if (c->opt.source_name) {
@@ -320,7 +329,7 @@ int ca_report_html(const ca_report_ctx *c, FILE *f) {
     fputs("</table>\n", f);
 
     replay_section(c, f);
-    ca_fixes_html(f, &c->fixes, (const char *const *)c->fix_frames);
+    ca_fixes_html(f, &c->fixes, (const char *const *)c->fix_frames, c->id_suffix);
 
     fputs("<h2>Out of memory</h2>\n", f);
     if (!s->n_ooms) fputs("<p>No allocation failed.</p>\n", f);
@@ -370,6 +379,4 @@ int ca_report_html(const ca_report_ctx *c, FILE *f) {
         }
         if (r->n_top) fputs("</table>\n", f);
     }
-    ca_html_end(f);
-    return ferror(f) ? -1 : 0;
 }

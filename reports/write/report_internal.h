@@ -98,6 +98,7 @@ typedef struct ca_report_ctx {
     char **fix_frames;
     ca_verdict verdict;
     char verdict_line[1024];      /* the first line of the text report */
+    char id_suffix[16];           /* the HTML ids' ("" alone; one page of several devices: "-dev1") */
 } ca_report_ctx;
 
 /* full: symbolize every site (the snapshot needs them all), not only the
@@ -156,6 +157,11 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f);
 int ca_report_json(const ca_report_ctx *c, FILE *f);
 int ca_report_pickle(const ca_report_ctx *c, FILE *f);
 int ca_report_html(const ca_report_ctx *c, FILE *f);
+/* The page's body (without <html>, <head>): one device's report, also in a
+ * page of several (report_devices.c). */
+void ca_report_html_body(const ca_report_ctx *c, FILE *f);
+/* "bad", "good" or "": the verdict's colour on the page. */
+const char *ca_report_verdict_class(const ca_report_ctx *c);
 /* PREFIX.html's drawings (report_html_plots.c): memory event by event, with
  * hover; memory per iteration; the segment map. */
 void ca_report_html_time(const ca_report_ctx *c, FILE *f);

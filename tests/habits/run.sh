@@ -147,5 +147,37 @@ grep -q '^VERDICT: LEAK' "$tmp/sleak.txt" && no "suppressed leak still the verdi
 has "$tmp/sleak.txt" "^suppressed \($tmp/eval.supp\): [0-9.]+ MiB in [0-9]+ allocations from [0-9]+ call sites" sleak-count
 has "$tmp/sleak.log" "^cudalloc: suppressed \($tmp/eval.supp\): [0-9.]+ MiB" sleak-summary
 
+# 5. A snapshot of two devices reads as one run: the table across the
+# devices first, the device that ran out of memory (1) before device 0, in
+# the text and in one HTML page that holds both.
+two=tests/data/snapshots/two_devices_oom_on_1.pickle
+"$report" "$two" >"$tmp/two.txt" 2>&1 || no "two devices: exit $?"
+[ "$(head -1 "$tmp/two.txt")" = "DEVICES: OUT OF MEMORY on device 1 (of 2 devices). Each device's report follows, the devices that ran out of memory first." ] &&
+    ok || no "two devices: first line: $(head -1 "$tmp/two.txt")"
+[ "$(awk '$1 ~ /^[0-9]+$/ { print $1, $2 }' "$tmp/two.txt" | head -2 | tr '\n' ' ')" = "1 oom 0 healthy " ] && ok ||
+    no "two devices: table order"
+[ "$(grep '^=== device' "$tmp/two.txt" | cut -d' ' -f3 | tr '\n' ' ')" = "1 0 " ] && ok || no "two devices: report order"
+# the OOM verdict within the first 10 lines (it was at line 60 of 200, after device 0's)
+[ "$(grep -n 'OUT OF MEMORY (1 failed allocation)' "$tmp/two.txt" | head -1 | cut -d: -f1)" -le 10 ] && ok ||
+    no "two devices: OOM verdict late"
+"$report" "$two" --html "$tmp/two.html" --txt "$tmp/two2.txt" >"$tmp/two.out" 2>&1 || no "two devices --html: exit $?"
+[ ! -s "$tmp/two.out" ] && cmp -s "$tmp/two.txt" "$tmp/two2.txt" && ok || no "two devices: --txt is stdout's text"
+python3 - "$tmp/two.html" <<'EOF' && ok || no "two devices: one HTML page"
+import re, sys
+html = open(sys.argv[1]).read()
+assert html.count("<html") == 1 and html.count("</html>") == 1
+v = html.index('class="verdict bad"><strong>Verdict:</strong> OUT OF MEMORY on device 1 (of 2 devices)')
+d1, d0 = html.index('<h1 id="report-dev1">device 1:'), html.index('<h1 id="report-dev0">device 0:')
+assert v < d1 < d0, (v, d1, d0)
+assert html.index('<a href="#report-dev1">device 1</a>') < html.index('<a href="#report-dev0">device 0</a>') < d1
+for dev in ("dev0", "dev1"):  # each device's hover data, found by its own ids
+    assert html.count('id="events-%s"' % dev) == 1 and html.count('id="events-data-%s"' % dev) == 1, dev
+    assert "('-%s');" % dev in html
+ids = re.findall(r' id="([^"]+)"', html)
+assert len(set(ids)) == len(ids), "an id twice"
+EOF
+msg=$("$report" "$two" --json "$tmp/x.json" 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q 'pick one with --device' <<<"$msg" && ok || no "two devices --json: $rc '$msg'"
+
 echo "habits: $pass passed, $fail failed"
 [ $fail -eq 0 ]
