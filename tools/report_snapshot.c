@@ -107,7 +107,7 @@ static int device_prepare(const char *path, const ca_torch_snapshot *s, int devi
     ca_report_options *ropt = &d->ropt;
     report_options(args, ropt);
     ropt->expandable = s->expandable_segments; /* -1 when the snapshot does not say */
-    ropt->alloc_conf = s->alloc_conf;
+    ropt->user_conf = s->alloc_conf; /* its PYTORCH_CUDA_ALLOC_CONF, as recorded */
     ropt->source_name = path;
     if (several) snprintf(d->title, sizeof d->title, "device %d: cudalloc report (PyTorch snapshot)", device);
     ropt->title = several ? d->title : "cudalloc report (PyTorch snapshot)";

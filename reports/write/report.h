@@ -49,9 +49,10 @@ typedef struct ca_report_options {
     int symbolize;            /* 1: addr2line for file and line (default); 0: dladdr only */
     int symbolize_timeout_ms; /* all addr2line runs of one report (default 10000) */
     /* For the snapshot's allocator_settings: */
-    const char *alloc_conf;   /* the settings in force, CUDALLOC_CONF syntax, defaults
-                                 included; NULL: "expandable_segments:" + expandable */
-    const char *user_conf;    /* CUDALLOC_CONF as the user set it; NULL: unset */
+    const char *alloc_conf;   /* cudalloc's settings in force, CUDALLOC_CONF syntax, defaults
+                                 included (its "cudalloc" dict); NULL: none (offline) */
+    const char *user_conf;    /* PYTORCH_CUDA_ALLOC_CONF there: the user's own setting
+                                 (CUDALLOC_CONF as set; offline, the snapshot's); NULL: "" */
     int expandable;           /* 1 expandable, 0 classic, -1 unknown (default) */
     const char *title;        /* e.g. the program's name; NULL: "cudalloc report" */
     const char *source_name;  /* offline: the trace file the report comes from */

@@ -179,5 +179,58 @@ EOF
 msg=$("$report" "$two" --json "$tmp/x.json" 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q 'pick one with --device' <<<"$msg" && ok || no "two devices --json: $rc '$msg'"
 
+# 6. The pickle cudalloc writes has PyTorch's fields, as torch/csrc/cuda/
+# memory_snapshot.cpp writes them (the keys memory_viz reads), and its
+# settings read as PyTorch's: the user's own PYTORCH_CUDA_ALLOC_CONF,
+# 16 roundup divisions, cudalloc's settings in a dict of their own.
+python3 - "$tmp/leak.pickle" <<'EOF' && ok || no "pickle: PyTorch's fields"
+import pickle, sys
+s = pickle.load(open(sys.argv[1], "rb"))
+assert set(s) == {"segments", "device_traces", "allocator_settings"}, set(s)
+seg_keys = {"device", "address", "total_size", "allocated_size", "active_size", "requested_size", "stream",
+            "segment_type", "segment_pool_id", "is_expandable", "frames", "blocks"}
+block_keys = {"address", "size", "requested_size", "state", "frames"}
+frame_keys = {"filename", "line", "name"}
+assert s["segments"]
+for g in s["segments"]:
+    assert seg_keys <= set(g), set(g) ^ seg_keys
+    assert g["segment_type"] in ("small", "large") and type(g["segment_pool_id"]) is tuple
+    for b in g["blocks"]:
+        assert block_keys <= set(b) and b["state"] in ("active_allocated", "active_pending_free", "inactive"), b
+        assert all(set(f) == frame_keys for f in b["frames"]), b["frames"][:1]
+actions = {"alloc", "free_requested", "free_completed", "segment_map", "segment_unmap", "segment_alloc",
+           "segment_free", "oom", "snapshot"}
+trace = s["device_traces"][0]
+assert trace and all(e["action"] in actions for e in trace), {e["action"] for e in trace} - actions
+for e in trace:
+    assert {"action", "addr", "size", "stream", "time_us", "frames"} <= set(e), e
+    assert all(set(f) == frame_keys and type(f["line"]) is int for f in e["frames"]), e["frames"][:1]
+assert any(f["name"] == "evaluate" for e in trace for f in e["frames"]), "no frame of the leak"
+st = s["allocator_settings"]
+torch = {"PYTORCH_CUDA_ALLOC_CONF": str, "max_split_size": int, "garbage_collection_threshold": float,
+         "expandable_segments": bool, "pinned_num_register_threads": int, "release_lock_on_cudamalloc": bool,
+         "pinned_use_cuda_host_register": bool, "roundup_power2_divisions": dict}
+assert set(st) == set(torch) | {"cudalloc"}, set(st)
+assert all(type(st[k]) is t for k, t in torch.items()), st
+assert list(st["roundup_power2_divisions"]) == [str(1 << i) for i in range(16)], st["roundup_power2_divisions"]
+assert st["PYTORCH_CUDA_ALLOC_CONF"] == "", st  # the demo ran with no CUDALLOC_CONF
+assert st["cudalloc"]["expandable_segments"] is True and st["cudalloc"]["release_after"] == 10000, st["cudalloc"]
+EOF
+# with a setting of the user's own: it is PYTORCH_CUDA_ALLOC_CONF's value, as PyTorch keeps the user's
+python3 - "$tmp/sleak.pickle" "suppressions:$tmp/eval.supp" <<'EOF' && ok || no "pickle: the user's setting"
+import pickle, sys
+st = pickle.load(open(sys.argv[1], "rb"))["allocator_settings"]
+assert st["PYTORCH_CUDA_ALLOC_CONF"] == sys.argv[2], st["PYTORCH_CUDA_ALLOC_CONF"]
+assert "CUDALLOC_CONF" not in st and "suppressions" not in st["cudalloc"], st
+EOF
+# a PyTorch snapshot written again by --pickle keeps its own setting
+"$report" tests/data/snapshots/steps_leak.pickle --pickle "$tmp/again.pickle" >/dev/null 2>&1 || no "--pickle exit $?"
+python3 - tests/data/snapshots/steps_leak.pickle "$tmp/again.pickle" <<'EOF' && ok || no "pickle: a snapshot's setting kept"
+import pickle, sys
+a, b = (pickle.load(open(p, "rb"))["allocator_settings"] for p in sys.argv[1:3])
+assert b["PYTORCH_CUDA_ALLOC_CONF"] == a.get("PYTORCH_CUDA_ALLOC_CONF", ""), (a, b)
+assert "cudalloc" not in b, b
+EOF
+
 echo "habits: $pass passed, $fail failed"
 [ $fail -eq 0 ]
