@@ -78,7 +78,7 @@ int ca_fixes_html(FILE *f, const ca_fix_report *r, const char *const *names, con
     fprintf(f, "<h2 id=\"fixes%s\">What would fit</h2>\n", id_suffix ? id_suffix : "");
     if (!r->have) {
         fprintf(f, "<p>No fix can be predicted for this run: ");
-        ca_html_escape(f, r->why);
+        ca_html_text(f, r->why);
         fprintf(f, ".</p>\n");
         return ferror(f) ? -1 : 0;
     }
@@ -105,10 +105,10 @@ int ca_fixes_html(FILE *f, const ca_fix_report *r, const char *const *names, con
         snprintf(c, sizeof c, "%s: %s", b, fig);
         bar(f, (int)i + 1, shrt, x->low, x->predicted, x->high, colour(x->fits, r->capacity), scale, c);
     }
-    if (r->capacity) {
+    if (r->capacity) { /* its label ends at the line: near the right edge, centred, it was cut ("GiE") */
         double x = px(r->capacity, scale);
         fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" stroke=\"#c00\" stroke-dasharray=\"5,3\"/>"
-                   "<text x=\"%.1f\" y=\"14\" font-size=\"12\" fill=\"#c00\" text-anchor=\"middle\">device %s</text>\n",
+                   "<text x=\"%.1f\" y=\"14\" font-size=\"12\" fill=\"#c00\" text-anchor=\"end\">device %s</text>\n",
                 x, x, TOP - 4, TOP + rows * ROW_H, x, sz((double)r->capacity, a));
     }
     fprintf(f, "</svg>\n");
@@ -120,7 +120,7 @@ int ca_fixes_html(FILE *f, const ca_fix_report *r, const char *const *names, con
         fprintf(f, "<ul class=\"fix-advice\">\n");
         for (size_t i = 0; i < n; i++) {
             fprintf(f, "<li>");
-            ca_html_escape(f, lines[i]);
+            ca_html_text(f, lines[i]);
             fprintf(f, "</li>\n");
         }
         fprintf(f, "</ul>\n");

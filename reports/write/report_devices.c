@@ -69,13 +69,13 @@ static int write_html(ca_report_ctx *const *c, size_t n, const char *source, FIL
     }
     headline(c, n, line, sizeof line);
     fprintf(f, "<p class=\"verdict %s\"><strong>Verdict:</strong> ", ca_report_verdict_class(c[0]));
-    ca_html_escape(f, line);
+    ca_html_text(f, line);
     fputs("</p>\n<table>\n<tr><th>device</th><th>verdict</th><th>peak allocated</th><th>peak reserved</th>"
           "<th>failed allocations (out of memory)</th></tr>\n",
           f);
     for (size_t i = 0; i < n; i++) {
         fprintf(f, "<tr><td><a href=\"#report%s\">device %d</a></td><td>", c[i]->id_suffix, c[i]->snap.device);
-        ca_html_escape(f, c[i]->verdict_line);
+        ca_html_text(f, c[i]->verdict_line);
         fprintf(f, "</td><td class=\"num\">%s</td><td class=\"num\">%s</td><td class=\"num\">%" PRIu64 "</td></tr>\n",
                 ca_report_bytes((double)c[i]->snap.peak_allocated, b1, sizeof b1),
                 ca_report_bytes((double)c[i]->snap.peak_reserved, b2, sizeof b2), c[i]->snap.n_ooms_total);
@@ -85,6 +85,7 @@ static int write_html(ca_report_ctx *const *c, size_t n, const char *source, FIL
         fputs("<hr>\n", f);
         ca_report_html_body(c[i], f);
     }
+    ca_report_html_units(f);
     ca_html_end(f);
     return ferror(f) ? -1 : 0;
 }

@@ -160,6 +160,8 @@ int ca_report_html(const ca_report_ctx *c, FILE *f);
 /* The page's body (without <html>, <head>): one device's report, also in a
  * page of several (report_devices.c). */
 void ca_report_html_body(const ca_report_ctx *c, FILE *f);
+/* The line under a page that says what its units are. */
+void ca_report_html_units(FILE *f);
 /* "bad", "good" or "": the verdict's colour on the page. */
 const char *ca_report_verdict_class(const ca_report_ctx *c);
 /* PREFIX.html's drawings (report_html_plots.c): memory event by event, with

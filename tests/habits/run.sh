@@ -232,5 +232,27 @@ assert b["PYTORCH_CUDA_ALLOC_CONF"] == a.get("PYTORCH_CUDA_ALLOC_CONF", ""), (a,
 assert "cudalloc" not in b, b
 EOF
 
+# 7. The HTML page: the device's label on the fixes' chart is within the
+# drawing (centred on the line near the right edge it was cut: "GiE"), and
+# every abbreviation in its prose says what it stands for where it stands.
+"$report" "$tmp/leak.csv" --capacity 12MiB --html "$tmp/cap.html" >/dev/null 2>&1 || no "--capacity --html: exit $?"
+for page in "$tmp/cap.html" "$tmp/leak.html" "$tmp/two.html"; do
+    python3 - "$page" <<'EOF' && ok || no "html: labels and abbreviations in $page"
+import html, re, sys
+t = open(sys.argv[1]).read()
+for m in re.finditer(r'<svg class="fix-bars" width="(\d+)"(.*?)</svg>', t, flags=re.S):
+    width = float(m.group(1))
+    for x, anchor, text in re.findall(r'<text x="([\d.]+)"[^>]*text-anchor="(\w+)"[^>]*>([^<]*)</text>', m.group(2)):
+        half = {"end": 0, "middle": 0.5, "start": 1}[anchor] * 7 * len(text)  # 12px text: ~7px a character
+        assert float(x) + half <= width, (x, anchor, text, width)
+prose = re.sub(r"<(script|style|svg|pre)\b.*?</\1>", " ", t, flags=re.S)
+prose = re.sub(r"<abbr title=\"[^\"]+\">[^<]*</abbr>", " ", prose)
+prose = html.unescape(re.sub(r"<[^>]+>", " ", prose))
+left = set(re.findall(r"\b(?:OOM|CUPTI|NVTX|RMM|bf16|fp16|fp32)\b|\be\.g\.", prose))
+assert not left, left
+assert "Sizes are binary: 1 KiB = 1024 bytes" in t
+EOF
+done
+
 echo "habits: $pass passed, $fail failed"
 [ $fail -eq 0 ]
