@@ -134,6 +134,9 @@ has "$tmp/leak.folded" '^_start \(demo_trainer\);.*main \(.*main.c:[0-9]+\);.*ev
 "$report" "$tmp/leak.csv" --folded "$tmp/offline.folded" >/dev/null 2>&1 && ok || no "offline --folded"
 check_folded "$tmp/offline.folded" offline-folded
 has "$tmp/offline.folded" '^allocations of [0-9.]+ [KM]iB \([0-9]+ B\) [0-9]+$' offline-folded-sizes
+"$report" tests/data/snapshots/steps_leak.pickle --folded "$tmp/snap.folded" >/dev/null 2>&1 && ok || no "snapshot --folded"
+check_folded "$tmp/snap.folded" snapshot-folded
+has "$tmp/snap.folded" '^<module> \(/work/train.py:100\);main \(/work/train.py:[0-9]+\);train_step \(/work/train.py:[0-9]+\)' snapshot-folded-frames
 if command -v flamegraph.pl >/dev/null; then
     flamegraph.pl "$tmp/leak.folded" >"$tmp/leak.svg" 2>"$tmp/fg.err" && grep -q '<svg' "$tmp/leak.svg" && ok ||
         no "flamegraph.pl: $(cat "$tmp/fg.err")"
