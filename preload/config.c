@@ -35,10 +35,10 @@ static const struct option {
     {"python_frames", BOOL, offsetof(ca_config, python_frames),
      "Python functions and lines in call sites when Python allocates (default true)"},
     {"oom_message", BOOL, offsetof(ca_config, oom_message), "print the OOM explanation on stderr (default true)"},
-    {"suppressions", FILE_PATH, offsetof(ca_config, suppressions),
-     "a file of call-site frame patterns whose memory is not reported as leaked or live (default none)"},
     {"context_fences", BOOL, offsetof(ca_config, context_fences),
      "one cuCtxRecordEvent per plain-free fence where the driver has it; false: an event per stream (default true)"},
+    {"suppressions", FILE_PATH, offsetof(ca_config, suppressions),
+     "a file of call-site frame patterns whose memory is not reported as leaked or live (default none)"},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 
