@@ -98,6 +98,11 @@ has "$tmp/diff2.out" '\(gone\)$' diff-gone
 rc=$?
 [ $rc -eq 3 ] && ok || no "diff of traces: exit $rc"
 has "$tmp/diff3.out" '^GREW: .*leaks \+' diff-traces
+# two snapshots: the kept list's line is the new leak
+"$report" --diff tests/data/snapshots/clean.pickle tests/data/snapshots/leaky.pickle --fail-over 10% >"$tmp/diff4.out" 2>&1
+rc=$?
+[ $rc -eq 3 ] && ok || no "diff of snapshots: exit $rc"
+has "$tmp/diff4.out" '^GREW: .*leaks \+1.00 MiB per iteration more: allocations from train_step \(/work/train.py:42\)' diff-snapshots
 for bad in "--fail-over lots" "--fail-over -5%"; do
     msg=$("$report" --diff "$tmp/clean.json" "$tmp/leak.json" $bad 2>&1); rc=$?
     [ $rc -eq 2 ] && [ "$(wc -l <<<"$msg")" -eq 1 ] && grep -q 'bad --fail-over' <<<"$msg" && ok || no "$bad: $rc '$msg'"
