@@ -49,7 +49,8 @@ int ca_html_escape(FILE *f, const char *s)
     return ca_html_escape_n(f, s, s ? strlen(s) : 0);
 }
 
-/* The abbreviations the reports' prose uses, and what each stands for. */
+/* The abbreviations the reports' prose uses, and what each stands for (the
+ * units, on every line, are said once under the page). */
 static const struct {
     const char *abbr, *title;
 } ABBRS[] = {
@@ -62,10 +63,6 @@ static const struct {
     {"fp16", "16-bit floating point (half precision)"},
     {"fp32", "32-bit floating point (single precision)"},
     {"e.g.", "for example"},
-    {"KiB", "kibibyte: 1024 bytes"},
-    {"MiB", "mebibyte: 1024 KiB"},
-    {"GiB", "gibibyte: 1024 MiB"},
-    {"TiB", "tebibyte: 1024 GiB"},
 };
 
 static int word_char(unsigned char c) { return (c >= '0' && c <= '9') || ((c | 32) >= 'a' && (c | 32) <= 'z') || c == '_'; }
