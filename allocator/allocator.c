@@ -133,6 +133,7 @@ ca_block *ca_split(ca_allocator *a, ca_block *b, size_t size) {
     else b->seg->last = r;
     b->next = r;
     b->size = size;
+    ca_starts_begin(b->seg, r);
     ca_free_index_insert(b->seg->free, r);
     return b;
 }
@@ -226,7 +227,8 @@ static void sweep_pool(ca_allocator *a, ca_pool *p) {
     if (a->opt.expandable) ca_exp_sweep(a, p);
 }
 
-int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom_info *oom) {
+static inline __attribute__((always_inline)) int alloc_block(ca_allocator *a, size_t size, ca_stream stream, void **ptr,
+                                                            ca_oom_info *oom, bool ordered) {
     if (!size || !ptr) return CA_ERR_INVALID;
     /* Each thread remembers its last pool: the next request is usually the same. */
     ca_pool *p = tl_pool;
@@ -275,6 +277,8 @@ int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom
     b = ca_split(a, b, rounded);
     b->allocated = true;
     b->requested = size;
+    b->ordered = ordered;
+    b->id = 0; /* a new allocation: a new id when asked */
     ca_live_add(&p->live, b);
     b->small = small;
     int kind = small ? CA_POOL_SMALL : CA_POOL_LARGE;
@@ -298,6 +302,14 @@ int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom
     return CA_OK;
 }
 
+int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom_info *oom) {
+    return alloc_block(a, size, stream, ptr, oom, false);
+}
+
+int ca_malloc_ordered(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom_info *oom) {
+    return alloc_block(a, size, stream, ptr, oom, true);
+}
+
 /* b is free: merge it with free neighbours and index the result. */
 static void merge_and_index(ca_pool *p, ca_block *b) {
     b->allocated = false;
@@ -309,6 +321,7 @@ static void merge_and_index(ca_pool *p, ca_block *b) {
      * with a neighbour too: the merged block's unmapped ones are theirs */
     if (n && !n->allocated) {
         ca_free_index_remove(fi, n);
+        ca_starts_end(seg, n);
         b->size += n->size;
         b->unmapped = n->unmapped;
         b->next = n->next;
@@ -318,6 +331,7 @@ static void merge_and_index(ca_pool *p, ca_block *b) {
     }
     if (prev && !prev->allocated) {
         ca_free_index_remove(fi, prev);
+        ca_starts_end(seg, b);
         prev->size += b->size;
         prev->unmapped += b->unmapped;
         prev->next = b->next;
@@ -447,6 +461,55 @@ int ca_owns(ca_allocator *a, const void *ptr, size_t *requested) {
     return 1;
 }
 
+/* Expandable: a block that begins at or before addr (in [base, base + span))
+ * in addr's granule or the last one before it, from the index of block
+ * starts: the walk from it to addr stays within a granule's blocks. */
+static ca_block *start_at_or_before(ca_segment *seg, uintptr_t addr) {
+    size_t i = (addr - seg->base) >> seg->gshift;
+    ca_block *b = seg->first_start[i];
+    if (b) return b->addr <= addr ? b : b->prev; /* else the block before covers addr */
+    while (i-- > 0)
+        if (seg->first_start[i]) return seg->first_start[i];
+    return seg->first;
+}
+
+/* The live block with addr inside it (not at its start), its pool locked. */
+static ca_block *find_covering(ca_allocator *a, uintptr_t addr, ca_pool **pool) {
+    ca_pool *const *arr;
+    size_t n = ca_pools(a, &arr);
+    for (size_t i = 0; i < n; i++) {
+        ca_pool *p = arr[i];
+        if (a->opt.expandable && !pool_holds(p, addr)) continue;
+        ca_lock_acquire(&p->lock);
+        for (int k = 0; k < 2; k++)
+            for (ca_segment *seg = p->heap[k].segments; seg; seg = seg->next) {
+                if (addr - seg->base >= seg->span) continue;
+                ca_block *b = seg->expandable ? start_at_or_before(seg, addr) : seg->first;
+                while (b && b->addr + b->size <= addr) b = b->next;
+                if (b && b->requested && addr - b->addr < b->requested) { /* live: requested is 0 once freed */
+                    *pool = p;
+                    return b;
+                }
+            }
+        ca_lock_release(&p->lock);
+    }
+    return NULL;
+}
+
+int ca_find_allocation(ca_allocator *a, const void *ptr, ca_allocation *out) {
+    static uint64_t last_id; /* process-wide: ids are unique across devices too */
+    uintptr_t addr = (uintptr_t)ptr;
+    ca_pool *p;
+    ca_block *b = find_live(a, addr, &p);
+    if (!b) b = find_covering(a, addr, &p);
+    if (!b) return 0;
+    if (!b->id) b->id = __atomic_add_fetch(&last_id, 1, __ATOMIC_RELAXED);
+    *out = (ca_allocation){.addr = b->addr, .requested = b->requested, .id = b->id, .ordered = b->ordered,
+                           .expandable = b->seg->expandable};
+    ca_lock_release(&p->lock);
+    return 1;
+}
+
 int ca_contains(ca_allocator *a, const void *ptr) {
     uintptr_t addr = (uintptr_t)ptr;
     ca_pool *const *arr;
@@ -454,6 +517,10 @@ int ca_contains(ca_allocator *a, const void *ptr) {
     for (size_t i = 0; i < n; i++) {
         ca_pool *p = arr[i];
         int found = 0;
+        if (a->opt.expandable) { /* its ranges, read without the lock (pointer queries ask about any memory) */
+            if (pool_holds(p, addr)) return 1;
+            continue;
+        }
         ca_lock_acquire(&p->lock);
         for (int k = 0; k < 2 && !found; k++)
             for (ca_segment *seg = p->heap[k].segments; seg && !found; seg = seg->next)

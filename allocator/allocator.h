@@ -102,6 +102,9 @@ void ca_allocator_destroy(ca_allocator *a);
  * granules) fails with CA_ERR_OOM at once: no retry, no backend call, its cost
  * the same whatever its size. Sizes are never rounded past SIZE_MAX. */
 int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom_info *oom);
+/* The same, for an allocation made in a stream's order (cudaMallocAsync):
+ * only ca_find_allocation tells the two apart. */
+int ca_malloc_ordered(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom_info *oom);
 /* Free ptr in the order of `stream` (cudaFreeAsync): reusable by the pool's
  * stream once that stream has passed the point of the free. CA_ERR_INVALID
  * for a pointer the allocator does not own, or a double free; CA_ERR_STREAM
@@ -125,6 +128,21 @@ void ca_retire_stream(ca_allocator *a, ca_stream stream);
 void ca_mem_info(ca_allocator *a, size_t *free_bytes, size_t *total);
 /* Is ptr the start of a live allocation of ours? Its requested size if so. */
 int ca_owns(ca_allocator *a, const void *ptr, size_t *requested);
+/* A live allocation as pointer queries see it (preload/pointer_query.c). */
+typedef struct ca_allocation {
+    uintptr_t addr;
+    size_t requested;      /* bytes asked for: [addr, addr + requested) */
+    uint64_t id;           /* unique in the process to this allocation, never reused
+                            * for another (registration caches key on it); nonzero */
+    int ordered;           /* made by ca_malloc_ordered */
+    int expandable;        /* in an expandable segment (else a classic one) */
+} ca_allocation;
+/* The live allocation holding ptr anywhere in [addr, addr + requested):
+ * 1 with *out set, else 0. A pointer at an allocation's start costs a hash
+ * lookup; one inside it, in an expandable segment, a walk among the blocks of
+ * one granule (the segment's index of block starts), in a classic one a walk
+ * of its segment's blocks. */
+int ca_find_allocation(ca_allocator *a, const void *ptr, ca_allocation *out);
 /* Is ptr inside memory this allocator manages, live or not? (A free of such a
  * pointer that is not live is a double free, not someone else's pointer.) */
 int ca_contains(ca_allocator *a, const void *ptr);

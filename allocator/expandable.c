@@ -39,6 +39,10 @@ static int grow_handles(ca_allocator *a, ca_segment *seg, size_t new_n) {
     if (!bits) return CA_ERR_OOM; /* handles grew, cap did not: harmless */
     memset(bits + seg->handles_cap / 64, 0, (cap - seg->handles_cap) / 64 * sizeof *bits);
     seg->mapped_bits = bits;
+    ca_block **starts = realloc(seg->first_start, cap * sizeof *starts);
+    if (!starts) return CA_ERR_OOM;
+    memset(starts + seg->handles_cap, 0, (cap - seg->handles_cap) * sizeof *starts);
+    seg->first_start = starts;
     if (a->async) {
         uint64_t *busy = realloc(seg->busy, cap * sizeof *busy);
         if (!busy) return CA_ERR_OOM;
@@ -457,6 +461,7 @@ static int extend(ca_allocator *a, ca_segment *seg, size_t size, ca_block **out)
         if (tail) tail->next = b;
         else seg->first = b;
         seg->last = b;
+        ca_starts_begin(seg, b);
     }
     seg->span = new_span;
     *out = b;
@@ -525,6 +530,7 @@ void ca_exp_trim_tail(ca_allocator *a, ca_segment *seg) {
         tail->unmapped -= seg->span / g - end;
         ca_free_index_insert(seg->free, tail);
     } else {
+        ca_starts_end(seg, tail);
         seg->last = tail->prev;
         if (seg->last) seg->last->next = NULL;
         else seg->first = NULL;
@@ -645,6 +651,7 @@ void ca_exp_destroy(ca_allocator *a, ca_segment *seg) {
     CA_STAT(a, seg->heap, segment, -1);
     free(seg->handles);
     free(seg->mapped_bits);
+    free(seg->first_start);
     free(seg->busy);
     free(seg);
 }

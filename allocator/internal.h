@@ -28,6 +28,7 @@ typedef struct ca_block {
     bool pending;                      /* freed by a plain free, waiting for a fence
                                         * (fence.c); `allocated` stays set meanwhile,
                                         * so nothing merges, maps or unmaps it */
+    bool ordered;                      /* live: made by ca_malloc_ordered */
     union {                            /* never needed at once: */
         struct ca_block *pending_next; /* pending: in its pool's unfenced list or batch */
         size_t unmapped;               /* free, expandable: granules lying wholly inside it
@@ -35,9 +36,20 @@ typedef struct ca_block {
                                         * path's test); 0 while allocated */
     };
     struct ca_block *live_next;        /* allocated: next in its live table's bucket */
+    uint64_t id;                       /* live: its allocation's id (ca_find_allocation),
+                                        * given on first asking; 0: none yet */
 } ca_block;
 
 #include "livetable.h"
+
+/* The index of block starts in expandable segments (ca_segment.first_start),
+ * kept where blocks begin (a split, a grown range: b linked after its
+ * predecessor) and end (a merge, a trimmed tail: b still linked). A block
+ * is the first of its granule exactly when its predecessor lies in an
+ * earlier one (ranges are granule-aligned): the common case, a block cut or
+ * merged inside one granule, costs a compare. */
+static inline void ca_starts_begin(struct ca_segment *seg, ca_block *b);
+static inline void ca_starts_end(struct ca_segment *seg, ca_block *b);
 
 #define CA_BINS 352
 #define CA_BIN_WORDS ((CA_BINS + 63) / 64)
@@ -59,6 +71,10 @@ struct ca_segment {
     size_t mapped;        /* bytes of physical memory behind the range */
     ca_handle *handles;   /* expandable: one per granule of span; 0 = unmapped */
     uint64_t *mapped_bits; /* expandable: bit i set when handles[i] is: scans go 64 granules a step */
+    ca_block **first_start; /* expandable: per granule, the first block that begins in it
+                           * (NULL: none), so that the block around an address is found
+                           * near it (ca_find_allocation) */
+    unsigned gshift;      /* expandable: log2 of the granule */
     uint64_t *busy;       /* expandable, on a device that runs work after calls return: per
                            * granule, the pool's epoch when a free that left device work
                            * behind last covered it (0: none); see expandable.c */
@@ -69,6 +85,22 @@ struct ca_segment {
                            * draining one (a range its pool moved out of: ranges.c) */
     bool expandable;
 };
+
+/* Do a and b lie in different granules of seg? */
+static inline bool ca_granules_differ(const struct ca_segment *seg, uintptr_t a, uintptr_t b) {
+    return (a ^ b) >> seg->gshift;
+}
+
+static inline void ca_starts_begin(struct ca_segment *seg, ca_block *b) {
+    if (seg->expandable && (!b->prev || ca_granules_differ(seg, b->prev->addr, b->addr)))
+        seg->first_start[(b->addr - seg->base) >> seg->gshift] = b;
+}
+
+static inline void ca_starts_end(struct ca_segment *seg, ca_block *b) {
+    if (seg->expandable && (!b->prev || ca_granules_differ(seg, b->prev->addr, b->addr)))
+        seg->first_start[(b->addr - seg->base) >> seg->gshift] =
+            b->next && !ca_granules_differ(seg, b->next->addr, b->addr) ? b->next : NULL;
+}
 
 /* Expandable: the virtual ranges a heap holds, read without the pool's lock
  * (ca_free looks for a pointer's pool): a range's size is stored last, with

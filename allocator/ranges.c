@@ -66,6 +66,7 @@ ca_segment *ca_range_new(ca_allocator *a, ca_heap *h, size_t size) {
     seg->base = base;
     seg->reserve_size = reserve;
     seg->expandable = true;
+    seg->gshift = (unsigned)__builtin_ctzll(g);
     seg->free = &h->free;
     seg->next = h->segments;
     h->segments = seg;

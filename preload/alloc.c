@@ -25,7 +25,8 @@ CUresult ca_do_malloc_on(ca_device *d, CUdeviceptr *dptr, size_t size, CUstream 
     ca_oom_info oom;
     ca_stream key = ca_stream_key(stream);
     if (ca_is_ptds_key(key)) ca_ptds_pool_used(d);
-    int rc = ca_malloc(d->alloc, size, key, &p, &oom);
+    /* stream-ordered memory answers pointer queries as pool memory (pointer_query.c) */
+    int rc = async ? ca_malloc_ordered(d->alloc, size, key, &p, &oom) : ca_malloc(d->alloc, size, key, &p, &oom);
     if (rc == CA_OK) {
         *dptr = (CUdeviceptr)p;
         return CUDA_SUCCESS;

@@ -441,6 +441,11 @@ void ca_backend_cuda_order_after_fences(ca_backend *be, CUstream s) {
     if (e) IN_CTX(cb, ca_drv()->cuStreamWaitEvent(s, e, 0));
 }
 
+bool ca_backend_cuda_shareable(const ca_backend *be) {
+    const cuda_backend *cb = be->self;
+    return __atomic_load_n(&cb->prop.requestedHandleTypes, __ATOMIC_RELAXED) != CU_MEM_HANDLE_TYPE_NONE;
+}
+
 void ca_backend_cuda_drop_events(ca_backend *be) {
     cuda_backend *cb = be->self;
     ca_lock_acquire(&cb->lock);

@@ -124,12 +124,8 @@ CA_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
 /* The driver functions we stand in for: the driver's entry (by its name, and
  * where ca_driver keeps its address) and ours. The driver decides which
  * entry (version, per-thread variant) a name means; we swap the ones we serve. */
-#define SWAP(entry, ours) {#entry, offsetof(ca_driver, entry), (void *)ours}
-static const struct swap {
-    const char *name;
-    size_t field;
-    void *ours;
-} swaps[] = {
+#define SWAP CA_SWAP
+static const ca_swap swaps[] = {
     SWAP(cuMemAlloc_v2, cuMemAlloc_v2),
     SWAP(cuMemAllocPitch_v2, cuMemAllocPitch_v2),
     SWAP(cuMemFree_v2, cuMemFree_v2),
@@ -166,11 +162,18 @@ static const struct swap {
 };
 #define NSWAPS (sizeof swaps / sizeof swaps[0])
 
+static const struct table {
+    const ca_swap *swaps;
+    const size_t *n;
+} tables[] = {{swaps, &(const size_t){NSWAPS}}, {ca_query_swaps, &ca_query_nswaps}};
+#define NTABLES (sizeof tables / sizeof tables[0])
+
 void *ca_hook_for_real(void *real) {
     const ca_driver *drv = ca_drv();
     if (!real || !drv) return NULL;
-    for (size_t i = 0; i < NSWAPS; i++)
-        if (*(void *const *)((const char *)drv + swaps[i].field) == real) return swaps[i].ours;
+    for (size_t t = 0; t < NTABLES; t++)
+        for (size_t i = 0; i < *tables[t].n; i++)
+            if (*(void *const *)((const char *)drv + tables[t].swaps[i].field) == real) return tables[t].swaps[i].ours;
     return NULL;
 }
 
@@ -183,8 +186,9 @@ CA_NO_SANITIZE static bool in_libcuda(void *addr) {
 }
 
 CA_NO_SANITIZE void *ca_hook_for_driver_name(const char *name, void *real) {
-    for (size_t i = 0; i < NSWAPS; i++)
-        if (!strcmp(swaps[i].name, name)) return in_libcuda(real) ? swaps[i].ours : NULL;
+    for (size_t t = 0; t < NTABLES; t++)
+        for (size_t i = 0; i < *tables[t].n; i++)
+            if (!strcmp(tables[t].swaps[i].name, name)) return in_libcuda(real) ? tables[t].swaps[i].ours : NULL;
     return NULL;
 }
 

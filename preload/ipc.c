@@ -26,11 +26,12 @@
 
 #define MAGIC "cudalloc"
 
-/* The handle's 64 bytes. */
+/* The handle's 64 bytes. Version 2 names the exporter's server (tag). */
+#define VERSION 2
 typedef struct ipc_handle {
     char magic[8];
     int32_t version, pid;
-    uint64_t id, nonce, size;
+    uint64_t id, nonce, size, tag;
 } ipc_handle;
 _Static_assert(sizeof(ipc_handle) <= sizeof(CUipcMemHandle), "fits a CUipcMemHandle");
 
@@ -51,8 +52,11 @@ static uint64_t next_id = 1;
 typedef struct import {
     struct import *next;
     CUdeviceptr ptr, base;
+    size_t size;  /* the block's, as exported */
+    uint64_t serial; /* this opening's, for pointer queries (never reused) */
     size_t span;
     int kind;
+    int device;  /* CA_IPC_GRANULES: the device it is mapped for (peers.c knows it) */
     unsigned refs;
     int32_t pid;
     uint64_t id;
@@ -61,6 +65,8 @@ typedef struct import {
 
 static import *imports;
 static pthread_mutex_t imports_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic size_t nimports; /* read without the lock by pointer queries */
+static uint64_t last_serial;
 
 /* ---- exporting ---- */
 
@@ -169,7 +175,8 @@ CA_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr) 
     CUresult r = !f.found ? CUDA_ERROR_INVALID_VALUE : !e ? CUDA_ERROR_OUT_OF_MEMORY
                  : f.expandable ? export_granules(d, dptr, size, e)
                                 : export_segment(d, dptr, f.seg_base, e);
-    if (r == CUDA_SUCCESS && ca_ipc_serve() != 0) r = CUDA_ERROR_OPERATING_SYSTEM;
+    uint64_t tag = 0;
+    if (r == CUDA_SUCCESS && ca_ipc_serve(&tag) != 0) r = CUDA_ERROR_OPERATING_SYSTEM;
     if (r != CUDA_SUCCESS) {
         if (e && e->fds)
             for (uint32_t i = 0; i < e->desc.nfds; i++) close(e->fds[i]);
@@ -179,8 +186,9 @@ CA_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr) 
         return r == CUDA_ERROR_NOT_SUPPORTED ? CUDA_ERROR_INVALID_VALUE : r;
     }
     memcpy(e->h.magic, MAGIC, sizeof e->h.magic);
-    e->h.version = 1;
+    e->h.version = VERSION;
     e->h.pid = getpid();
+    e->h.tag = tag;
     e->h.size = size;
     if (getrandom(&e->h.nonce, sizeof e->h.nonce, 0) != sizeof e->h.nonce) e->h.nonce ^= (uint64_t)(uintptr_t)e;
     e->block = dptr;
@@ -251,8 +259,8 @@ int *ca_ipc_export_lookup(uint64_t id, uint64_t nonce, ca_ipc_export_desc *desc)
 /* ---- importing ---- */
 
 /* The granules mapped back to back at an address of our own, open to the
- * current device. Takes the fds. */
-static CUresult map_granules(const ca_ipc_export_desc *desc, int *fds, CUdeviceptr *base, size_t *span) {
+ * current device (*device) and its peers. Takes the fds. */
+static CUresult map_granules(const ca_ipc_export_desc *desc, int *fds, CUdeviceptr *base, size_t *span, int *device) {
     const ca_driver *drv = ca_drv();
     size_t g = desc->granule, n = desc->nfds;
     CUdevice dev = 0;
@@ -267,9 +275,10 @@ static CUresult map_granules(const ca_ipc_export_desc *desc, int *fds, CUdevicep
         drv->cuMemRelease(h); /* the mapping holds it */
         if (r != CUDA_SUCCESS) break;
     }
-    CUmemAccessDesc a = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev},
-                         .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-    if (r == CUDA_SUCCESS) r = drv->cuMemSetAccess(*base, n * g, &a, 1);
+    /* open to the device and to every device with peer access to it, now and
+     * later, as cudaIpcMemLazyEnablePeerAccess promises (peers.c) */
+    if (r == CUDA_SUCCESS) r = ca_peers_map((int)dev, *base, n * g);
+    *device = (int)dev;
     for (size_t i = 0; i < n; i++) close(fds[i]);
     if (r != CUDA_SUCCESS && *base) {
         while (mapped--) drv->cuMemUnmap(*base + mapped * g, g);
@@ -284,7 +293,7 @@ CA_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle hand
     if (!drv) return CUDA_ERROR_NOT_INITIALIZED;
     ipc_handle h;
     memcpy(&h, &handle, sizeof h);
-    if (memcmp(h.magic, MAGIC, sizeof h.magic) != 0 || h.version != 1) /* the driver's own */
+    if (memcmp(h.magic, MAGIC, sizeof h.magic) != 0 || h.version != VERSION) /* the driver's own */
         return drv->cuIpcOpenMemHandle_v2 ? drv->cuIpcOpenMemHandle_v2(pdptr, handle, Flags) : CUDA_ERROR_INVALID_VALUE;
     CUcontext ctx = NULL;
     CUresult r = drv->cuCtxGetCurrent(&ctx);
@@ -302,15 +311,17 @@ CA_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle hand
         }
     pthread_mutex_unlock(&imports_lock);
     ca_ipc_export_desc desc;
-    int *fds = ca_ipc_fetch(h.pid, h.id, h.nonce, &desc);
-    if (desc.status != CUDA_SUCCESS) {
-        ca_warn("cudaIpcOpenMemHandle: process %d no longer exports that block (freed, or the process ended)",
+    int *fds = ca_ipc_fetch(h.pid, h.tag, h.id, h.nonce, &desc);
+    if (desc.status == CUDA_ERROR_NOT_PERMITTED)
+        ca_warn("cudaIpcOpenMemHandle: process %d refused: it shares memory with processes of its own user only",
                 (int)h.pid);
-        return desc.status;
-    }
+    else if (desc.status != CUDA_SUCCESS)
+        ca_warn("cudaIpcOpenMemHandle: process %d does not export that block (freed, the process ended, or it did "
+                "not answer)", (int)h.pid);
+    if (desc.status != CUDA_SUCCESS) return desc.status;
     import *im = calloc(1, sizeof *im);
     if (!im) r = CUDA_ERROR_OUT_OF_MEMORY;
-    else if (desc.kind == CA_IPC_GRANULES) r = map_granules(&desc, fds, &im->base, &im->span);
+    else if (desc.kind == CA_IPC_GRANULES) r = map_granules(&desc, fds, &im->base, &im->span, &im->device);
     else r = drv->cuIpcOpenMemHandle_v2(&im->base, desc.segment, Flags);
     if (!im || desc.kind != CA_IPC_GRANULES)
         for (uint32_t i = 0; i < desc.nfds; i++) close(fds[i]);
@@ -319,14 +330,26 @@ CA_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle hand
         free(im);
         return r;
     }
-    *im = (import){.ptr = im->base + desc.offset, .base = im->base, .span = im->span, .kind = desc.kind,
-                   .refs = 1, .pid = h.pid, .id = h.id, .ctx = ctx};
+    *im = (import){.ptr = im->base + desc.offset, .base = im->base, .size = h.size, .span = im->span, .kind = desc.kind,
+                   .serial = __atomic_add_fetch(&last_serial, 1, __ATOMIC_RELAXED),
+                   .device = im->device, .refs = 1, .pid = h.pid, .id = h.id, .ctx = ctx};
     *pdptr = im->ptr;
     pthread_mutex_lock(&imports_lock);
     im->next = imports;
     imports = im;
+    atomic_fetch_add(&nimports, 1);
     pthread_mutex_unlock(&imports_lock);
     return CUDA_SUCCESS;
+}
+
+bool ca_ipc_import_at(CUdeviceptr p, CUdeviceptr *base, size_t *size, CUcontext *ctx, uint64_t *id) {
+    if (!atomic_load_explicit(&nimports, memory_order_relaxed)) return false; /* the usual case: none */
+    pthread_mutex_lock(&imports_lock);
+    import *im = imports;
+    while (im && p - im->ptr >= im->size) im = im->next;
+    if (im) *base = im->ptr, *size = im->size, *ctx = im->ctx, *id = im->serial;
+    pthread_mutex_unlock(&imports_lock);
+    return im != NULL;
 }
 
 /* Programs built against headers older than CUDA 11 name the same call so. */
@@ -343,12 +366,23 @@ CA_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
     while (*link && (*link)->ptr != dptr) link = &(*link)->next;
     import *im = *link;
     bool last = im && --im->refs == 0;
-    if (last) *link = im->next;
+    if (last) {
+        *link = im->next;
+        atomic_fetch_sub(&nimports, 1);
+    }
     pthread_mutex_unlock(&imports_lock);
     if (!im) return drv->cuIpcCloseMemHandle ? drv->cuIpcCloseMemHandle(dptr) : CUDA_ERROR_INVALID_VALUE;
     if (!last) return CUDA_SUCCESS; /* opened more than once: one reference less */
+    /* The importer's work queued on the mapping ends before it goes: the
+     * driver does not always wait when memory is unmapped. */
+    CUcontext popped;
+    if (drv->cuCtxPushCurrent_v2(im->ctx) == CUDA_SUCCESS) {
+        drv->cuCtxSynchronize();
+        drv->cuCtxPopCurrent_v2(&popped);
+    }
     CUresult r;
     if (im->kind == CA_IPC_GRANULES) {
+        ca_peers_unmap(im->device, im->base);
         r = drv->cuMemUnmap(im->base, im->span);
         if (r == CUDA_SUCCESS) r = drv->cuMemAddressFree(im->base, im->span);
     } else {
@@ -359,10 +393,20 @@ CA_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
 }
 
 void ca_ipc_after_fork(void) {
+    /* The child (a DataLoader worker) shares none of the parent's exports: the
+     * descriptors it inherited would keep the parent's freed memory from
+     * going back to the device while it lives. The table is read only if no
+     * other thread of the parent held it at the fork. */
+    if (pthread_mutex_trylock(&exports_lock) == 0) {
+        for (export *e = by_id; e; e = e->by_id.next)
+            for (uint32_t i = 0; e->fds && i < e->desc.nfds; i++) close(e->fds[i]);
+        pthread_mutex_unlock(&exports_lock);
+    }
     pthread_mutex_init(&exports_lock, NULL);
     pthread_mutex_init(&imports_lock, NULL);
     by_id = by_block = NULL; /* the parent's (left, never freed: another thread may have held the lock) */
     atomic_store(&nexports, 0);
     imports = NULL;
+    atomic_store(&nimports, 0);
     ca_ipc_share_after_fork();
 }

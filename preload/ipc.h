@@ -26,11 +26,14 @@ typedef struct ca_ipc_export_desc {
  * when there is no such export (freed since) or the nonce is wrong. */
 int *ca_ipc_export_lookup(uint64_t id, uint64_t nonce, ca_ipc_export_desc *desc);
 
-/* ipc_share.c: start serving this process's exports (once); 0 when served. */
-int ca_ipc_serve(void);
-/* Ask process pid for export id: its fds (malloc'd, desc->nfds of them) or
- * NULL with desc->status saying why. */
-int *ca_ipc_fetch(pid_t pid, uint64_t id, uint64_t nonce, ca_ipc_export_desc *desc);
+/* The most an exporter and an importer wait for each other, each step. */
+#define CA_IPC_TIMEOUT_S 5
+/* ipc_share.c: start serving this process's exports (once); 0 when served,
+ * with *tag the server's name, which handles carry. */
+int ca_ipc_serve(uint64_t *tag);
+/* Ask process pid (its server `tag`) for export id: its fds (malloc'd,
+ * desc->nfds of them) or NULL with desc->status saying why. */
+int *ca_ipc_fetch(pid_t pid, uint64_t tag, uint64_t id, uint64_t nonce, ca_ipc_export_desc *desc);
 void ca_ipc_share_after_fork(void);
 
 #endif

@@ -1,19 +1,27 @@
 /* How an importing process gets what an exported block is made of: a unix
- * socket of the exporter (abstract name "cudalloc-ipc-PID"), served by a
- * thread started at its first export. A request names an export and its
- * nonce; the answer is the export's description, then its file descriptors
- * (SCM_RIGHTS, in batches). Only processes of the same user (or root) are
- * answered. The server calls no CUDA function: the fds were exported when
- * the handle was made (ipc.c), and are duplicated for each answer. */
+ * socket of the exporter (abstract name "cudalloc-ipc-PID-TAG", TAG random
+ * and carried in the handle, so no process can take the name first), served
+ * by a thread started at its first export, each importer on a thread of its
+ * own so that one that connects and sends nothing delays no other. A request
+ * names an export and its nonce; the answer is the export's description,
+ * then its file descriptors (SCM_RIGHTS, in batches). Every wait is bounded
+ * (CA_IPC_TIMEOUT_S) on both sides, and each side checks the other's
+ * credentials: the server answers processes of its user (or root), the
+ * importer talks only to the process the handle names, of its user (or
+ * root). The server calls no CUDA function: the fds were exported when the
+ * handle was made (ipc.c), and are duplicated for each answer. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "preload/ipc.h"
+#include "preload/log.h"
 
 #define FDS_PER_MESSAGE 64
 
@@ -22,13 +30,30 @@ struct request {
 };
 
 static int listener = -1;
+static uint64_t listener_tag;
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static socklen_t address(pid_t pid, struct sockaddr_un *a) {
+static socklen_t address(pid_t pid, uint64_t tag, struct sockaddr_un *a) {
     memset(a, 0, sizeof *a);
     a->sun_family = AF_UNIX;
-    int n = snprintf(a->sun_path + 1, sizeof a->sun_path - 1, "cudalloc-ipc-%d", (int)pid);
+    int n = snprintf(a->sun_path + 1, sizeof a->sun_path - 1, "cudalloc-ipc-%d-%016llx", (int)pid,
+                     (unsigned long long)tag);
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+/* Every send and receive on s gives up after CA_IPC_TIMEOUT_S (connect too). */
+static void bounded(int s) {
+    struct timeval tv = {.tv_sec = CA_IPC_TIMEOUT_S};
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+/* The peer's credentials: same user as us, or root; pid, when nonzero, must be it. */
+static bool trusted(int s, pid_t pid) {
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    return getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && (cred.uid == geteuid() || cred.uid == 0) &&
+           (!pid || cred.pid == pid);
 }
 
 static int send_fds(int sock, const void *data, size_t len, const int *fds, size_t nfds) {
@@ -67,14 +92,18 @@ static int recv_fds(int sock, void *data, size_t len, int *fds, size_t *nfds, si
     return 0;
 }
 
-static void answer(int sock) {
-    struct ucred cred;
-    socklen_t len = sizeof cred;
+/* One importer, on a thread of its own. */
+static void *answer(void *arg) {
+    int sock = (int)(intptr_t)arg;
     struct request rq;
     ca_ipc_export_desc desc = {.status = CUDA_ERROR_INVALID_HANDLE};
     int *fds = NULL;
-    if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || (cred.uid != geteuid() && cred.uid != 0) ||
-        recv(sock, &rq, sizeof rq, 0) != (ssize_t)sizeof rq) {
+    bounded(sock);
+    if (recv(sock, &rq, sizeof rq, 0) != (ssize_t)sizeof rq) {
+        close(sock); /* said nothing in time: nothing to answer */
+        return NULL;
+    }
+    if (!trusted(sock, 0)) {
         desc.status = CUDA_ERROR_NOT_PERMITTED;
     } else {
         fds = ca_ipc_export_lookup(rq.id, rq.nonce, &desc); /* duplicates, ours to close */
@@ -88,26 +117,38 @@ static void answer(int sock) {
         }
     for (size_t i = 0; fds && i < desc.nfds; i++) close(fds[i]);
     free(fds);
+    close(sock);
+    return NULL;
 }
 
 static void *serve(void *arg) {
     int l = (int)(intptr_t)arg;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 << 10); /* answer() needs little */
     for (;;) {
         int s = accept4(l, NULL, NULL, SOCK_CLOEXEC);
         if (s < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOMEM) { /* short of descriptors: a while */
+                usleep(10000);
+                continue;
+            }
             return NULL;
         }
-        answer(s);
-        close(s);
+        pthread_t t;
+        if (pthread_create(&t, &attr, answer, (void *)(intptr_t)s) != 0) close(s); /* the importer retries or fails */
     }
 }
 
-int ca_ipc_serve(void) {
+int ca_ipc_serve(uint64_t *tag) {
     pthread_mutex_lock(&start_lock);
     if (listener < 0) {
         struct sockaddr_un a;
-        socklen_t alen = address(getpid(), &a);
+        if (getrandom(&listener_tag, sizeof listener_tag, 0) != sizeof listener_tag)
+            listener_tag ^= (uint64_t)(uintptr_t)&a ^ (uint64_t)getpid() << 32;
+        socklen_t alen = address(getpid(), listener_tag, &a);
         int l = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
         pthread_t t;
         pthread_attr_t attr;
@@ -121,21 +162,34 @@ int ca_ipc_serve(void) {
         pthread_attr_destroy(&attr);
     }
     int ok = listener >= 0 ? 0 : -1;
+    *tag = listener_tag;
     pthread_mutex_unlock(&start_lock);
     return ok;
 }
 
-int *ca_ipc_fetch(pid_t pid, uint64_t id, uint64_t nonce, ca_ipc_export_desc *desc) {
+int *ca_ipc_fetch(pid_t pid, uint64_t tag, uint64_t id, uint64_t nonce, ca_ipc_export_desc *desc) {
     struct sockaddr_un a;
-    socklen_t alen = address(pid, &a);
+    socklen_t alen = address(pid, tag, &a);
     struct request rq = {id, nonce};
     int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     int *fds = NULL;
     size_t nfds = 0;
-    desc->status = CUDA_ERROR_INVALID_HANDLE; /* the exporter is gone, or never served */
-    if (s < 0 || connect(s, (struct sockaddr *)&a, alen) != 0 || send(s, &rq, sizeof rq, MSG_NOSIGNAL) != sizeof rq ||
-        recv_fds(s, desc, sizeof *desc, NULL, &nfds, 0) != 0) {
+    desc->status = CUDA_ERROR_INVALID_HANDLE; /* the exporter is gone, never served, or not who it should be */
+    if (s >= 0) bounded(s);
+    if (s < 0 || connect(s, (struct sockaddr *)&a, alen) != 0) {
         if (s >= 0) close(s);
+        return NULL;
+    }
+    if (!trusted(s, pid)) {
+        ca_warn("cudaIpcOpenMemHandle: the socket of process %d is held by another process or user: not used",
+                (int)pid);
+        close(s);
+        return NULL;
+    }
+    if (send(s, &rq, sizeof rq, MSG_NOSIGNAL) != sizeof rq || recv_fds(s, desc, sizeof *desc, NULL, &nfds, 0) != 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            ca_warn("cudaIpcOpenMemHandle: process %d did not answer within %d s", (int)pid, CA_IPC_TIMEOUT_S);
+        close(s);
         desc->status = CUDA_ERROR_INVALID_HANDLE;
         return NULL;
     }

@@ -4,7 +4,7 @@ PRELOAD_SRCS := preload/log.c preload/real.c preload/config.c preload/devices.c 
                 preload/hooks_runtime.c preload/hooks_driver.c preload/hooks_dl.c preload/api.c preload/report.c preload/nvtx.c preload/steps.c preload/cupti.c \
                 preload/streams.c preload/capture.c preload/peers.c preload/ipc.c preload/ipc_share.c \
                 preload/torch.c preload/torch_oom.c preload/last_error.c \
-                preload/contexts.c
+                preload/contexts.c preload/pointer_query.c preload/hooks_queries.c preload/others.c
 PRELOAD_OBJS := $(PRELOAD_SRCS:%.c=$(OBJ)/%.o)
 $(PRELOAD_OBJS): ALL_CFLAGS += -I$(CUDA_INC) -D_GNU_SOURCE
 # torch.OutOfMemoryError is a C++ exception thrown through these frames
@@ -144,7 +144,7 @@ $(PRELOAD_TEST_BIN)/prog_peer: tests/preload/prog_peer.c $(SIM)/libcudart.so $(S
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lcuda -ldl
 $(PRELOAD_TEST_BIN)/prog_ipc: tests/preload/prog_ipc.c $(SIM)/libcudart.so $(SIM)/libcuda.so
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lcuda
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lcuda -ldl
 $(PRELOAD_TEST_BIN)/prog_errors: tests/preload/prog_errors.c $(SIM)/libcudart.so
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart
@@ -154,10 +154,17 @@ $(PRELOAD_TEST_BIN)/prog_profiler: tests/preload/prog_profiler.c $(SIM)/libcudar
 $(PRELOAD_TEST_BIN)/prog_contexts: tests/preload/prog_contexts.c $(SIM)/libcuda.so
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcuda -ldl
+$(PRELOAD_TEST_BIN)/prog_registry: tests/preload/prog_registry.c $(SIM)/libcudart.so $(SIM)/libcuda.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lcuda -ldl
+$(PRELOAD_TEST_BIN)/prog_beside: tests/preload/prog_beside.c $(SIM)/libcudart.so $(SIM)/libcuda.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lcuda -ldl
+ISSUE31_PROGS := $(PRELOAD_TEST_BIN)/prog_registry $(PRELOAD_TEST_BIN)/prog_beside
 test-preload: $(PRELOAD_TEST_BIN)/prog_peer $(PRELOAD_TEST_BIN)/prog_ipc $(PRELOAD_TEST_BIN)/prog_errors \
-              $(PRELOAD_TEST_BIN)/prog_profiler $(PRELOAD_TEST_BIN)/prog_contexts
+              $(PRELOAD_TEST_BIN)/prog_profiler $(PRELOAD_TEST_BIN)/prog_contexts $(ISSUE31_PROGS)
 ALL_TARGETS += $(PRELOAD_TEST_BIN)/prog_peer $(PRELOAD_TEST_BIN)/prog_ipc $(PRELOAD_TEST_BIN)/prog_errors \
-               $(PRELOAD_TEST_BIN)/prog_profiler $(PRELOAD_TEST_BIN)/prog_contexts
+               $(PRELOAD_TEST_BIN)/prog_profiler $(PRELOAD_TEST_BIN)/prog_contexts $(ISSUE31_PROGS)
 endif
 
 # PyTorch's pluggable-allocator contract, called as PyTorch calls it (C++,

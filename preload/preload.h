@@ -47,6 +47,17 @@ void *ca_dlvsym_driver(void *handle, const char *name, const char *version);
  * found in libcuda (dlsym; never loads the driver). */
 void *ca_hook_for_real(void *real);
 void *ca_hook_for_driver_name(const char *name, void *real);
+/* A driver function we stand in for: its entry's name, where ca_driver keeps
+ * the driver's address, and ours. Beside hooks_driver.c's own table, the
+ * pointer queries' and the other allocators' (pointer_query.c, others.c). */
+typedef struct ca_swap {
+    const char *name;
+    size_t field;
+    void *ours;
+} ca_swap;
+#define CA_SWAP(entry, ours) {#entry, offsetof(ca_driver, entry), (void *)ours}
+extern const ca_swap ca_query_swaps[];
+extern const size_t ca_query_nswaps;
 
 /* The real driver, from libcuda.so.1, looked up by its exact entry names. */
 typedef struct ca_driver {
@@ -117,6 +128,15 @@ typedef struct ca_driver {
     CUresult (*cuStreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
     /* one event for all the context's work, CUDA 12.5+, found through cuGetProcAddress */
     CUresult (*cuCtxRecordEvent)(CUcontext, CUevent);
+    /* pointer queries (pointer_query.c) and the allocators beside ours (others.c) */
+    CUresult (*cuMemGetAddressRange_v2)(CUdeviceptr *, size_t *, CUdeviceptr);
+    CUresult (*cuPointerGetAttribute)(void *, CUpointer_attribute, CUdeviceptr);
+    CUresult (*cuPointerGetAttributes)(unsigned int, CUpointer_attribute *, void **, CUdeviceptr);
+    CUresult (*cuDeviceGetMemPool)(CUmemoryPool *, CUdevice);
+    CUresult (*cuMemGetHandleForAddressRange)(void *, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long);
+    CUresult (*cuMemAllocManaged)(CUdeviceptr *, size_t, unsigned int);
+    CUresult (*cuMemAllocFromPoolAsync)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+    CUresult (*cuMemAllocFromPoolAsync_ptsz)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 } ca_driver;
 
 /* The driver, loaded on first use; NULL when libcuda.so.1 cannot be loaded. */
@@ -252,9 +272,30 @@ CA_EXPORT CUresult cuCtxDisablePeerAccess(CUcontext peerContext);
 void ca_ipc_block_freed(const void *ptr);
 void ca_ipc_device_reset(int ordinal);
 void ca_ipc_after_fork(void);
+/* Memory this process opened with cuIpcOpenMemHandle around p: the block as
+ * opened (its start and size), the context that opened it and an id of the
+ * opening; false when p is in none. */
+bool ca_ipc_import_at(CUdeviceptr p, CUdeviceptr *base, size_t *size, CUcontext *ctx, uint64_t *id);
 CA_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr);
 CA_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags);
 CA_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr);
+
+/* ---- pointer_query.c: a block is cudaMalloc memory to every query ---- */
+CA_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr);
+CA_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr);
+CA_EXPORT CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute *attributes, void **data,
+                                          CUdeviceptr ptr);
+CA_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr);
+CA_EXPORT CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t size,
+                                                 CUmemRangeHandleType handleType, unsigned long long flags);
+
+/* ---- others.c: allocators beside ours get our cache on out of memory ---- */
+CA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                               unsigned long long flags);
+CA_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags);
+CA_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream);
+CA_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                                CUstream hStream);
 
 /* ---- torch.c, torch_oom.c: PyTorch's pluggable allocator ---- */
 /* Raise torch.OutOfMemoryError(message) through PyTorch's C++ (a C++
@@ -267,6 +308,9 @@ void ca_torch_after_fork(void);
 /* *vmm: whether the device has virtual memory management (else only classic
  * segments can be made on it). */
 ca_backend *ca_backend_cuda_new(int ordinal, CUcontext ctx, bool *vmm);
+/* Are its granules made shareable (POSIX file descriptors), so that ipc.c
+ * can export blocks of expandable segments? */
+bool ca_backend_cuda_shareable(const ca_backend *be);
 /* Destroys the events the backend keeps for reuse (none may be in a fence). */
 void ca_backend_cuda_drop_events(ca_backend *be);
 /* A call that a capture forbids exactly when it forbids cudaMalloc and cudaFree

@@ -286,6 +286,14 @@ static void load_driver(void) {
     if (drv.cuGetProcAddress_v2 &&
         drv.cuGetProcAddress_v2("cuCtxRecordEvent", (void **)&drv.cuCtxRecordEvent, 12050, 0, NULL) != CUDA_SUCCESS)
         drv.cuCtxRecordEvent = NULL;
+    LOAD(h, cuMemGetAddressRange_v2);
+    LOAD(h, cuPointerGetAttribute);
+    LOAD(h, cuPointerGetAttributes);
+    LOAD(h, cuDeviceGetMemPool);
+    LOAD(h, cuMemGetHandleForAddressRange);
+    LOAD(h, cuMemAllocManaged);
+    LOAD(h, cuMemAllocFromPoolAsync);
+    LOAD(h, cuMemAllocFromPoolAsync_ptsz);
     drv.loaded = drv.cuCtxGetCurrent && drv.cuCtxGetDevice && drv.cuMemAlloc_v2 && drv.cuMemFree_v2 &&
                  drv.cuMemGetInfo_v2 && drv.cuMemAddressReserve && drv.cuMemCreate && drv.cuMemMap &&
                  drv.cuMemSetAccess && drv.cuMemUnmap && drv.cuMemRelease && drv.cuMemAddressFree &&

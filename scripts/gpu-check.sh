@@ -137,6 +137,19 @@ fi
 gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
 row "peer access ($gpus GPU(s))" "$(build/tests/preload/prog_peer runtime 2>&1 | tail -1) / under cudalloc: $(LD_PRELOAD=build/lib/libcudalloc.so build/tests/preload/prog_peer runtime 2>&1 | grep -v '^cudalloc:' | tail -1)"
 row "CUDA IPC of a block between two processes" "$(LD_PRELOAD=build/lib/libcudalloc.so timeout 120 build/tests/preload/prog_ipc runtime 2>&1 | grep -v '^cudalloc:' | tail -1), classic: $(CUDALLOC_CONF=expandable_segments:false LD_PRELOAD=build/lib/libcudalloc.so timeout 120 build/tests/preload/prog_ipc runtime 2>&1 | grep -v '^cudalloc:' | tail -1)"
+# What NCCL and UCX ask before registering a buffer (issue 31, prog_registry.c):
+# the real driver's answers for cudaMalloc memory (alone), cudalloc's (the same
+# checks must pass), and raw cuMem memory's (which must differ as the test says).
+for mode in queries async reuse export; do
+    build/tests/preload/prog_registry $mode > "$out/registry_$mode.alone" 2>&1
+    LD_PRELOAD=build/lib/libcudalloc.so CUDALLOC_CONF=summary:false timeout 120 \
+        build/tests/preload/prog_registry $mode > "$out/registry_$mode.preload" 2>&1
+    row "buffer queries '$mode' alone / under cudalloc" \
+        "$(tail -1 "$out/registry_$mode.alone") / $(tail -1 "$out/registry_$mode.preload")"
+done
+row "buffer queries on raw cuMem memory (must differ)" "$(build/tests/preload/prog_registry vmm 2>&1 | tail -1)"
+row "cuMemCreate etc. of half the GPU after cudalloc cached 80%" \
+    "$(LD_PRELOAD=build/lib/libcudalloc.so CUDALLOC_CONF=summary:false timeout 300 build/tests/preload/prog_beside 2>&1 | tail -1)"
 LD_PRELOAD=build/lib/libcudalloc.so build/tests/preload/prog_errors > "$out/errors.log" 2>&1
 row "exit code at shutdown under cudalloc (prog_errors)" "exit $?, $(grep -v '^cudalloc:' "$out/errors.log" | tail -1)"
 

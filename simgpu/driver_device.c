@@ -80,6 +80,34 @@ CA_EXPORT CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
     return cuDeviceGetUuid_v2(uuid, dev);
 }
 
+/* Each device has one memory pool, its default and current one: stream-
+ * ordered allocations (cuMemAllocAsync) come from it. Only its handle is
+ * modelled: pointer queries name it (CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE). */
+CUmemoryPool ca_sim_mempool(int device)
+{
+    return (CUmemoryPool)&ca_sim.dev[device].mempool;
+}
+
+static CUresult device_pool(CUmemoryPool *pool, CUdevice dev)
+{
+    CUresult r = check_dev(dev);
+    if (r == CUDA_SUCCESS && !pool)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        *pool = ca_sim_mempool(dev);
+    return r;
+}
+
+CA_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    return device_pool(pool, dev);
+}
+
+CA_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    return device_pool(pool, dev);
+}
+
 /* Attributes not listed read 0 (texture limits, interop features, ...). */
 static int attribute(CUdevice_attribute a, CUdevice dev)
 {
@@ -128,6 +156,7 @@ static int attribute(CUdevice_attribute a, CUdevice dev)
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: return 227 << 10;
     case CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED: return 1;
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: return ca_sim.vmm != 0;
+    case CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED: return 1; /* driver_dmabuf.c */
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: return ca_sim.vmm == 1;
     case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED: return ca_sim.vmm != 0;
     case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: return 32;

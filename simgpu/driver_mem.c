@@ -162,9 +162,8 @@ CA_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
  * Pool memory belongs to no context (CU_POINTER_ATTRIBUTE_CONTEXT is NULL).
  * In a capture, an allocation node instead: an address fixed for the graph's
  * life, backed while a launch has it allocated (graph_mem.c). */
-CA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream)
+static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream stream)
 {
-    CA_SIM_FAIL("cuMemAllocAsync");
     struct ca_sim_stream_ref ref;
     struct ca_sim_cstate *cs = NULL;
     uintptr_t p;
@@ -184,6 +183,68 @@ CA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream 
     ca_sim_unlock();
     if (dev >= 0)
         ca_sim_activity(SIMGPU_ACT_ALLOC, dev, 1, p, bytesize);
+    return r;
+}
+
+CA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream)
+{
+    CA_SIM_FAIL("cuMemAllocAsync");
+    return alloc_async(dptr, bytesize, stream);
+}
+
+/* Pool allocations from the device's one pool (ca_sim_mempool), the pool of
+ * the stream's device: cuMemAllocAsync's. Pools of other devices and pools
+ * made with cuMemPoolCreate are not modelled (CUDA_ERROR_INVALID_VALUE). */
+static CUresult alloc_from_pool(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream stream)
+{
+    struct ca_sim_stream_ref ref;
+    ca_sim_lock();
+    CUresult r = ca_sim_stream_resolve(stream, &ref);
+    int ours = r == CUDA_SUCCESS && pool == ca_sim_mempool(ref.ctx->device);
+    ca_sim_unlock();
+    if (r != CUDA_SUCCESS)
+        return r;
+    /* not through cuMemAllocAsync: a preload that stands in for it is not asked */
+    return ours ? alloc_async(dptr, bytesize, stream) : CUDA_ERROR_INVALID_VALUE;
+}
+
+CA_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream stream)
+{
+    return alloc_from_pool(dptr, bytesize, pool, stream);
+}
+
+CA_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                                CUstream stream)
+{
+    return alloc_from_pool(dptr, bytesize, pool, ca_sim_ptsz(stream));
+}
+
+/* Managed memory is linear memory of the current device, counted against it
+ * like device memory (migration and oversubscription are not modelled), that
+ * says so (CU_POINTER_ATTRIBUTE_IS_MANAGED); cuMemFree frees it. */
+CA_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    CA_SIM_FAIL("cuMemAllocManaged");
+    struct CUctx_st *ctx;
+    uintptr_t p;
+    ca_sim_lock();
+    CUresult r = ca_sim_current(&ctx);
+    if (r == CUDA_SUCCESS &&
+        (!dptr || bytesize == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        r = ca_sim_capture_unsafe();
+    if (r == CUDA_SUCCESS)
+        r = linear_alloc(CA_SIM_LINEAR, ctx, bytesize, &p);
+    if (r == CUDA_SUCCESS) {
+        ca_sim_regions_find(&ca_sim.mem, p)->managed = 1;
+        *dptr = p;
+        ca_sim.n.mem_alloc++;
+    }
+    int dev = r == CUDA_SUCCESS ? ctx->device : -1;
+    ca_sim_unlock();
+    if (dev >= 0) /* cuMemFree tells its release */
+        ca_sim_activity(SIMGPU_ACT_ALLOC, dev, 0, p, bytesize);
     return r;
 }
 
@@ -289,15 +350,16 @@ CA_EXPORT CUresult cuMemFreeHost(void *p)
     return r;
 }
 
-/* VMM addresses answer with their cuMemAddressReserve range. */
+/* A VMM address answers with the mapping that holds it (one cuMemMap), as
+ * the driver documents under CU_POINTER_ATTRIBUTE_RANGE_SIZE ("to retrieve
+ * the size of the mapped region, see cuMemGetAddressRange"); reserved space
+ * with nothing mapped is no allocation. */
 CA_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
     struct CUctx_st *ctx;
     ca_sim_lock();
     CUresult r = ca_sim_current(&ctx);
     struct ca_sim_region *reg = ca_sim_regions_find(&ca_sim.mem, dptr);
-    if (r == CUDA_SUCCESS && reg && reg->kind == CA_SIM_MAPPING)
-        reg = ca_sim_regions_find(&ca_sim.resv, dptr);
     if (r == CUDA_SUCCESS && (!reg || reg->kind == CA_SIM_HOST))
         r = CUDA_ERROR_NOT_FOUND;
     if (r == CUDA_SUCCESS) {

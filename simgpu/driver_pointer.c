@@ -1,6 +1,10 @@
 /* cuPointerGetAttribute(s) for memory the driver knows. As with the real
  * driver, VMM mappings and pool (cuMemAllocAsync) memory belong to no context:
- * their CU_POINTER_ATTRIBUTE_CONTEXT is NULL, their device ordinal is real. */
+ * their CU_POINTER_ATTRIBUTE_CONTEXT is NULL, their device ordinal is real.
+ * A VMM address answers for the VMM objects it is made of (cuda.h): its range
+ * is the cuMemAddressReserve range, its mapping and buffer ID those of the
+ * cuMemMap that holds it, its block ID the physical allocation's, its handle
+ * types what cuMemCreate asked for; it is not legacy-IPC capable. */
 #include <stdbool.h>
 #include <string.h>
 
@@ -16,6 +20,28 @@ struct view {
 static void put_bool(void *data, int v)
 {
     *(bool *)data = v != 0;
+}
+
+/* The access the current context's device has (CU_POINTER_ATTRIBUTE_ACCESS_FLAGS):
+ * a mapping's is what cuMemSetAccess gave that device; other memory is its
+ * device's own, and reached from another device with peer access. */
+static CUresult access_flags(const struct ca_sim_region *reg, unsigned int *out)
+{
+    struct CUctx_st *ctx = ca_sim_current_or_null();
+    if (!ctx)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (reg->kind == CA_SIM_MAPPING) {
+        unsigned char a = reg->access[ctx->device];
+        *out = a == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE
+             : a == CU_MEM_ACCESS_FLAGS_PROT_READ      ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READ
+                                                       : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE;
+        return CUDA_SUCCESS;
+    }
+    int reach = reg->kind == CA_SIM_HOST || reg->kind == CA_SIM_IMPORTED || reg->device == ctx->device;
+    for (int i = 0; !reach && i < ctx->npeers; i++)
+        reach = ctx->peers[i]->device == reg->device;
+    *out = reach ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE;
+    return CUDA_SUCCESS;
 }
 
 /* CUDA_ERROR_INVALID_VALUE where the attribute has no answer for this address,
@@ -58,6 +84,10 @@ static CUresult answer(CUpointer_attribute a, const struct view *v, CUdeviceptr 
         *(unsigned long long *)data = reg->phys ? reg->phys->handle : reg->id;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        if (!reg)
+            return CUDA_ERROR_INVALID_VALUE;
+        put_bool(data, reg->managed);
+        return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
     case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
         if (!reg)
@@ -96,6 +126,20 @@ static CUresult answer(CUpointer_attribute a, const struct view *v, CUdeviceptr 
             *(void **)data = (void *)reg->base;
         else
             *(size_t *)data = reg->size;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+        if (!reg)
+            return CUDA_ERROR_INVALID_VALUE;
+        *(unsigned long long *)data = reg->phys ? reg->phys->prop.requestedHandleTypes : CU_MEM_HANDLE_TYPE_NONE;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+        if (!reg)
+            return CUDA_ERROR_INVALID_VALUE;
+        return access_flags(reg, data);
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+        if (!reg)
+            return CUDA_ERROR_INVALID_VALUE;
+        *(CUmemoryPool *)data = reg->kind == CA_SIM_POOL ? ca_sim_mempool(reg->device) : NULL;
         return CUDA_SUCCESS;
     default:
         return a >= 1 && a <= CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE
@@ -148,6 +192,9 @@ CA_EXPORT CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribut
         [CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR] = sizeof(void *),
         [CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID] = sizeof(unsigned long long),
         [CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE] = sizeof(bool),
+        [CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES] = sizeof(unsigned long long),
+        [CU_POINTER_ATTRIBUTE_ACCESS_FLAGS] = sizeof(unsigned int),
+        [CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE] = sizeof(CUmemoryPool),
     };
     CUresult r = ca_sim_check_init();
     if (r != CUDA_SUCCESS)

@@ -5,7 +5,7 @@ $(info simgpu: skipped, no $(CUDA_INC)/cuda.h (set CUDA_HOME to a CUDA toolkit))
 else
 
 SIMGPU_DRIVER_SRC := $(addprefix simgpu/,driver_init.c env.c capacity.c regions.c \
-    driver_device.c driver_ctx.c driver_mem.c driver_copy.c driver_pointer.c \
+    driver_device.c driver_ctx.c driver_mem.c driver_copy.c driver_pointer.c driver_dmabuf.c \
     physmem.c driver_vmm.c driver_peer.c driver_ipc.c driver_stream.c driver_events.c stream_hold.c capture.c \
     graph.c graph_mem.c inject.c proc_address.c errors.c counters.c)
 SIMGPU_RUNTIME_SRC := $(addprefix simgpu/,runtime_init.c runtime_device.c runtime_mem.c \

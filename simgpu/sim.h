@@ -112,6 +112,7 @@ struct ca_sim_region {
     unsigned char access[SIMGPU_MAX_DEVICES]; /* mappings: CUmemAccess_flags per device */
     int ipc_fd;                 /* linear memory exported for IPC, or imported: its memfd; -1: none */
     unsigned ipc_refs;          /* imported: cuIpcOpenMemHandle minus cuIpcCloseMemHandle */
+    int managed;                /* linear memory from cuMemAllocManaged */
     int ipc_pid;                /* imported: the exporter, and its allocation's id */
     unsigned long long ipc_id;
     struct ca_sim_gmem *gmem;   /* graph allocations: the allocation node's memory */
@@ -125,6 +126,7 @@ struct ca_sim_regions {
 
 struct ca_sim_device {
     struct CUctx_st primary;
+    char mempool;               /* its address is the device's memory pool (cuDeviceGetMemPool) */
     uint64_t used;
     uint64_t peak;              /* the most `used` has been */
 };
@@ -219,6 +221,9 @@ void ca_sim_peers_drop_ctx(struct CUctx_st *ctx);
 
 /* Activity for the CUPTI stand-in (counters.c): called without the lock. */
 void ca_sim_activity(int kind, int device, int pool, uintptr_t address, size_t bytes);
+
+/* The one memory pool of a device: the default, and the current (driver_device.c). */
+CUmemoryPool ca_sim_mempool(int device);
 
 /* Linear allocations (driver_mem.c), also used by the context reset. */
 void ca_sim_linear_unmap(struct ca_sim_region *reg);

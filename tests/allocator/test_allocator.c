@@ -289,6 +289,70 @@ START_TEST(observer_sees_every_event) {
 }
 END_TEST
 
+/* Pointer queries (preload/pointer_query.c): the allocation around any byte
+ * of it, its own id, a new id for a new allocation at the same address. */
+START_TEST(allocations_found_from_inside) {
+    for (int exp = 0; exp <= 1; exp++) {
+        ca_allocator *a = make(exp, 0, 0);
+        void *p = must_alloc(a, 1000, 0), *q = must_alloc(a, 3 * MIB, 0), *r = NULL;
+        ca_allocation al = {0}, al2 = {0};
+        ck_assert(ca_find_allocation(a, (char *)q + 100, &al));
+        ck_assert_uint_eq(al.addr, (uintptr_t)q);
+        ck_assert_uint_eq(al.requested, 3 * MIB);
+        ck_assert(!al.ordered && al.id);
+        ck_assert(ca_find_allocation(a, (char *)q + 3 * MIB - 1, &al2));
+        ck_assert_uint_eq(al2.id, al.id); /* the same allocation, the same id */
+        ck_assert(!ca_find_allocation(a, (char *)p + 1000, &al2)); /* past what was asked */
+        ck_assert(ca_find_allocation(a, p, &al2));
+        ck_assert_uint_ne(al2.id, al.id);
+        ck_assert_int_eq(ca_free(a, q, 0), CA_OK);
+        ck_assert(!ca_find_allocation(a, (char *)q + 100, &al2)); /* freed */
+        ck_assert_int_eq(ca_malloc_ordered(a, 3 * MIB, 0, &r, NULL), CA_OK);
+        ck_assert_ptr_eq(r, q); /* the address again... */
+        ck_assert(ca_find_allocation(a, (char *)r + 100, &al2));
+        ck_assert_uint_ne(al2.id, al.id); /* ...another allocation */
+        ck_assert(al2.ordered);
+        ca_allocator_destroy(a);
+    }
+}
+END_TEST
+
+/* The index of block starts follows every split, merge, growth and trim:
+ * random sizes (small to several granules), frees in random order, cache
+ * given back now and then; every live allocation is found from any byte of
+ * it, a freed one from none. */
+START_TEST(allocations_found_after_random_churn) {
+    enum { N = 400 };
+    ca_allocator *a = make(1, 0, 0);
+    void *p[N] = {0};
+    size_t sz[N] = {0};
+    uint64_t id[N] = {0};
+    unsigned seed = 12345;
+    for (int step = 0; step < 6000; step++) {
+        int i = (int)(rand_r(&seed) % N);
+        ca_allocation al;
+        if (p[i]) {
+            size_t off = (size_t)rand_r(&seed) % sz[i];
+            ck_assert(ca_find_allocation(a, (char *)p[i] + off, &al));
+            ck_assert_ptr_eq((void *)al.addr, p[i]);
+            ck_assert_uint_eq(al.id, id[i]);
+            ck_assert_int_eq(ca_free(a, p[i], 0), CA_OK);
+            ck_assert(!ca_find_allocation(a, (char *)p[i] + off, &al) || al.addr != (uintptr_t)p[i]);
+            p[i] = NULL;
+        } else {
+            unsigned r = (unsigned)rand_r(&seed);
+            sz[i] = r % 8 == 0 ? 1 + r % (7 * MIB) : 1 + r % (64 << 10);
+            p[i] = must_alloc(a, sz[i], 0);
+            ck_assert(ca_find_allocation(a, (char *)p[i] + sz[i] - 1, &al));
+            ck_assert_ptr_eq((void *)al.addr, p[i]);
+            id[i] = al.id;
+        }
+        if (step % 1000 == 999) ca_release(a);
+    }
+    ca_allocator_destroy(a);
+}
+END_TEST
+
 START_TEST(largest_free_counts_mapped_memory_only) {
     ca_allocator *a = make(1, 0, 0);
     void *p = must_alloc(a, 6 * MIB, 0);
@@ -305,6 +369,8 @@ int main(void) {
     Suite *s = suite_create("allocator");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, rounds_and_counts);
+    tcase_add_test(tc, allocations_found_from_inside);
+    tcase_add_test(tc, allocations_found_after_random_churn);
     tcase_add_test(tc, zero_and_huge_sizes);
     tcase_add_test(tc, double_free_changes_nothing);
     tcase_add_test(tc, best_fit_ties_by_address);

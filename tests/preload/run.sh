@@ -165,6 +165,19 @@ if [ $on_gpu = 0 ]; then
     expect no-vmm-line "device 0 has no virtual memory management (as some vGPUs): classic segments there"
     run no-vmm-threads 0 CUDALLOC_SIM_VMM=0 -- "$bin/prog_runtime" threads
 fi
+# A stuck or hostile peer cannot hang or fool either side; forks, closes and
+# peers (issue 31).
+run ipc-hostile 0 -- timeout 60 "$bin/prog_ipc" hostile
+expect ipc-hostile-said "did not answer within 5 s"
+expect ipc-impostor-said "is held by another process or user: not used"
+for mode in stuck-client other-user; do
+    run "ipc-$mode" 0 -- timeout 60 "$bin/prog_ipc" "$mode"
+done
+if [ $on_gpu = 0 ]; then
+    run ipc-fork-export 0 -- timeout 60 "$bin/prog_ipc" fork-export
+    run ipc-close-held 0 -- timeout 60 "$bin/prog_ipc" close-held
+    run ipc-peer-import 0 CUDALLOC_SIM_DEVICES=2 -- timeout 60 "$bin/prog_ipc" peer-import
+fi
 
 # A profiler and cudalloc share CUPTI (prog_profiler.c, the simulated
 # device's CUPTI stand-in): the profiler gets its records and only them,
@@ -187,6 +200,25 @@ for mode in destroy release streams; do
     run "contexts-$mode-classic" 0 CUDALLOC_CONF=expandable_segments:false -- "$bin/prog_contexts" "$mode"
     [ $on_gpu = 1 ] || run "contexts-$mode-baseline" 0 LD_PRELOAD= -- "$bin/prog_contexts" "$mode"
 done
+
+# A block is cudaMalloc memory to what NCCL and UCX ask before registering it
+# (prog_registry.c): the same checks pass under the preload and without it;
+# raw cuMem memory, as cudalloc lays it out, answers otherwise.
+for mode in queries async reuse export; do
+    run "registry-$mode" 0 -- timeout 60 "$bin/prog_registry" "$mode"
+    run "registry-$mode-classic" 0 CUDALLOC_CONF=expandable_segments:false -- timeout 60 "$bin/prog_registry" "$mode"
+    [ $on_gpu = 1 ] || run "registry-$mode-baseline" 0 LD_PRELOAD= -- timeout 60 "$bin/prog_registry" "$mode"
+done
+run registry-reuse-same-address 0 -- "$bin/prog_registry" reuse
+expect registry-reuse-same-address-said "reuse: the same address"
+run registry-vmm-differs 0 LD_PRELOAD= -- "$bin/prog_registry" vmm
+[ $on_gpu = 1 ] || run registry-nofd 0 CUDALLOC_SIM_VMM=nofd CUDALLOC_CONF=oom_message:false -- "$bin/prog_registry" nofd
+# Allocators beside cudalloc get its cache when the driver has too little (prog_beside.c).
+if [ $on_gpu = 0 ]; then
+    run beside 0 CUDALLOC_SIM_MEMORY=1GiB -- "$bin/prog_beside"
+    expect beside-said "ran out of memory: cudalloc gave its cache back"
+    run beside-baseline 0 CUDALLOC_SIM_MEMORY=1GiB LD_PRELOAD= -- "$bin/prog_beside"
+fi
 
 # cudaGetLastError sees the errors cudalloc answers itself (prog_errors.c).
 if [ $on_gpu = 0 ]; then

@@ -476,6 +476,38 @@ START_TEST(pointer_attributes)
     CK(cuPointerGetAttribute(&id1, CU_POINTER_ATTRIBUTE_BUFFER_ID, p));
     CK(cuPointerGetAttribute(&id2, CU_POINTER_ATTRIBUTE_BUFFER_ID, a));
     ck_assert_uint_ne(id1, id2);
+    /* cudaMalloc memory: legacy IPC, no pool; pool memory: its device's pool. */
+    CUmemoryPool pool = (CUmemoryPool)1, devpool = NULL;
+    unsigned char legacy = 9;
+    unsigned long long types = 9;
+    unsigned access = 9;
+    CK(cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, p));
+    ck_assert_ptr_null(pool);
+    CK(cuDeviceGetMemPool(&devpool, 0));
+    ck_assert_ptr_nonnull(devpool);
+    CK(cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, a));
+    ck_assert_ptr_eq(pool, devpool);
+    CK(cuPointerGetAttribute(&legacy, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, p));
+    ck_assert_int_eq(legacy, 1);
+    CK(cuPointerGetAttribute(&legacy, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, a));
+    ck_assert_int_eq(legacy, 0);
+    CK(cuPointerGetAttribute(&types, CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES, p));
+    ck_assert_uint_eq(types, CU_MEM_HANDLE_TYPE_NONE);
+    CK(cuPointerGetAttribute(&access, CU_POINTER_ATTRIBUTE_ACCESS_FLAGS, p));
+    ck_assert_uint_eq(access, CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE);
+    /* managed memory says so; the device's pool gives pool memory, no other pool */
+    CUdeviceptr m = 0, q = 0;
+    unsigned char managed = 0;
+    CK(cuMemAllocManaged(&m, 4096, CU_MEM_ATTACH_GLOBAL));
+    CK(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, m));
+    ck_assert_int_eq(managed, 1);
+    CK(cuMemFree(m));
+    ck_assert_int_eq(cuMemAllocManaged(&m, 4096, 7), CUDA_ERROR_INVALID_VALUE);
+    CK(cuMemAllocFromPoolAsync(&q, 4096, devpool, NULL));
+    CK(cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, q));
+    ck_assert_ptr_eq(pool, devpool);
+    CK(cuMemFreeAsync(q, NULL));
+    ck_assert_int_eq(cuMemAllocFromPoolAsync(&q, 4096, (CUmemoryPool)&managed, NULL), CUDA_ERROR_INVALID_VALUE);
     /* Unknown memory: an error alone, zeros in a batch. */
     int local;
     ck_assert_int_eq(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,

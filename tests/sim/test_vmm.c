@@ -297,6 +297,50 @@ START_TEST(pointer_attributes_of_mappings)
 }
 END_TEST
 
+/* What a library sees of VMM memory: the mapping is the allocation
+ * (cuMemGetAddressRange, MAPPING_*, BUFFER_ID), not legacy-IPC capable, with
+ * the handle types asked for and the access granted; a new mapping at the
+ * same address is a new buffer. */
+START_TEST(vmm_memory_to_pointer_queries)
+{
+    CUdeviceptr base, start = 0, mbase = 0;
+    CUmemGenericAllocationHandle h;
+    size_t size = 0, msize = 0;
+    unsigned long long id1 = 0, id2 = 0, types = 9;
+    unsigned char legacy = 9;
+    unsigned access = 9;
+    sim_ctx();
+    CK(cuMemAddressReserve(&base, 4 * G, 0, 0, 0));
+    CK(cuMemCreate(&h, 2 * G, &prop, 0));
+    CK(cuMemMap(base + G, 2 * G, 0, h, 0));
+    CK(cuMemGetAddressRange(&start, &size, base + 2 * G + 10));
+    ck_assert_uint_eq(start, base + G);
+    ck_assert_uint_eq(size, 2 * G);
+    ck_assert_int_eq(cuMemGetAddressRange(&start, &size, base), CUDA_ERROR_NOT_FOUND);
+    CK(cuPointerGetAttribute(&mbase, CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR, base + 2 * G));
+    CK(cuPointerGetAttribute(&msize, CU_POINTER_ATTRIBUTE_MAPPING_SIZE, base + 2 * G));
+    ck_assert_uint_eq(mbase, base + G);
+    ck_assert_uint_eq(msize, 2 * G);
+    CK(cuPointerGetAttribute(&legacy, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, base + G));
+    ck_assert_int_eq(legacy, 0);
+    CK(cuPointerGetAttribute(&types, CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES, base + G));
+    ck_assert_uint_eq(types, CU_MEM_HANDLE_TYPE_NONE);
+    CK(cuPointerGetAttribute(&access, CU_POINTER_ATTRIBUTE_ACCESS_FLAGS, base + G));
+    ck_assert_uint_eq(access, CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE);
+    grant(base + G, 2 * G, CU_MEM_ACCESS_FLAGS_PROT_READ);
+    CK(cuPointerGetAttribute(&access, CU_POINTER_ATTRIBUTE_ACCESS_FLAGS, base + G));
+    ck_assert_uint_eq(access, CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READ);
+    CK(cuPointerGetAttribute(&id1, CU_POINTER_ATTRIBUTE_BUFFER_ID, base + G));
+    CK(cuMemUnmap(base + G, 2 * G));
+    CK(cuMemMap(base + G, 2 * G, 0, h, 0));
+    CK(cuPointerGetAttribute(&id2, CU_POINTER_ATTRIBUTE_BUFFER_ID, base + G));
+    ck_assert_uint_ne(id1, id2);
+    CK(cuMemUnmap(base + G, 2 * G));
+    CK(cuMemRelease(h));
+    CK(cuMemAddressFree(base, 4 * G));
+}
+END_TEST
+
 /* The child gets memory of its own: what it creates, writes and releases
  * never reaches the parent's granules. */
 START_TEST(fork_child_has_its_own_memory)
@@ -350,6 +394,7 @@ int main(void)
     tcase_add_test(tc, capacity_in_granules);
     tcase_add_test(tc, one_memfd_for_all_handles);
     tcase_add_test(tc, pointer_attributes_of_mappings);
+    tcase_add_test(tc, vmm_memory_to_pointer_queries);
     tcase_add_test(tc, fork_child_has_its_own_memory);
     suite_add_tcase(s, tc);
     return sim_run(s);

@@ -319,6 +319,13 @@ static void alloc_block(worker *w) {
     CHECK(p != NULL, "%s(%zu) gave NULL", api_name[b.api], b.size);
     b.p = (uintptr_t)p;
     spans_add(b.p, b.size, w->id);
+    /* what NCCL or UCX would ask, from anywhere inside it, while other
+     * threads allocate and free around it (issue 31) */
+    CUdeviceptr base = 0;
+    size_t got = 0, off = (size_t)(next(&w->rng) % b.size);
+    rc = cuMemGetAddressRange(&base, &got, (CUdeviceptr)b.p + off);
+    CHECK(rc == CUDA_SUCCESS && base == b.p && got == b.size, "%s block [%#lx, +%zu), asked at +%zu: %d, %#lx + %zu",
+          api_name[b.api], (unsigned long)b.p, b.size, off, rc, (unsigned long)base, got);
     write_block(w, &b);
     w->live[w->n_live++] = b;
     w->allocs++;
