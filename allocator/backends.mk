@@ -8,7 +8,7 @@ CA_BACKENDS_MK := 1
 
 BACKEND_SRCS := allocator/backend_host.c allocator/backend_count.c allocator/backend_common.c
 BACKEND_OBJS := $(BACKEND_SRCS:%.c=$(OBJ)/%.o)
-UTIL_SRCS    := util/size.c util/quote.c util/prefix.c util/version.c
+UTIL_SRCS    := util/size.c util/quote.c util/prefix.c util/version.c util/live_file.c
 UTIL_OBJS    := $(UTIL_SRCS:%.c=$(OBJ)/%.o)
 VERSION_OBJ  := $(OBJ)/util/version.o
 # The trace parser reads trace.csv.gz too: link it with -lz.

@@ -5,6 +5,9 @@
 
 #include "internal.h"
 
+/* Slabs grow from 16 blocks to 256: a pool that holds a few blocks (one of
+ * thousands of streams) takes 2 KiB of them, not 28 (issue 29). */
+#define SLAB_FIRST 16
 #define SLAB_BLOCKS 256
 
 ca_block *ca_block_new(ca_pool *a) {
@@ -16,10 +19,11 @@ ca_block *ca_block_new(ca_pool *a) {
             a->chunks = chunks;
             a->chunks_cap = cap;
         }
-        ca_block *slab = calloc(SLAB_BLOCKS, sizeof *slab);
+        size_t n = a->nchunks < 4 ? (size_t)SLAB_FIRST << a->nchunks : SLAB_BLOCKS;
+        ca_block *slab = calloc(n, sizeof *slab);
         if (!slab) return NULL;
         a->chunks[a->nchunks++] = slab;
-        for (int i = 0; i < SLAB_BLOCKS; i++) {
+        for (size_t i = 0; i < n; i++) {
             slab[i].next = a->spare;
             a->spare = &slab[i];
         }

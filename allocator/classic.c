@@ -41,7 +41,6 @@ int ca_classic_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out) {
         return CA_ERR_OOM;
     }
     seg->heap = h;
-    seg->free = &h->free;
     seg->base = addr;
     seg->span = seg->mapped = seg_size;
     seg->first = seg->last = b;
@@ -84,7 +83,7 @@ void ca_classic_release(ca_allocator *a, ca_heap *h) {
         if (!synced && !ca_device_wait(a, h->pool)) return; /* its work may still run */
         synced = true;
         *link = seg->next;
-        ca_free_index_remove(seg->free, b);
+        ca_free_index_remove(&seg->heap->free, b);
         ca_block_put(h->pool, b);
         ca_classic_destroy(a, seg);
     }

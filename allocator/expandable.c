@@ -224,8 +224,7 @@ typedef struct donors {
     ca_pool *p;
     ca_heap *heap;
     bool done;              /* the index walked to its end */
-    ca_block *cursor;       /* the walk's last block in the index it walks */
-    bool walks_free;        /* that index: the heap's draining one, then its own */
+    ca_block *cursor;       /* the walk's last block in the index */
     const ca_block *skip;   /* a block of the index that the request will use */
     ca_block *blk;          /* the block whose granules [at, end) are looked at */
     size_t at, end;
@@ -233,7 +232,7 @@ typedef struct donors {
     size_t busy_granules;   /* mapped granules passed over as busy */
     ca_segment *run_seg;    /* granules taken and unmapped, not reported yet */
     size_t run_at, run_len;
-    bool took_draining;     /* a granule came from a draining range */
+    bool took_older;        /* a granule came from a range older than the newest */
 } donors;
 
 /* own: the block being allocated (out of the index), its granules from
@@ -274,14 +273,11 @@ static bool next_donor(donors *d, ca_segment **seg, size_t *i) {
             return true;
         }
         if (d->done || d->budget <= 0) return false;
-        /* draining ranges first: they are to give their memory away */
-        ca_free_index *fi = d->walks_free ? &d->heap->free : &d->heap->drain;
+        ca_free_index *fi = &d->heap->free;
         ca_block *b = d->cursor ? ca_free_index_smaller(fi, d->cursor) : ca_free_index_largest(fi);
         if (!b || b->size < d->a->granule) {
-            if (d->walks_free) d->done = true;
-            d->walks_free = true;
-            d->cursor = NULL;
-            continue;
+            d->done = true;
+            return false;
         }
         d->cursor = b;
         d->budget--;
@@ -307,7 +303,7 @@ static void donors_flush(donors *d) {
 static void donors_done(donors *d) {
     donors_flush(d);
     if (d->busy_granules) set_mark(d->a, d->p);
-    if (d->took_draining) ca_ranges_drop_drained(d->a, d->heap);
+    if (d->took_older) ca_ranges_drop_empty(d->a, d->heap);
 }
 
 /* Move the donor at (from, j) to granule i of `to`: unmapped there, mapped
@@ -323,7 +319,7 @@ static bool move_granule(donors *d, ca_segment *from, size_t j, ca_segment *to, 
     if (d->run_len && (d->run_seg != from || d->run_at + d->run_len != j)) donors_flush(d);
     if (!d->run_len) d->run_seg = from, d->run_at = j;
     d->run_len++;
-    d->took_draining = d->took_draining || from->free != &from->heap->free;
+    d->took_older = d->took_older || from != from->heap->segments;
     if (a->be->map(a->be->self, to->base + i * g, g, h) != CA_OK) {
         /* mapped nowhere now: give it back rather than lose it */
         a->be->release(a->be->self, h);
@@ -447,7 +443,7 @@ static int extend(ca_allocator *a, ca_segment *seg, size_t size, ca_block **out)
     if (grow_handles(a, seg, new_span / g) != CA_OK) return CA_ERR_OOM;
     ca_block *b;
     if (tail_free) {
-        ca_free_index_remove(seg->free, tail);
+        ca_free_index_remove(&seg->heap->free, tail);
         tail->size += added;
         tail->unmapped += added / g;
         b = tail;
@@ -506,7 +502,7 @@ int ca_exp_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out) {
     /* The hot path's whole share of remapping: one test. */
     rc = b->unmapped ? map_range(a, b->seg, b, size) : CA_OK;
     if (rc != CA_OK) {
-        ca_free_index_insert(b->seg->free, b);
+        ca_free_index_insert(&b->seg->heap->free, b);
         return rc;
     }
     *out = b;
@@ -524,11 +520,11 @@ void ca_exp_trim_tail(ca_allocator *a, ca_segment *seg) {
     while (end > lo && !seg->handles[end - 1]) end--;
     if (end * g >= seg->span) return;
     uintptr_t new_end = seg->base + end * g;
-    ca_free_index_remove(seg->free, tail);
+    ca_free_index_remove(&seg->heap->free, tail);
     if (new_end > tail->addr) {
         tail->size = new_end - tail->addr;
         tail->unmapped -= seg->span / g - end;
-        ca_free_index_insert(seg->free, tail);
+        ca_free_index_insert(&seg->heap->free, tail);
     } else {
         ca_starts_end(seg, tail);
         seg->last = tail->prev;
@@ -574,7 +570,7 @@ void ca_exp_release(ca_allocator *a, ca_pool *p) {
     }
     for (int k = 0; k < 2; k++) {
         for (ca_segment *seg = p->heap[k].segments; seg; seg = seg->next) ca_exp_trim_tail(a, seg);
-        ca_ranges_drop_drained(a, &p->heap[k]);
+        ca_ranges_drop_empty(a, &p->heap[k]);
     }
 }
 
@@ -608,9 +604,9 @@ void ca_exp_sweep(ca_allocator *a, ca_pool *p) {
     size_t excess = (size_t)(reserved - need) / g;
     check_mark(a, p);
     bool busy = false;
-    for (int k = 0; k < 4 && excess; k++) {
-        ca_heap *h = &p->heap[k / 2];
-        ca_free_index *fi = k % 2 ? &h->free : &h->drain; /* draining ranges first */
+    for (int k = 0; k < 2 && excess; k++) {
+        ca_heap *h = &p->heap[k];
+        ca_free_index *fi = &h->free;
         for (ca_block *b = ca_free_index_largest(fi); b && b->size >= g && excess; b = ca_free_index_smaller(fi, b)) {
             ca_segment *seg = b->seg;
             size_t first, end;
@@ -632,7 +628,7 @@ void ca_exp_sweep(ca_allocator *a, ca_pool *p) {
             }
         }
         for (ca_segment *seg = h->segments; seg; seg = seg->next) ca_exp_trim_tail(a, seg);
-        ca_ranges_drop_drained(a, h);
+        ca_ranges_drop_empty(a, h);
     }
     if (busy) set_mark(a, p);
 }

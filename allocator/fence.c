@@ -33,7 +33,7 @@ static void free_blocks(ca_allocator *a, ca_pool *p, ca_block *b, bool idle) {
         ca_block *next = b->pending_next;
         b->pending = false;
         b->pending_next = NULL;
-        ca_pend(p, b, -1);
+        ca_pend(a, p, b, -1);
         ca_block_release(a, p, b, idle);
         b = next;
     }
@@ -77,7 +77,7 @@ static void fence_unfenced(ca_allocator *a, ca_pool *p) {
 
 void ca_pending_add(ca_allocator *a, ca_pool *p, ca_block *b) {
     b->pending = true;
-    ca_pend(p, b, 1);
+    ca_pend(a, p, b, 1);
     b->pending_next = p->unfenced;
     p->unfenced = b;
     if (++p->n_unfenced >= CA_FENCE_BATCH) fence_unfenced(a, p);

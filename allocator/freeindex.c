@@ -1,5 +1,10 @@
-/* The free-block index of a pool: bins by size, a treap per bin ordered by
- * (size, address). Best fit with ties broken by the lowest address. */
+/* The free-block index of a pool: bins by size; the exact bins (below
+ * 32 KiB, one size each) hold a list, newest first, the others a treap
+ * ordered by (size, address). Best fit: in an exact bin the block freed last
+ * (its lines still in the caches), else the lowest address of the best size.
+ * A list's insert and remove touch two neighbours; a treap's walk from its
+ * root was a cache miss a level with 100,000 blocks free and live (issue 29).
+ * "Order" below is the index's order: size, then list or address. */
 #include "internal.h"
 
 static inline int bin_of(size_t size) {
@@ -14,6 +19,32 @@ static inline int bin_of(size_t size) {
  * the expected depth logarithmic. */
 static inline uint32_t prio(const ca_block *b) {
     return (uint32_t)(((uint64_t)(b->addr >> 9) * 0x9E3779B97F4A7C15ull) >> 32);
+}
+
+#define EXACT_BINS 64 /* bins [0, 64): one size each, listed */
+static inline bool listed(int bin) { return bin < EXACT_BINS; }
+
+/* A list: root is its head; the head's parent is its tail; left and right
+ * are the previous and next. */
+static void list_insert(ca_block **root, ca_block *x) {
+    ca_block *h = *root;
+    x->left = NULL;
+    x->right = h;
+    x->parent = h ? h->parent : x;
+    if (h) {
+        h->left = x;
+        h->parent = NULL;
+    }
+    *root = x;
+}
+
+static void list_remove(ca_block **root, ca_block *x) {
+    ca_block *tail = (*root)->parent;
+    if (x->right) x->right->left = x->left;
+    else tail = x->left;
+    if (x->left) x->left->right = x->right;
+    else *root = x->right;
+    if (*root) (*root)->parent = tail;
 }
 
 static inline bool key_less(const ca_block *x, const ca_block *y) {
@@ -43,6 +74,12 @@ void ca_free_index_insert(ca_free_index *fi, ca_block *x) {
     int bin = bin_of(x->size);
     ca_block **root = &fi->root[bin];
     if (!*root) fi->bitmap[bin / 64] |= 1ull << (bin % 64);
+    x->bin = bin;
+    fi->count++;
+    if (listed(bin)) {
+        list_insert(root, x);
+        return;
+    }
     x->left = x->right = NULL;
     ca_block **link = root, *parent = NULL;
     while (*link) {
@@ -52,13 +89,15 @@ void ca_free_index_insert(ca_free_index *fi, ca_block *x) {
     *link = x;
     x->parent = parent;
     while (x->parent && prio(x->parent) < prio(x)) rotate_up(root, x);
-    x->bin = bin;
-    fi->count++;
 }
 
 void ca_free_index_remove(ca_free_index *fi, ca_block *x) {
     int bin = x->bin;
     ca_block **root = &fi->root[bin];
+    if (listed(bin)) {
+        list_remove(root, x);
+        goto out;
+    }
     while (x->left && x->right)
         rotate_up(root, prio(x->left) > prio(x->right) ? x->left : x->right);
     ca_block *child = x->left ? x->left : x->right;
@@ -66,6 +105,7 @@ void ca_free_index_remove(ca_free_index *fi, ca_block *x) {
     if (!x->parent) *root = child;
     else if (x->parent->left == x) x->parent->left = child;
     else x->parent->right = child;
+out:
     if (!*root) fi->bitmap[bin / 64] &= ~(1ull << (bin % 64));
     x->bin = -1;
     x->left = x->right = x->parent = NULL;
@@ -88,8 +128,17 @@ static ca_block *leftmost(ca_block *n) {
     return n;
 }
 
+/* The first block of a non-empty bin in the index's order. */
+static ca_block *first_of(const ca_free_index *fi, int bin) {
+    return listed(bin) ? fi->root[bin] : leftmost(fi->root[bin]);
+}
+
 ca_block *ca_free_index_best_fit(ca_free_index *fi, size_t size) {
     int bin = bin_of(size);
+    if (listed(bin)) { /* every block of the bin is the size */
+        int at = next_bin(fi, bin);
+        return at < 0 ? NULL : first_of(fi, at);
+    }
     /* The first bin may hold blocks smaller than the request: search it. */
     ca_block *best = NULL;
     for (ca_block *n = fi->root[bin]; n;) {
@@ -98,16 +147,22 @@ ca_block *ca_free_index_best_fit(ca_free_index *fi, size_t size) {
     }
     if (best) return best;
     int next = next_bin(fi, bin + 1);
-    return next < 0 ? NULL : leftmost(fi->root[next]);
+    return next < 0 ? NULL : first_of(fi, next);
+}
+
+static ca_block *rightmost(ca_block *n) {
+    while (n->right) n = n->right;
+    return n;
+}
+
+/* The last block of a non-empty bin in the index's order. */
+static ca_block *last_of(const ca_free_index *fi, int bin) {
+    return listed(bin) ? fi->root[bin]->parent : rightmost(fi->root[bin]);
 }
 
 ca_block *ca_free_index_largest(ca_free_index *fi) {
-    for (int w = CA_BIN_WORDS - 1; w >= 0; w--) {
-        if (!fi->bitmap[w]) continue;
-        ca_block *n = fi->root[w * 64 + 63 - __builtin_clzll(fi->bitmap[w])];
-        while (n->right) n = n->right;
-        return n;
-    }
+    for (int w = CA_BIN_WORDS - 1; w >= 0; w--)
+        if (fi->bitmap[w]) return last_of(fi, w * 64 + 63 - __builtin_clzll(fi->bitmap[w]));
     return NULL;
 }
 
@@ -123,17 +178,16 @@ static int prev_bin(const ca_free_index *fi, int from) {
     }
 }
 
-static ca_block *rightmost(ca_block *n) {
-    while (n->right) n = n->right;
-    return n;
-}
-
 ca_block *ca_free_index_smaller(ca_free_index *fi, ca_block *b) {
-    if (b->left) return rightmost(b->left);
-    for (ca_block *n = b; n->parent; n = n->parent)
-        if (n->parent->right == n) return n->parent;
+    if (listed(b->bin)) {
+        if (b->left) return b->left;
+    } else {
+        if (b->left) return rightmost(b->left);
+        for (ca_block *n = b; n->parent; n = n->parent)
+            if (n->parent->right == n) return n->parent;
+    }
     int bin = prev_bin(fi, b->bin - 1);
-    return bin < 0 ? NULL : rightmost(fi->root[bin]);
+    return bin < 0 ? NULL : last_of(fi, bin);
 }
 
 ca_block *ca_free_index_lowest_near(ca_free_index *fi, ca_block *b, int n) {
@@ -144,11 +198,15 @@ ca_block *ca_free_index_lowest_near(ca_free_index *fi, ca_block *b, int n) {
 }
 
 ca_block *ca_free_index_larger(ca_free_index *fi, ca_block *b) {
-    if (b->right) return leftmost(b->right);
-    for (ca_block *n = b; n->parent; n = n->parent)
-        if (n->parent->left == n) return n->parent;
+    if (listed(b->bin)) {
+        if (b->right) return b->right;
+    } else {
+        if (b->right) return leftmost(b->right);
+        for (ca_block *n = b; n->parent; n = n->parent)
+            if (n->parent->left == n) return n->parent;
+    }
     int bin = next_bin(fi, b->bin + 1);
-    return bin < 0 ? NULL : leftmost(fi->root[bin]);
+    return bin < 0 ? NULL : first_of(fi, bin);
 }
 
 static void walk(ca_block *n, void (*fn)(void *, ca_block *), void *ctx) {
@@ -161,5 +219,14 @@ static void walk(ca_block *n, void (*fn)(void *, ca_block *), void *ctx) {
 }
 
 void ca_free_index_walk(ca_free_index *fi, void (*fn)(void *ctx, ca_block *b), void *ctx) {
-    for (int bin = next_bin(fi, 0); bin >= 0; bin = next_bin(fi, bin + 1)) walk(fi->root[bin], fn, ctx);
+    for (int bin = next_bin(fi, 0); bin >= 0; bin = next_bin(fi, bin + 1)) {
+        if (!listed(bin)) {
+            walk(fi->root[bin], fn, ctx);
+            continue;
+        }
+        for (ca_block *n = fi->root[bin], *next; n; n = next) {
+            next = n->right;
+            fn(ctx, n);
+        }
+    }
 }

@@ -8,6 +8,10 @@
 #include "allocator.h"
 #include "lock.h"
 
+/* The index of a statistic (its offset in ca_stats) among the ca_stat arrays. */
+#define CA_FIELD(offset) ((offset) / sizeof(ca_stat[CA_POOL_KINDS]))
+#define CA_FIELDS CA_FIELD(offsetof(ca_stats, num_alloc_retries))
+
 typedef struct ca_pool ca_pool;
 typedef struct ca_batch ca_batch;
 typedef struct ca_heap ca_heap;
@@ -81,8 +85,6 @@ struct ca_segment {
     size_t handles_cap;
     ca_block *first, *last;
     ca_segment *next;     /* in the heap */
-    ca_free_index *free;  /* where its free blocks are: its heap's index, or the heap's
-                           * draining one (a range its pool moved out of: ranges.c) */
     bool expandable;
 };
 
@@ -121,11 +123,9 @@ typedef struct ca_range {
 struct ca_heap {
     ca_pool *pool;
     bool small;
-    ca_free_index free;
-    ca_free_index drain;    /* expandable: free blocks of the ranges the pool moved out
-                             * of: they give their granules, take no request */
+    ca_free_index free;     /* the free blocks of all its segments (ranges) */
     ca_segment *segments;   /* newest first; expandable: one per range, the first the
-                             * one requests go to */
+                             * one that grows */
     ca_range ranges[CA_MAX_RANGES];
     int nranges;            /* read without the lock: atomically */
     size_t reserved_va;     /* expandable: the sum of the ranges' sizes */
@@ -191,6 +191,17 @@ typedef struct ca_pool_array {
     ca_pool *pool[];
 } ca_pool_array;
 
+/* pooltab.c: the live pools by stream (a slot's key CA_NO_STREAM: free). */
+typedef struct ca_pooltab_slot {
+    ca_stream key;
+    ca_pool *pool;
+} ca_pooltab_slot;
+typedef struct ca_pooltab {
+    struct ca_pooltab *older; /* outgrown, kept for readers until the allocator goes */
+    int bits;                 /* 1 << bits slots */
+    ca_pooltab_slot slot[];
+} ca_pooltab;
+
 struct ca_allocator {
     ca_lock lock;             /* innermost: pool creation, global peaks, retired figures */
     ca_lock retire_lock;      /* outermost: a retired pool's end (its figures move to
@@ -216,9 +227,20 @@ struct ca_allocator {
     size_t held, reserved, reserved_peak; /* (all three read and written atomically) */
     ca_pool_array *pools;     /* (read atomically) */
     size_t npools;            /* (read atomically) */
+    ca_pooltab *pooltab;      /* the live ones by stream (read atomically) */
+    size_t nspare;            /* pools SPARE (under retire_lock): a new stream looks
+                               * for one only when there are some */
     size_t nretired;          /* pools RETIRED, read atomically: their ends are looked
                                * for only when there are some */
     ca_stats peaks;           /* device-wide peaks of the pools' sums */
+    /* With more than one pool (`several`, set once, read atomically), every
+     * change of a pool's figure is added to `totals` too (atomically), so that
+     * a pool's new peak finds the device-wide sum at once instead of summing
+     * every pool: the statistics with a device-wide peak (index CA_FIELD),
+     * small and large (ALL is their sum); active's hold the pending plain
+     * frees only (allocation's are added). One pool pays nothing. */
+    bool several;
+    _Alignas(64) int64_t totals[CA_FIELDS][CA_POOL_KINDS];
     ca_stats gone;            /* the figures of pools that ended (totals and peaks) */
     uint64_t serial;          /* unique per allocator in this process */
     ca_observer_fn observer;
@@ -262,6 +284,17 @@ void ca_emit_classic(ca_allocator *a, ca_event_kind kind, const ca_segment *seg)
 bool ca_device_wait(ca_allocator *a, ca_pool *p);
 static inline int ca_heap_kind(const ca_heap *h) { return h->small ? CA_POOL_SMALL : CA_POOL_LARGE; }
 
+/* pooltab.c; all but find under retire_lock */
+int ca_pooltab_init(ca_allocator *a);
+void ca_pooltab_destroy(ca_allocator *a);
+/* The live pool of stream s, without a lock; NULL if none (or a writer was
+ * moving it: look again under retire_lock). */
+ca_pool *ca_pooltab_find(ca_allocator *a, ca_stream s);
+/* Room for `pools` pools without allocating in set. */
+int ca_pooltab_reserve(ca_allocator *a, size_t pools);
+void ca_pooltab_set(ca_allocator *a, ca_stream s, ca_pool *p);
+void ca_pooltab_drop(ca_allocator *a, ca_stream s);
+
 /* pools.c: the pool table, a stream's pool, retired pools' ends */
 int ca_pools_init(ca_allocator *a);
 void ca_pools_destroy(ca_allocator *a);
@@ -280,17 +313,32 @@ int64_t ca_sum_current(ca_allocator *a, size_t field, int kind);
 /* Its active figures, from allocated and pending (the rest of *st is p->st). */
 void ca_pool_figures(const ca_pool *p, ca_stats *st);
 void ca_stats_add(ca_stats *dst, const ca_stats *src);
-/* Change one statistic of heap h's pool. */
-#define CA_STAT(a, h, field, delta) CA_STAT_KIND(a, (h)->pool, ca_heap_kind(h), field, delta)
-/* Change one statistic of a block of pool p: its kind is its size class
- * (ca_block.small), whichever heap holds it. */
-#define CA_BLOCK_STAT(a, p, b, field, delta) \
-    CA_STAT_KIND(a, p, (b)->small ? CA_POOL_SMALL : CA_POOL_LARGE, field, delta)
-#define CA_STAT_KIND(a, p, kind, field, delta)                                           \
+/* Change one statistic of heap h's pool (and its running total). */
+#define CA_STAT(a, h, field, delta)                                                      \
     do {                                                                                 \
-        if (ca_stat_update((p)->st.field, (kind), (delta)))                              \
-            ca_pool_new_peak((a), offsetof(ca_stats, field));                            \
+        bool rose_ = ca_stat_update((h)->pool->st.field, ca_heap_kind(h), (delta));      \
+        ca_total_add((a), offsetof(ca_stats, field), ca_heap_kind(h), (delta));          \
+        if (rose_) ca_pool_new_peak((a), offsetof(ca_stats, field));                     \
     } while (0)
+/* A pool's figure changed by delta: the running total too, when there are
+ * several pools (under the pool's lock: see ca_allocator.several). */
+static inline void ca_total_add(ca_allocator *a, size_t field, int kind, int64_t delta) {
+    if (__atomic_load_n(&a->several, __ATOMIC_RELAXED))
+        __atomic_add_fetch(&a->totals[CA_FIELD(field)][kind], delta, __ATOMIC_RELAXED);
+}
+/* A block of `kind` allocated (sign 1) or freed (-1): the running totals of
+ * its three figures, the test of `several` made once. */
+static inline void ca_totals_block(ca_allocator *a, int kind, int sign, const ca_block *b) {
+    if (!__atomic_load_n(&a->several, __ATOMIC_RELAXED)) return;
+    int64_t(*t)[CA_POOL_KINDS] = a->totals;
+    __atomic_add_fetch(&t[CA_FIELD(offsetof(ca_stats, allocation))][kind], sign, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&t[CA_FIELD(offsetof(ca_stats, allocated_bytes))][kind], sign * (int64_t)b->size,
+                       __ATOMIC_RELAXED);
+    __atomic_add_fetch(&t[CA_FIELD(offsetof(ca_stats, requested_bytes))][kind], sign * (int64_t)b->requested,
+                       __ATOMIC_RELAXED);
+}
+/* There will be a second pool: the running totals start from the first's figures. */
+void ca_totals_start(ca_allocator *a);
 size_t ca_reserved_total(ca_allocator *a);
 
 /* Physical memory from the device: ca_hold before it is created (false, with
@@ -317,13 +365,15 @@ static inline void ca_reserved_add(ca_allocator *a, ca_heap *h, int64_t delta) {
 /* A pending plain free comes (sign 1) or goes (-1): blocks awaiting their
  * fence count as active, not allocated. Read without the lock by the
  * device-wide sums, so stored whole. */
-static inline void ca_pend(ca_pool *p, const ca_block *b, int sign) {
+static inline void ca_pend(ca_allocator *a, ca_pool *p, const ca_block *b, int sign) {
     int kinds[2] = {CA_POOL_ALL, b->small ? CA_POOL_SMALL : CA_POOL_LARGE};
     for (int i = 0; i < 2; i++) {
         int k = kinds[i];
         __atomic_store_n(&p->pend_count[k], p->pend_count[k] + sign, __ATOMIC_RELAXED);
         __atomic_store_n(&p->pend_bytes[k], p->pend_bytes[k] + sign * (int64_t)b->size, __ATOMIC_RELAXED);
     }
+    ca_total_add(a, offsetof(ca_stats, active), kinds[1], sign);
+    ca_total_add(a, offsetof(ca_stats, active_bytes), kinds[1], sign * (int64_t)b->size);
 }
 /* Active bytes of the pool: allocated, or freed and waiting for a fence. */
 static inline int64_t ca_pool_active_bytes(const ca_pool *p) {
@@ -351,11 +401,12 @@ void ca_exp_trim_tail(ca_allocator *a, ca_segment *seg);
 
 /* ranges.c: a heap's virtual ranges */
 /* The heap's range has no room for a block of `size`: a new range, at least
- * twice it (and the request), takes every later request; the older ones
- * drain. NULL when a->reserve or the backend leaves no room. */
+ * twice it (and the request), is where the heap grows from now on; the older
+ * ones keep serving requests from their free blocks. NULL when a->reserve or
+ * the backend leaves no room. */
 ca_segment *ca_range_new(ca_allocator *a, ca_heap *h, size_t size);
-/* Draining ranges with no block in use and no granule mapped go back. */
-void ca_ranges_drop_drained(ca_allocator *a, ca_heap *h);
+/* Older ranges with no block in use and no granule mapped go back. */
+void ca_ranges_drop_empty(ca_allocator *a, ca_heap *h);
 /* Give back the granules lying wholly inside free blocks of p, waiting for
  * the device first when device work may still touch some; then trim the
  * ranges' unmapped tails. The out-of-memory path and ca_release. */

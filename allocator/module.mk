@@ -1,5 +1,5 @@
 # allocator/: the caching allocator core and its host/count backends.
-ALLOC_SRCS := allocator/allocator.c allocator/pools.c allocator/figures.c allocator/expandable.c allocator/ranges.c allocator/classic.c allocator/fence.c \
+ALLOC_SRCS := allocator/allocator.c allocator/pools.c allocator/pooltab.c allocator/figures.c allocator/expandable.c allocator/ranges.c allocator/classic.c allocator/fence.c \
               allocator/freeindex.c allocator/block.c allocator/stats.c \
               allocator/livetable.c
 -include allocator/backends.mk
@@ -33,9 +33,17 @@ $(TESTS_BIN)/test_livetable: $(OBJ)/tests/allocator/test_livetable.o $(LIBCA)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
 UNIT_TESTS += $(TESTS_BIN)/test_livetable
+$(TESTS_BIN)/test_freeindex: $(OBJ)/tests/allocator/test_freeindex.o $(LIBCA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
+UNIT_TESTS += $(TESTS_BIN)/test_freeindex
 $(TESTS_BIN)/bench_remap: $(OBJ)/tests/allocator/bench_remap.o $(LIBCA)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ -lpthread
+$(TESTS_BIN)/bench_streams: $(OBJ)/tests/allocator/bench_streams.o $(LIBCA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ -lpthread
+ALL_TARGETS += $(TESTS_BIN)/bench_streams
 .PHONY: bench-remap
 bench-remap: $(TESTS_BIN)/bench_remap
 	@$(TESTS_BIN)/bench_remap

@@ -6,7 +6,7 @@
  * recorded then; on a device that runs work after calls return), it ends:
  * its memory goes back to the device, its figures to the allocator's `gone`,
  * and its struct waits, SPARE, for the next new stream. So the table holds
- * as many pools as are alive or draining at once, however many streams and
+ * as many pools as are alive or ending at once, however many streams and
  * threads a long run makes.
  *
  * Pool structs are never freed before the allocator: threads read them
@@ -53,6 +53,10 @@ static bool publish(ca_allocator *a, ca_pool *p) {
     ca_lock_acquire(&a->lock);
     ca_pool_array *arr = a->pools;
     size_t n = a->npools;
+    if (ca_pooltab_reserve(a, n + 1) != CA_OK) {
+        ca_lock_release(&a->lock);
+        return false;
+    }
     if (n == arr->cap) {
         ca_pool_array *bigger = malloc(sizeof *bigger + 2 * arr->cap * sizeof bigger->pool[0]);
         if (!bigger) {
@@ -71,15 +75,6 @@ static bool publish(ca_allocator *a, ca_pool *p) {
     return true;
 }
 
-/* The live pool of `stream`, without locking; NULL if none. */
-static ca_pool *find_key(ca_allocator *a, ca_stream stream) {
-    ca_pool *const *arr;
-    size_t n = ca_pools(a, &arr);
-    for (size_t i = 0; i < n; i++)
-        if (__atomic_load_n(&arr[i]->key, __ATOMIC_ACQUIRE) == stream) return arr[i];
-    return NULL;
-}
-
 /* ---- the end of a retired pool ---- */
 
 static void zero_but_current(ca_stats *s) {
@@ -94,6 +89,10 @@ static void zero_but_current(ca_stats *s) {
 /* Its memory back to the device, its figures to `gone`, its struct spare. */
 static void end_pool(ca_allocator *a, ca_pool *p) {
     ca_pending_drop(a, p);
+    for (int k = CA_POOL_SMALL; k < CA_POOL_KINDS; k++) {
+        ca_total_add(a, offsetof(ca_stats, active), k, -p->pend_count[k]);
+        ca_total_add(a, offsetof(ca_stats, active_bytes), k, -p->pend_bytes[k]);
+    }
     for (int k = 0; k < CA_POOL_KINDS; k++) {
         __atomic_store_n(&p->pend_count[k], 0, __ATOMIC_RELAXED);
         __atomic_store_n(&p->pend_bytes[k], 0, __ATOMIC_RELAXED);
@@ -111,7 +110,6 @@ static void end_pool(ca_allocator *a, ca_pool *p) {
         }
         h->segments = NULL;
         memset(&h->free, 0, sizeof h->free);
-        memset(&h->drain, 0, sizeof h->drain);
     }
     ca_block_free_all(p);
     p->unfenced = NULL;
@@ -126,6 +124,7 @@ static void end_pool(ca_allocator *a, ca_pool *p) {
     zero_but_current(&p->st);
     __atomic_store_n(&p->state, CA_POOL_SPARE, __ATOMIC_RELEASE);
     __atomic_sub_fetch(&a->nretired, 1, __ATOMIC_RELAXED);
+    a->nspare++;
 }
 
 /* A retired pool with nothing allocated ends once the device is past its
@@ -170,11 +169,12 @@ void ca_pools_end_retired(ca_allocator *a, bool wait) {
 void ca_retire_stream(ca_allocator *a, ca_stream stream) {
     if (stream == CA_NO_STREAM) return;
     ca_lock_acquire(&a->retire_lock);
-    ca_pool *p = find_key(a, stream);
+    ca_pool *p = ca_pooltab_find(a, stream);
     if (p) {
         ca_lock_acquire(&p->lock);
         if (p->key == stream && p->state == CA_POOL_LIVE) {
             __atomic_store_n(&p->key, CA_NO_STREAM, __ATOMIC_RELAXED);
+            ca_pooltab_drop(a, stream);
             __atomic_store_n(&p->state, CA_POOL_RETIRED, __ATOMIC_RELAXED);
             __atomic_add_fetch(&a->nretired, 1, __ATOMIC_RELAXED);
             try_end(a, p, false);
@@ -187,7 +187,7 @@ void ca_retire_stream(ca_allocator *a, ca_stream stream) {
 /* ---- a stream's pool ---- */
 
 int ca_pool_for(ca_allocator *a, ca_stream stream, ca_pool **out) {
-    ca_pool *p = stream == CA_NO_STREAM ? NULL : find_key(a, stream);
+    ca_pool *p = stream == CA_NO_STREAM ? NULL : ca_pooltab_find(a, stream);
     if (p) {
         *out = p;
         return CA_OK;
@@ -198,21 +198,24 @@ int ca_pool_for(ca_allocator *a, ca_stream stream, ca_pool **out) {
         return CA_ERR_STREAM;
     ca_lock_acquire(&a->retire_lock);
     end_retired_locked(a, false); /* their structs become spare */
-    p = find_key(a, stream);      /* another thread may have made it meanwhile */
+    p = ca_pooltab_find(a, stream); /* another thread may have made it meanwhile */
     size_t n = __atomic_load_n(&a->npools, __ATOMIC_ACQUIRE);
-    for (size_t i = 0; i < n && !p; i++) {
+    for (size_t i = 0; i < n && !p && a->nspare; i++) {
         ca_pool *q = pool_at(a, i);
         if (__atomic_load_n(&q->state, __ATOMIC_ACQUIRE) != CA_POOL_SPARE) continue;
         ca_lock_acquire(&q->lock);
         pool_start(a, q, stream);
         ca_lock_release(&q->lock);
+        a->nspare--;
         p = q;
     }
+    if (!p && n) ca_totals_start(a); /* a second pool */
     if (!p && (p = pool_new(a, stream)) && !publish(a, p)) {
         ca_live_destroy(&p->live);
         free(p);
         p = NULL;
     }
+    if (p) ca_pooltab_set(a, stream, p);
     ca_lock_release(&a->retire_lock);
     *out = p;
     return p ? CA_OK : CA_ERR_OOM;
@@ -220,7 +223,10 @@ int ca_pool_for(ca_allocator *a, ca_stream stream, ca_pool **out) {
 
 int ca_pools_init(ca_allocator *a) {
     ca_pool_array *arr = malloc(sizeof *arr + 8 * sizeof arr->pool[0]);
-    if (!arr) return CA_ERR_OOM;
+    if (!arr || ca_pooltab_init(a) != CA_OK) {
+        free(arr);
+        return CA_ERR_OOM;
+    }
     arr->older = NULL;
     arr->cap = 8;
     a->pools = arr;
@@ -245,6 +251,7 @@ void ca_pools_destroy(ca_allocator *a) {
         ca_block_free_all(p);
         free(p);
     }
+    ca_pooltab_destroy(a);
     for (ca_pool_array *arr = a->pools, *older; arr; arr = older) {
         older = arr->older;
         free(arr);

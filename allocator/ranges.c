@@ -1,21 +1,22 @@
 /* The virtual ranges of an expandable heap. A pool starts with one range of
  * CA_FIRST_RANGE (or its first request); when a request fits neither in a
  * free block nor at the end of the range, the pool moves to a new range at
- * least twice as large, and twice what the pool holds, which takes every
- * later request. The older ranges
- * drain: their blocks in use stay where they are until freed, their free
- * blocks take no request but give their granules (moved where the new range
- * needs them, or given back by sweeps), and a range with nothing in use and
- * nothing mapped goes back to the device.
+ * least twice as large, and twice what the pool holds, where it grows from
+ * then on. The older ranges keep their blocks, and their free blocks stay in
+ * the heap's one free index: they serve requests (best fit over every range)
+ * and give their granules as any free block does; only the newest range is
+ * extended. A range older than the newest with nothing in use and nothing
+ * mapped goes back to the device.
  *
  * So what a pool reserves grows as it does (a stream that holds 4 KiB holds
  * 1 GiB of addresses, not four times the device: hundreds of thousands of
- * streams fit in a 47-bit address space), and once it has grown, all its
- * requests go to one range, as if it had had that range from the start:
- * several ranges taking requests side by side split the free space at their
- * borders, and a training loop then moved granules between them every
- * iteration (albert: 480 instructions a call instead of 435, BENCHMARKS.md,
- * issue 19). */
+ * streams fit in a 47-bit address space), and growth never strands memory:
+ * when older ranges took no request (issue 19), 100,000 small blocks under
+ * churn left the first range's granules partly used, one live block in each
+ * enough to keep it mapped, and the pool reserved 1.71 times its peak (1.03
+ * now; BENCHMARKS.md, issue 29). Extending one range only keeps a training
+ * loop from moving granules between ranges' ends every iteration (albert:
+ * 480 instructions a call when several ranges grew side by side). */
 #include <stdlib.h>
 
 #include "internal.h"
@@ -35,15 +36,6 @@ static int free_slot(const ca_heap *h) {
     return h->nranges < CA_MAX_RANGES ? h->nranges : -1;
 }
 
-/* Every free block of the heap's index moves to its draining one. */
-static void start_draining(ca_heap *h) {
-    for (ca_segment *seg = h->segments; seg; seg = seg->next) seg->free = &h->drain;
-    for (ca_block *b; (b = ca_free_index_largest(&h->free));) {
-        ca_free_index_remove(&h->free, b);
-        ca_free_index_insert(&h->drain, b);
-    }
-}
-
 ca_segment *ca_range_new(ca_allocator *a, ca_heap *h, size_t size) {
     size_t g = a->granule, left = a->reserve - h->reserved_va, need;
     int slot = free_slot(h);
@@ -61,13 +53,11 @@ ca_segment *ca_range_new(ca_allocator *a, ca_heap *h, size_t size) {
         a->be->unreserve(a->be->self, base, reserve);
         return NULL;
     }
-    start_draining(h);
     seg->heap = h;
     seg->base = base;
     seg->reserve_size = reserve;
     seg->expandable = true;
     seg->gshift = (unsigned)__builtin_ctzll(g);
-    seg->free = &h->free;
     seg->next = h->segments;
     h->segments = seg;
     h->reserved_va += reserve;
@@ -76,8 +66,8 @@ ca_segment *ca_range_new(ca_allocator *a, ca_heap *h, size_t size) {
     return seg;
 }
 
-void ca_ranges_drop_drained(ca_allocator *a, ca_heap *h) {
-    ca_segment **link = h->segments ? &h->segments->next : NULL; /* the first takes requests */
+void ca_ranges_drop_empty(ca_allocator *a, ca_heap *h) {
+    ca_segment **link = h->segments ? &h->segments->next : NULL; /* the newest grows */
     while (link && *link) {
         ca_segment *seg = *link;
         ca_exp_trim_tail(a, seg);

@@ -53,6 +53,15 @@ int cudalloc_report(void) CUDALLOC_WEAK;
 /* The library's version, as `cudalloc --version` prints it: "0.1.0 (git 1a2b3c4d5e6f)". */
 const char *cudalloc_version(void) CUDALLOC_WEAK;
 
+/* Called when a leak becomes sure (event "leak"), when the device it will run
+ * out is near ("near"), and when it stops growing ("stopped"), with the
+ * finding as a JSON object (keys: event, device, iteration,
+ * bytes_per_iteration, growth_since, leaked_bytes, n_sites, oom_iteration,
+ * oom_time, title), valid during the call; on the thread that ended the
+ * iteration (or cudalloc's own). NULL stops the calls. 0. */
+typedef void (*cudalloc_leak_fn)(const char *finding_json, void *ctx);
+int cudalloc_on_leak(cudalloc_leak_fn fn, void *ctx) CUDALLOC_WEAK;
+
 /* PyTorch's pluggable allocator (torch.cuda.memory.CUDAPluggableAllocator):
  *   CUDAPluggableAllocator("libcudalloc.so", "cudalloc_torch_malloc", "cudalloc_torch_free") */
 void *cudalloc_torch_malloc(size_t size, int device, void *stream) CUDALLOC_WEAK;

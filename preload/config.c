@@ -13,7 +13,7 @@
 
 ca_config ca_conf;
 
-enum kind { BOOL, SIZE, COUNT, PATH, NAME, FILE_PATH };
+enum kind { BOOL, SIZE, COUNT, PATH, NAME, ACTION, STATUS, SECONDS, FILE_PATH };
 static const struct option {
     const char *key;
     enum kind kind;
@@ -37,6 +37,21 @@ static const struct option {
     {"oom_message", BOOL, offsetof(ca_config, oom_message), "print the OOM explanation on stderr (default true)"},
     {"context_fences", BOOL, offsetof(ca_config, context_fences),
      "one cuCtxRecordEvent per plain-free fence where the driver has it; false: an event per stream (default true)"},
+    {"on_leak", ACTION, offsetof(ca_config, on_leak),
+     "when a leak is sure: warn (a line; the reports too at the first with a report prefix), report (the "
+     "reports at each warning), exit (the reports, then exit with exit_code) (default warn)"},
+    {"on_oom", ACTION, offsetof(ca_config, on_oom),
+     "when an allocation fails for want of memory: warn, report, exit (after the reports) (default warn)"},
+    {"exit_code", STATUS, offsetof(ca_config, exit_code), "the exit status of on_leak:exit and on_oom:exit (default 75)"},
+    {"error_exitcode", STATUS, offsetof(ca_config, error_exitcode),
+     "the program's exit status when a leak or an OOM was seen, as valgrind's --error-exitcode; 0: its own "
+     "(default 0)"},
+    {"status", BOOL, offsetof(ca_config, status),
+     "live figures for cudalloc status and top in $XDG_RUNTIME_DIR/cudalloc/PID.status, else "
+     "/tmp/cudalloc-UID/ (default true)"},
+    {"metrics", PATH, offsetof(ca_config, metrics),
+     "a Prometheus text file rewritten every metrics_every seconds; %p pid, %r rank (default none)"},
+    {"metrics_every", SECONDS, offsetof(ca_config, metrics_every), "seconds between metrics rewrites (default 5)"},
     {"suppressions", FILE_PATH, offsetof(ca_config, suppressions),
      "a file of call-site frame patterns whose memory is not reported as leaked or live (default none)"},
 };
@@ -46,6 +61,14 @@ static const struct option {
  * escaped, long values cut. */
 #define SHOWN 80
 #define QUOTED(s) ca_quote((s), strlen(s), SHOWN, (char[CA_QUOTE_BUF(SHOWN)]){0}, CA_QUOTE_BUF(SHOWN))
+
+static const char *const actions[] = {"warn", "report", "exit"};
+
+static int parse_action(const char *v, ca_on *out) {
+    for (size_t i = 0; i < sizeof actions / sizeof actions[0]; i++)
+        if (!strcasecmp(v, actions[i])) return *out = (ca_on)i, 0;
+    return -1;
+}
 
 static int parse_bool(const char *v, bool *out) {
     if (!strcasecmp(v, "true") || !strcmp(v, "1") || !strcasecmp(v, "yes")) *out = true;
@@ -98,6 +121,18 @@ static int set_option(ca_config *c, const char *src, const char *key, const char
             snprintf(err, errlen, "%s: bad value '%s' for %s: accepted: a count such as 10000, 0 for never", src,
                      QUOTED(value), key);
             return -1;
+        case ACTION:
+            if (parse_action(value, field) == 0) return 0;
+            snprintf(err, errlen, "%s: bad value '%s' for %s: accepted: warn, report, exit", src, QUOTED(value), key);
+            return -1;
+        case STATUS:
+        case SECONDS: {
+            size_t v, lo = o->kind == SECONDS, hi = o->kind == SECONDS ? 86400 : 255;
+            if (ca_parse_count(value, &v) == 0 && v >= lo && v <= hi) return *(size_t *)field = v, 0;
+            snprintf(err, errlen, "%s: bad value '%s' for %s: accepted: %s", src, QUOTED(value), key,
+                     o->kind == SECONDS ? "seconds from 1 to 86400" : "an exit status from 0 to 255");
+            return -1;
+        }
         case PATH:
         case FILE_PATH:
         case NAME: {
@@ -111,7 +146,9 @@ static int set_option(ca_config *c, const char *src, const char *key, const char
             if (o->kind == PATH) {
                 char why[400];
                 if (ca_prefix_check(value, why, sizeof why) != 0) {
-                    snprintf(err, errlen, "%s: %s", src, why);
+                    const char *said = "report prefix"; /* the metrics file's path is checked as one */
+                    bool metrics = o->offset == offsetof(ca_config, metrics) && !strncmp(why, said, strlen(said));
+                    snprintf(err, errlen, "%s: %s%s", src, metrics ? "metrics path" : "", why + (metrics ? strlen(said) : 0));
                     return -1;
                 }
             }
@@ -127,7 +164,7 @@ static int set_option(ca_config *c, const char *src, const char *key, const char
 }
 
 int ca_config_parse(const char *conf, ca_config *out, char *err, size_t errlen) {
-    ca_config c = {.expandable = true, .release_after = CA_RELEASE_AFTER, .summary = true, .tracking = true, .python_frames = true, .trace_iterations = true, .oom_message = true, .context_fences = true, .nvtx_range = "step"};
+    ca_config c = {.expandable = true, .release_after = CA_RELEASE_AFTER, .summary = true, .tracking = true, .python_frames = true, .trace_iterations = true, .oom_message = true, .context_fences = true, .nvtx_range = "step", .exit_code = 75, .status = true, .metrics_every = 5};
     unsigned given = 0, from_env = 0;
     const char *report = getenv("CUDALLOC_REPORT");
     if (report && *report && set_option(&c, "CUDALLOC_REPORT", "report", report, &from_env, err, errlen) != 0)
@@ -159,6 +196,8 @@ int ca_config_parse(const char *conf, ca_config *out, char *err, size_t errlen) 
             return -1;
         }
     }
+    /* report and exit write the reports: somewhere, when no prefix was given */
+    if ((c.on_leak != CA_ON_WARN || c.on_oom != CA_ON_WARN) && !*c.report) strcpy(c.report, CA_DEFAULT_REPORT);
     *out = c;
     return 0;
 }
@@ -176,7 +215,10 @@ size_t ca_config_format(const ca_config *c, char *buf, size_t n) {
             if (!*(const size_t *)field) continue; /* 0: not set */
             snprintf(value, sizeof value, "%zu", *(const size_t *)field);
             break;
-        case COUNT: snprintf(value, sizeof value, "%zu", *(const size_t *)field); break;
+        case COUNT:
+        case STATUS:
+        case SECONDS: snprintf(value, sizeof value, "%zu", *(const size_t *)field); break;
+        case ACTION: snprintf(value, sizeof value, "%s", actions[*(const ca_on *)field]); break;
         case NAME: snprintf(value, sizeof value, "%s", (const char *)field); break;
         case PATH:
         case FILE_PATH: continue; /* a path may hold the separator */

@@ -336,8 +336,11 @@ static CUresult record_context(cuda_backend *cb, cuda_fence *f) {
 static CUresult record_fence(cuda_backend *cb, ca_fence *out, bool done) {
     *out = 0;
     CUstream few[16], *nb = few;
-    size_t n = ca_streams_nonblocking(cb->ctx, few, 16);
-    bool whole = n && ca_drv()->cuCtxRecordEvent && ca_conf.context_fences;
+    /* with the context's event, whether there is a non-blocking stream is
+     * enough: counting them all made each fence O(streams) (issue 29) */
+    bool can_whole = ca_drv()->cuCtxRecordEvent && ca_conf.context_fences;
+    size_t n = ca_streams_nonblocking(cb->ctx, can_whole ? NULL : few, can_whole ? 0 : 16);
+    bool whole = n && can_whole;
     if (!whole && n > 16 && (nb = malloc(n * sizeof *nb))) ca_streams_nonblocking(cb->ctx, nb, n);
     cuda_fence *f = nb ? get_fence(cb, whole ? 1 : (unsigned)n + 1) : NULL;
     CUresult r = f ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;

@@ -96,7 +96,10 @@ static ca_device *get(int ordinal, CUcontext ctx) {
         ca_report_signal_start();
     }
     ca_lock_release(&devices_lock);
-    if (made_one) ca_cupti_start(); /* outside the lock: CUPTI's start may call our hooks back */
+    if (made_one) {
+        ca_cupti_start(); /* outside the lock: CUPTI's start may call our hooks back */
+        ca_live_device_made();
+    }
     return d;
 }
 
@@ -279,6 +282,7 @@ static void after_fork_in_child(void) {
     stacks = NULL;
     ca_stacks_thread_caches_fork_child();
     ca_report_after_fork();
+    ca_live_after_fork();
     ca_streams_after_fork();
     ca_peers_after_fork();
     ca_ipc_after_fork();

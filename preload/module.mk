@@ -4,7 +4,7 @@ PRELOAD_SRCS := preload/log.c preload/real.c preload/config.c preload/devices.c 
                 preload/hooks_runtime.c preload/hooks_driver.c preload/hooks_dl.c preload/api.c preload/report.c preload/nvtx.c preload/steps.c preload/cupti.c \
                 preload/streams.c preload/capture.c preload/peers.c preload/ipc.c preload/ipc_share.c \
                 preload/torch.c preload/torch_oom.c preload/last_error.c \
-                preload/contexts.c preload/pointer_query.c preload/hooks_queries.c preload/others.c
+                preload/contexts.c preload/pointer_query.c preload/hooks_queries.c preload/others.c preload/live.c
 PRELOAD_OBJS := $(PRELOAD_SRCS:%.c=$(OBJ)/%.o)
 $(PRELOAD_OBJS): ALL_CFLAGS += -I$(CUDA_INC) -D_GNU_SOURCE
 # torch.OutOfMemoryError is a C++ exception thrown through these frames
@@ -64,6 +64,15 @@ test-preload: $(LIBCUDALLOC) $(BIN)/cudalloc $(PRELOAD_TEST_BIN)/prog_runtime $(
               $(PRELOAD_TEST_BIN)/asan_prog
 	@bash tests/preload/run.sh $(BUILD)
 SYSTEM_TESTS += test-preload
+endif
+
+# While the job runs: warnings, on_leak/on_oom, cudalloc status/top, metrics
+# (preload/live.c, tools/status.c), on demo_trainer and a Python program.
+ifeq ($(HAVE_CUDA_HEADERS),1)
+.PHONY: test-live
+test-live: $(LIBCUDALLOC) $(BIN)/cudalloc $(BIN)/demo_trainer $(SIM)/libcudart.so $(SIM)/libcuda.so
+	@bash tests/preload/live.sh $(BUILD)
+SYSTEM_TESTS += test-live
 endif
 
 # Python programs under the preload (ctypes -> the simulated libcudart), with
@@ -135,6 +144,11 @@ $(PRELOAD_TEST_BIN)/bench_fences: tests/preload/bench_fences.c $(SIM)/libcudart.
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -ldl
 test-preload: $(PRELOAD_TEST_BIN)/bench_fences
 ALL_TARGETS += $(PRELOAD_TEST_BIN)/bench_fences
+# cudaMallocAsync with thousands of live streams (bench-scale, issue 29).
+$(PRELOAD_TEST_BIN)/bench_streams_async: tests/preload/bench_streams_async.c $(SIM)/libcudart.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -ldl
+ALL_TARGETS += $(PRELOAD_TEST_BIN)/bench_streams_async
 endif
 
 # Several devices, several processes, other tools (issue 23): peer access, CUDA IPC, last error, profilers, contexts.

@@ -145,6 +145,10 @@ const ca_driver *ca_drv(void);
 bool ca_on_simulated_device(void);
 
 /* ---- config.c: CUDALLOC_CONF ---- */
+/* What a leak or an out-of-memory failure does (on_leak, on_oom). */
+typedef enum { CA_ON_WARN, CA_ON_REPORT, CA_ON_EXIT } ca_on;
+/* The report prefix report:/exit use when none is given. */
+#define CA_DEFAULT_REPORT "cudalloc.%p"
 typedef struct ca_config {
     bool expandable;      /* expandable_segments */
     bool sync_free;       /* cudaFree synchronizes the device first, as CUDA's does */
@@ -158,6 +162,12 @@ typedef struct ca_config {
     char nvtx_range[128]; /* the NVTX range that is one iteration */
     bool oom_message;     /* the OOM message on stderr */
     bool context_fences;  /* fences are one cuCtxRecordEvent where the driver has it */
+    ca_on on_leak, on_oom; /* warn, write the reports, or exit with exit_code after writing them */
+    size_t exit_code;     /* the status on_leak:exit and on_oom:exit end the program with */
+    size_t error_exitcode; /* the program's status at exit when a leak or an OOM was seen; 0: its own */
+    bool status;          /* the live figures in a file for cudalloc status and top */
+    char metrics[1024];   /* Prometheus text file path template; empty: none */
+    size_t metrics_every; /* seconds between rewrites of it */
     char suppressions[1024]; /* call-site patterns not reported (reports/diagnose/suppress.h); empty: none */
 } ca_config;
 extern ca_config ca_conf;
@@ -232,6 +242,18 @@ CUresult ca_do_mem_info(size_t *free_bytes, size_t *total_bytes);
  * reports/track/tracker.h) ---- */
 void ca_iteration_mark(ca_iter_source source);
 long ca_iterations(ca_iter_source *source);
+
+/* ---- live.c: while the job runs: leak warnings, on_leak/on_oom, the
+ * live figures for cudalloc status/top and the metrics file ---- */
+/* An iteration mark (explicit or NVTX), after the trackers stepped. */
+void ca_live_mark(void);
+/* The first device was made: the watcher thread starts. */
+void ca_live_device_made(void);
+/* After the OOM message and reports: on_oom:exit ends the program here. */
+void ca_live_oom(void);
+/* At exit, after the summary and reports: the last files; error_exitcode. */
+void ca_live_exit(void);
+void ca_live_after_fork(void);
 
 /* ---- cupti.c: device memory allocated past us ---- */
 /* Once, with no lock of ours held; steps aside for profilers (cupti.c). */
@@ -336,7 +358,8 @@ CUcontext ca_stream_ctx(CUstream s);
 void ca_streams_lock(void);
 void ca_streams_unlock(void);
 /* Under the lock: the non-blocking streams of ctx (up to cap into out; the
- * count is returned whole), and saying that a fence of a context without
+ * count is returned whole; out NULL: 1 at the first, whether there is one),
+ * and saying that a fence of a context without
  * them was its legacy event alone. */
 size_t ca_streams_nonblocking(CUcontext ctx, CUstream *out, size_t cap);
 void ca_streams_fenced_ordered(void);

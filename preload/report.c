@@ -153,6 +153,7 @@ void ca_report_oom(ca_device *d, const ca_oom_info *o) {
         print_external(d->ordinal);
     }
     write_device(d);
+    ca_live_oom();
 }
 
 static void summarize(ca_device *d, void *ctx) {
@@ -181,6 +182,7 @@ static void summarize(ca_device *d, void *ctx) {
 void ca_report_exit(void) {
     if (ca_conf.summary) ca_devices_foreach(summarize, NULL);
     ca_report_write_all();
+    ca_live_exit();
 }
 
 /* SIGUSR1: the handler only posts a semaphore (async-signal-safe); a thread of

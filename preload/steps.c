@@ -21,6 +21,8 @@ void ca_iteration_mark(ca_iter_source source) {
     int best = atomic_load(&best_source);
     while ((int)source > best && !atomic_compare_exchange_weak(&best_source, &best, (int)source)) {
     }
+    /* a boundary the trackers took (a less trusted source's is ignored) */
+    if ((int)source >= best) ca_live_mark();
 }
 
 long ca_iterations(ca_iter_source *source) {

@@ -64,6 +64,7 @@ size_t ca_streams_nonblocking(CUcontext ctx, CUstream *out, size_t cap) {
     size_t n = 0;
     for (entry *e = streams; e; e = e->hh.next)
         if (e->ctx == ctx && (e->flags & CU_STREAM_NON_BLOCKING)) {
+            if (!out) return 1;
             if (n < cap) out[n] = e->handle;
             n++;
         }

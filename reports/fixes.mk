@@ -25,6 +25,29 @@ record-torch-fixes: $(BUILD)/record_alloc.so
 	        $(TORCH_PYTHON) tests/data/torch/train_gpt.py fix-$$c; \
 	    gzip -9nf $$f; echo "  $$f.gz: $$(wc -c < $$f.gz) bytes"; done; done
 
+# Four model families (issue 28; tests/data/torch/train_models.py), each
+# recorded plainly and under each fix (tests/data/torch/models): RUN is
+# FAMILY_ZERO (where zero_grad runs). The plain run is recorded with Python
+# frames too and kept as a snapshot with them (to_snapshot.py) beside its
+# sizes-only CSV. Not part of `make test`: it re-records the committed files.
+# MODEL_PLAIN_RUNS are recorded plainly only (lstm1: no unit to checkpoint);
+# the three fixes together (`all`) with zero_grad at the end only.
+MODEL_RUNS := resnet_end resnet_start lstm_end lstm_start mlp_end mlp_start tx_end tx_start tx_inplace
+MODEL_PLAIN_RUNS := lstm1_end
+.PHONY: record-torch-models
+record-torch-models: $(BUILD)/record_alloc.so
+	@set -e; d=tests/data/torch/models; t=$$(mktemp -d); mkdir -p $$d; \
+	for r in $(MODEL_RUNS) $(MODEL_PLAIN_RUNS); do \
+	    cases="$(FIX_CASES)"; case $$r in *_end) cases="$$cases all";; esac; \
+	    case " $(MODEL_PLAIN_RUNS) " in *" $$r "*) cases=plain;; esac; \
+	    for c in $$cases; do \
+	    frames=; [ $$c = plain ] && frames=$$t/frames.txt; \
+	    FAMILY=$${r%_*} ZERO=$${r#*_} RECORD_ALLOC_CSV=$$t/run.csv RECORD_ALLOC_FRAMES=$$frames \
+	        LD_PRELOAD=$(abspath $(BUILD)/record_alloc.so) $(TORCH_PYTHON) tests/data/torch/train_models.py fix-$$c; \
+	    if [ $$c = plain ]; then python3 tests/data/torch/to_snapshot.py $$t/run.csv $$frames \
+	        $$d/$${r}_plain.pickle.gz $$d/$${r}_plain.csv.gz; \
+	    else gzip -9nc $$t/run.csv > $$d/$${r}_$$c.csv.gz; fi; done; done; rm -rf $$t; ls -l $$d
+
 # Predictions against measured peaks (BENCHMARKS.md, issue 18): PyTorch runs
 # recorded here and demo_trainer sweeps; minutes.
 .PHONY: bench-fixes

@@ -68,6 +68,15 @@ bench-tracking: $(BUILD)/bench/bench_tracking
 	@$(BUILD)/bench/bench_tracking
 BENCHES += bench-tracking
 
+# What judging the live figures costs at a boundary (issue 33).
+$(BUILD)/bench/bench_live: $(OBJ)/tests/reports/tracking/bench_live.o $(LIB)/libcareports.a $(LIBCA) $(UTIL_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(REPORTS_LDLIBS)
+.PHONY: bench-live
+bench-live: $(BUILD)/bench/bench_live
+	@$(BUILD)/bench/bench_live
+BENCHES += bench-live
+
 # Reading a PyTorch snapshot of a million trace entries, phase by phase, and Python's
 # pickle.load of the same file for scale.
 $(BUILD)/bench/bench_snapshot: $(OBJ)/tests/reports/tracking/bench_snapshot.o $(LIB)/libcareports.a $(LIBCA) $(UTIL_OBJS)
@@ -111,9 +120,10 @@ BENCHES += bench-pyframes
 # the committed files.
 TORCH_CASES := fixed varying eval-kept eval-sum train-sum varying-big
 TORCH_PYTHON ?= /usr/bin/python3
-$(BUILD)/record_alloc.so: tests/data/torch/record_alloc.c
+RECORD_ALLOC_SRCS := tests/data/torch/record_alloc.c reports/capture/pyframes.c reports/capture/named_frames.c
+$(BUILD)/record_alloc.so: $(RECORD_ALLOC_SRCS)
 	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -shared -fPIC -fvisibility=hidden -o $@ $< -ldl -lpthread
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -shared -fPIC -fvisibility=hidden -I. -o $@ $(RECORD_ALLOC_SRCS) -ldl -lpthread
 .PHONY: record-torch-traces
 record-torch-traces: $(BUILD)/record_alloc.so
 	@set -e; for c in $(TORCH_CASES); do \

@@ -2,7 +2,7 @@
 # Finds the Debian packages cudalloc needs; installs the missing ones when run as
 # root, otherwise prints the exact apt-get line and fails.
 set -u
-need=(g++ check uthash-dev libunwind-dev zlib1g-dev pkg-config libmimalloc-dev libjemalloc-dev python3 python3-dev chromium binutils clang libclang-rt-dev groff-base man-db python3-pip)
+need=(g++ check uthash-dev libunwind-dev zlib1g-dev pkg-config libmimalloc-dev libjemalloc-dev python3 python3-dev chromium binutils clang libclang-rt-dev groff-base man-db python3-pip prometheus)
 [ -n "${CUDALLOC_DEPS_EXTRA:-}" ] && need+=($CUDALLOC_DEPS_EXTRA)
 missing=()
 for p in "${need[@]}"; do

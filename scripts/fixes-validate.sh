@@ -8,13 +8,17 @@
 #          autocast, checkpointing per block, for each MODEL
 #   demo   demo_trainer: a plain run under cudalloc (its CSV trace, and its
 #          live report with stacks) against what its own --sweep measures
-# usage: scripts/fixes-validate.sh BUILD_DIR OUT_DIR [torch] [demo]
+#   models the four model families of tests/data/torch/models (issue 28;
+#          `make record-torch-models` re-records them): predictions from the
+#          plain run with Python frames and by sizes alone, and every
+#          --capacity verdict between two measured peaks (scripts/fixes_compare.py)
+# usage: scripts/fixes-validate.sh BUILD_DIR OUT_DIR [torch] [demo] [models]
 #   MODELS="a b" SEEDS="0 1" DEMO_SHAPES="L:C:NH:T:B ..." narrow it down.
 set -euo pipefail
 BUILD=${1:?build dir}
 OUT=${2:?output dir}
 shift 2
-WHAT=${*:-torch demo}
+WHAT=${*:-torch demo models}
 MODELS=${MODELS:-a b c d e f g h}
 SEEDS=${SEEDS:-0}
 DEMO_SHAPES=${DEMO_SHAPES:-4:64:4:64:16 6:128:4:128:16 8:64:4:64:16 2:128:8:64:8 3:96:6:32:24 12:32:2:32:8}
@@ -116,5 +120,17 @@ if [[ " $WHAT " == *" demo "* ]]; then
                 "checkpointing|checkpointing|0|$(row "$d/sweep4.json" checkpoint)|$ck" \
                 "all three|accumulation+bf16+checkpointing|4|$(row "$d/sweep4.json" all)|25"
         done
+    done
+fi
+
+if [[ " $WHAT " == *" models "* ]]; then
+    runs="resnet_end resnet_start lstm_end lstm_start mlp_end mlp_start tx_end tx_start tx_inplace"
+    for how in --frames ""; do
+        label="by sizes alone"
+        [ -n "$how" ] && label="with Python frames"
+        echo "## Model families (tests/data/torch/models), predictions $label"
+        header
+        python3 "$here/scripts/fixes_compare.py" "$REPORT" "$here/tests/data/torch/models" $runs $how 2>&1
+        echo
     done
 fi

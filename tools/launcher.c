@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "tools/elf_needed.h"
+#include "tools/status.h"
 #include "util/prefix.h"
 #include "util/size.h"
 #include "util/version.h"
@@ -19,6 +20,8 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: cudalloc run [--sim SIZE] [--conf CONF] [--report PREFIX] [--] PROGRAM [ARGS...]\n"
+            "       cudalloc status PID [--json]    a running program's live figures, once\n"
+            "       cudalloc top [-n COUNT] PID     the same, refreshed each second\n"
             "       cudalloc --version | --help\n"
             "Runs PROGRAM with libcudalloc.so preloaded (LD_PRELOAD, and NVTX_INJECTION64_PATH for\n"
             "iteration marks) and returns its exit status. Without a GPU driver, PROGRAM runs on the\n"
@@ -118,8 +121,9 @@ int main(int argc, char **argv) {
         ca_print_version("cudalloc");
         return 0;
     }
+    if (!strcmp(argv[1], "status") || !strcmp(argv[1], "top")) return ca_status_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "run")) {
-        fprintf(stderr, "cudalloc: unknown command '%s': accepted: run, --version, --help\n", argv[1]);
+        fprintf(stderr, "cudalloc: unknown command '%s': accepted: run, status, top, --version, --help\n", argv[1]);
         return 2;
     }
     const char *sim = NULL, *conf = NULL, *report = NULL;

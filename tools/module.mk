@@ -27,8 +27,34 @@ bench-replay: $(BIN)/cudalloc-replay
 	@$(BIN)/cudalloc-replay --runs 21 --compare --threads 2 $(BENCH_TRACES)
 BENCHES += bench-replay
 
+# At scale (issue 29): 100,000 live blocks under churn (512 B to 64 KiB, and
+# to 4 MiB) against 1,000, generated; the smallest device in both modes, time
+# per call against the host allocators; an allocation with 250 and 4,000 live
+# streams; cudalloc-report on 2,500 and 10,000 streams, one per row.
+SCALE := $(BUILD)/bench/scale
+.PHONY: bench-scale
+bench-scale: $(BIN)/cudalloc-replay $(BIN)/cudalloc-report $(TESTS_BIN)/bench_streams \
+             $(LIBCUDALLOC) $(PRELOAD_TEST_BIN)/bench_streams_async
+	@mkdir -p $(SCALE)
+	@bash tests/tools/gen_churn.sh 100000 512 65536 300000 > $(SCALE)/churn_100k.csv
+	@bash tests/tools/gen_churn.sh 100000 512 4194304 300000 > $(SCALE)/churn_100k_4mib.csv
+	@bash tests/tools/gen_churn.sh 1000 512 65536 300000 > $(SCALE)/churn_1k.csv
+	@for m in expandable classic; do $(BIN)/cudalloc-replay --runs 1 --mode $$m --min-capacity \
+	    $(SCALE)/churn_100k.csv $(SCALE)/churn_100k_4mib.csv; done
+	@$(BIN)/cudalloc-replay --runs 9 --compare $(SCALE)/churn_1k.csv $(SCALE)/churn_100k.csv
+	@$(TESTS_BIN)/bench_streams 250 4000
+	@LD_LIBRARY_PATH=$(SIM) LD_PRELOAD=$(LIBCUDALLOC) CUDALLOC_CONF=summary:false CUDALLOC_SIM_MEMORY=64GiB \
+	    $(PRELOAD_TEST_BIN)/bench_streams_async 250 4000
+	@for n in 2500 10000; do \
+	    awk -v n=$$n 'BEGIN { print "Thread,Time,Action,Pointer,Size,Stream"; \
+	        for (i = 0; i < n; i++) printf "1,%d,allocate,0x%x,4096,0x%x\n", i, 65536 + 4096 * i, 4096 + 16 * i }' \
+	        > $(SCALE)/streams_$$n.csv; \
+	    s=$$(date +%s.%N); $(BIN)/cudalloc-report $(SCALE)/streams_$$n.csv > /dev/null; \
+	    echo "cudalloc-report, $$n streams: $$(echo "$$(date +%s.%N) - $$s" | bc) s"; done
+BENCHES += bench-scale
+
 # cudalloc: the launcher
-$(BIN)/cudalloc: $(OBJ)/tools/launcher.o $(OBJ)/tools/elf_needed.o $(UTIL_OBJS)
+$(BIN)/cudalloc: $(OBJ)/tools/launcher.o $(OBJ)/tools/elf_needed.o $(OBJ)/tools/status.o $(UTIL_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ -ldl
 ALL_TARGETS += $(BIN)/cudalloc

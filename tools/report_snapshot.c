@@ -11,14 +11,32 @@
 #include "tools/replay.h"
 #include "tools/report_tool.h"
 
-/* The run's allocations and frees as a trace for the replay tools. */
-static int run_trace(const ca_snap_run *r, ca_trace *t) {
+/* The run's allocations and frees as a trace for the replay tools. A
+ * request that failed when recorded is made there and freed at once (an id
+ * of its own): the run needed it, and a replay without it would call a run
+ * that ran out of memory one that fits. *failed: how many. */
+static int run_trace(const ca_snap_run *r, ca_trace *t, uint64_t *failed) {
     memset(t, 0, sizeof *t);
-    if (!(t->ops = calloc(r->n_ops ? r->n_ops : 1, sizeof *t->ops))) return -1;
+    *failed = 0;
+    for (size_t i = 0; i < r->n_ops; i++) *failed += r->ops[i].kind == CA_RUN_OOM;
+    if (!(t->ops = calloc(r->n_ops + *failed + 1, sizeof *t->ops))) return -1;
     uint64_t live = 0;
+    uint32_t next_id = r->n_ids;
     for (size_t i = 0; i < r->n_ops; i++) {
         const ca_run_op *o = &r->ops[i];
         ca_trace_op *op = &t->ops[t->n_ops];
+        if (o->kind == CA_RUN_OOM && o->size) {
+            ca_trace_op a = {.ptr = 0, .size = o->size, .stream = o->stream, .id = next_id++, .line = (uint32_t)i,
+                             .kind = CA_TRACE_ALLOC};
+            op[0] = a;
+            op[1] = a;
+            op[1].kind = CA_TRACE_FREE;
+            if (live + o->size > t->peak_live_bytes) t->peak_live_bytes = live + o->size;
+            t->count[CA_TRACE_ALLOC]++;
+            t->count[CA_TRACE_FREE]++;
+            t->n_ops += 2;
+            continue;
+        }
         *op = (ca_trace_op){.ptr = o->addr, .size = o->requested, .stream = o->stream, .id = o->id,
                             .line = (uint32_t)i};
         if (o->kind == CA_RUN_ALLOC) {
@@ -34,14 +52,16 @@ static int run_trace(const ca_snap_run *r, ca_trace *t) {
         t->count[op->kind]++;
         t->n_ops++;
     }
-    t->n_ids = r->n_ids;
+    t->n_ids = next_id;
     return 0;
 }
 
 static int replay(const ca_snap_run *r, const report_args *args, ca_report_replay *out) {
     ca_trace t;
-    if (run_trace(r, &t)) return -1;
+    uint64_t failed;
+    if (run_trace(r, &t, &failed)) return -1;
     memset(out, 0, sizeof *out);
+    out->failed_requests = failed;
     out->expandable = args->expandable;
     out->allocations = t.count[CA_TRACE_ALLOC];
     replay_config cfg = {.expandable = args->expandable, .host = 0, .capacity = 0};

@@ -103,3 +103,11 @@ int ca_parse_count(const char *s, size_t *out) {
     *out = (size_t)n;
     return 0;
 }
+
+void ca_format_duration(double seconds, char *buf, size_t n) {
+    long t = seconds > 0 ? (long)(seconds + 0.5) : 0;
+    if (t < 60) snprintf(buf, n, "%lds", t);
+    else if (t < 3600) snprintf(buf, n, "%ldm %lds", t / 60, t % 60);
+    else if (t < 86400) snprintf(buf, n, "%ldh %ldm", t / 3600, t % 3600 / 60);
+    else snprintf(buf, n, "%ldd %ldh", t / 86400, t % 86400 / 3600);
+}

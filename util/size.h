@@ -32,4 +32,7 @@ char *ca_format_size(size_t bytes, char *buf, size_t n);
 /* A buffer always big enough for ca_format_size. */
 #define CA_SIZE_BUF 32
 
+/* A duration for people: "42s", "3m 12s", "5h 7m", "2d 4h" (rounded to the second). */
+void ca_format_duration(double seconds, char *buf, size_t n);
+
 #endif

@@ -13,14 +13,18 @@ Without the preload, available() is False and every call is a no-op (stats()
 is {}), so the marks can stay in the code. use_as_torch_allocator() makes
 cudalloc PyTorch's allocator (CUDAPluggableAllocator), with or without it.
 """
+import atexit
+import collections
 import contextlib
 import ctypes
+import json
 import sys
 
 from . import _build, _native
 
 __all__ = ["available", "version", "step", "iteration", "iterations", "stats", "report", "empty_cache",
-           "reset_peak_memory_stats", "use_as_torch_allocator", "library_path"]
+           "reset_peak_memory_stats", "use_as_torch_allocator", "library_path", "on_leak", "memory_stats",
+           "memory_summary"]
 __version__ = _build.version
 
 _lib = None
@@ -111,6 +115,83 @@ def stats(device=None):
     for name in _COUNTERS:
         out[name] = getattr(s, name)
     return dict(sorted(out.items()))
+
+
+def memory_stats(device=None):
+    """torch.cuda.memory_stats()'s shape: an OrderedDict sorted by name, with
+    the keys cudalloc has ("allocated_bytes.all.current", ..., "num_ooms");
+    empty without the library."""
+    return collections.OrderedDict(stats(device))
+
+
+def _size(n):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return ("%d %s" % (n, unit)) if unit == "B" else ("%.2f %s" % (n, unit))
+        n /= 1024.0
+
+
+def memory_summary(device=None, abbreviated=False):
+    """torch.cuda.memory_summary()'s table over memory_stats(): current and
+    peak of each figure, OOMs and retries, and the iterations cudalloc has
+    seen. abbreviated is accepted for torch's signature (there are no pools
+    to leave out)."""
+    s = memory_stats(device)
+    index = _device_index(device)
+    width = 75
+    lines = ["|" + "=" * width + "|",
+             "|" + ("cudalloc memory summary, device ID %d" % index).center(width) + "|",
+             "|" + "-" * width + "|"]
+    if not s:
+        lines.append("|" + "cudalloc is not in this process, or the device was never used".center(width) + "|")
+        lines.append("|" + "=" * width + "|")
+        return "\n".join(lines) + "\n"
+    lines += ["|" + ("CUDA OOMs: %d" % s["num_ooms"]).center(37) + "|" +
+              ("cudaMalloc retries: %d" % s["num_alloc_retries"]).center(37) + "|",
+              "|" + "=" * width + "|",
+              "| %-21s | %-23s | %-23s |" % ("Metric", "Cur Usage", "Peak Usage"),
+              "|" + "-" * width + "|"]
+    rows = (("Allocated memory", "allocated_bytes", _size), ("Active memory", "active_bytes", _size),
+            ("Requested memory", "requested_bytes", _size), ("GPU reserved memory", "reserved_bytes", _size),
+            ("Allocations", "allocation", str), ("GPU reserved segments", "segment", str))
+    for label, key, fmt in rows:
+        lines.append("| %-21s | %23s | %23s |" % (label, fmt(s[key + ".all.current"]), fmt(s[key + ".all.peak"])))
+    lines += ["|" + "-" * width + "|",
+              "| %-73s |" % ("Iterations seen: %d; device allocations %d, frees %d" %
+                            (iterations(), s["num_device_alloc"], s["num_device_free"])),
+              "|" + "=" * width + "|"]
+    return "\n".join(lines) + "\n"
+
+
+_leak_callbacks = []
+_leak_trampoline = None
+
+
+def _on_leak_native(finding_json, _ctx):
+    finding = json.loads(finding_json.decode("utf-8", "replace"))
+    for fn in list(_leak_callbacks):
+        fn(finding)
+
+
+def on_leak(callback):
+    """Call callback(finding) while the job runs: when a leak becomes sure
+    (finding["event"] == "leak"), when the device it will run out is near
+    ("near"), when it stops growing ("stopped"). finding is a dict: event,
+    device, iteration, bytes_per_iteration, growth_since, leaked_bytes,
+    n_sites, oom_iteration and oom_time (None when unknown; oom_time in Unix
+    seconds), title (what grows, from where). Called on the thread that ended
+    the iteration (cudalloc.step()), or on cudalloc's own thread when the
+    iterations are detected. Returns callback, so it decorates too; without
+    the library nothing is ever called."""
+    global _leak_trampoline
+    lib = _library()
+    _leak_callbacks.append(callback)
+    if lib is not None and _leak_trampoline is None:
+        _leak_trampoline = _native.LEAK_FN(_on_leak_native)  # kept: the library holds a pointer to it
+        lib.cudalloc_on_leak(_leak_trampoline, None)
+        # cudalloc's own thread must not call into an interpreter that is shutting down
+        atexit.register(lib.cudalloc_on_leak, None, None)
+    return callback
 
 
 def report():

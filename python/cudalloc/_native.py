@@ -21,10 +21,15 @@ class Stats(ctypes.Structure):
         "num_alloc_retries", "num_ooms", "num_device_alloc", "num_device_free")]
 
 
+# include/cudalloc.h's cudalloc_leak_fn: the finding as JSON, the caller's context
+LEAK_FN = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_void_p)
+
+
 def _declare(lib):
     lib.cudalloc_get_stats.argtypes = [ctypes.c_int, ctypes.POINTER(Stats)]
     lib.cudalloc_iteration.restype = ctypes.c_long
     lib.cudalloc_version.restype = ctypes.c_char_p
+    lib.cudalloc_on_leak.argtypes = [LEAK_FN, ctypes.c_void_p]
     return lib
 
 

@@ -102,6 +102,68 @@ static int by_birth(const void *a, const void *b) {
 
 static uint64_t forward_end(const fx_life *l, size_t n, uint64_t lo, uint64_t hi);
 
+/* How many of l (sorted by birth) were born before pos: frees with as many
+ * births before them come in one run, with no allocation between them. */
+static size_t births_before(const fx_life *l, size_t n, uint64_t pos) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t m = (lo + hi) / 2;
+        if (l[m].birth < pos) lo = m + 1;
+        else hi = m;
+    }
+    return lo;
+}
+
+/* Gradients freed inside the iteration (zero_grad(set_to_none=True) after
+ * the optimizer's step): made in backward (before the last memory that
+ * scales with the batch is freed) with a weight's size, they are live when
+ * the last such allocation of backward and the step is made, and zero_grad
+ * frees them together, with nothing allocated between the frees (the
+ * optimizer's temporaries come and go one by one; the activations are gone
+ * before the step). With accumulation they live from the first
+ * micro-batch's backward to the step; they do not scale with the batch. (Not
+ * by the forward's end: backward's first gradients can be made before the
+ * most allocations are live.) l is sorted by birth. */
+static void mark_gradients(fx_life *l, size_t n, const uint8_t *sized) {
+    uint64_t last = 0, end = 0; /* the last birth of a weight-sized allocation of backward or the step */
+    uint64_t batch = 0;         /* the last free of memory that scales with the batch: backward is over */
+    for (size_t i = 0; i < n; i++) {
+        if (sized[i] && l[i].birth > last) last = l[i].birth;
+        if (l[i].cls == FX_TR && !sized[i] && l[i].death > batch) batch = l[i].death;
+    }
+#define CANDIDATE(a, s) ((s) && (a)->birth < last && (a)->birth < batch && (a)->death > last)
+    for (size_t i = 0; i < n; i++)
+        if (CANDIDATE(&l[i], sized[i]) && l[i].death > end) end = l[i].death;
+    if (!end) return;
+    size_t run = births_before(l, n, end), count = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < n; i++)
+            if (CANDIDATE(&l[i], sized[i]) && births_before(l, n, l[i].death) == run) {
+                if (!pass) count++;
+                else if (count >= 2) l[i].grad = 1;
+            }
+#undef CANDIDATE
+}
+
+/* What autocast keeps in fp32: the forward's batch-scaled allocations made
+ * by an op it runs in fp32 (frames: the loss, softmax, norms), and those of
+ * backward with their sizes (their gradients). Without frames, none. */
+static void mark_fp32(fx_life *l, size_t n, uint64_t fwd) {
+    uint64_t sizes[16];
+    size_t ns = 0;
+    for (size_t i = 0; i < n && ns < 16; i++)
+        if (l[i].fp32 && l[i].cls == FX_TR && l[i].scale == FX_SCALED && l[i].birth <= fwd) {
+            size_t k = 0;
+            while (k < ns && sizes[k] != l[i].bytes) k++;
+            if (k == ns) sizes[ns++] = l[i].bytes;
+        }
+    for (size_t i = 0; i < n; i++) {
+        int keep = 0;
+        for (size_t k = 0; k < ns && !keep; k++) keep = l[i].bytes == sizes[k];
+        l[i].fp32 = keep && l[i].cls == FX_TR && l[i].scale == FX_SCALED;
+    }
+}
+
 /* The allocations live in [lo, hi), by birth, classified; *fwd: where
  * backward starts. What the forward pass makes and frees in the iteration
  * scales with the batch; so does what backward and the optimizer make and
@@ -124,16 +186,25 @@ static fx_life *gather(const ca_fix_input *in, uint64_t lo, uint64_t hi, size_t 
         const ca_lifetime *a = &in->life[i];
         if (a->birth >= hi || a->death < lo) continue;
         uint8_t cls = a->birth < lo ? (a->death >= hi ? FX_SPAN : FX_IN) : (a->death >= hi ? FX_OUT : FX_TR);
-        l[n++] = (fx_life){a->bytes, a->birth, a->death, a->key, a->group, cls, FX_FIXED, -1};
+        l[n++] = (fx_life){a->bytes, a->birth, a->death, a->key, a->group, a->unit, cls, FX_FIXED, 0, a->fp32, -1};
         if (cls != FX_TR) fixed[nf++] = a->bytes;
     }
     qsort(l, n, sizeof *l, by_birth);
     qsort(fixed, nf, sizeof *fixed, by_u64);
+    uint8_t *sized = calloc(n ? n : 1, 1); /* a persistent allocation has its size */
+    if (!sized) {
+        free(l);
+        free(fixed);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        sized[i] = l[i].cls == FX_TR && bsearch(&l[i].bytes, fixed, nf, sizeof *fixed, by_u64) != NULL;
+    mark_gradients(l, n, sized); /* first: freed after the step, they would move the forward's end there */
     *fwd = forward_end(l, n, lo, hi);
     for (size_t i = 0; i < n; i++)
-        if (l[i].cls == FX_TR)
-            l[i].scale = l[i].birth > *fwd && bsearch(&l[i].bytes, fixed, nf, sizeof *fixed, by_u64) ? FX_AMBIGUOUS
-                                                                                                  : FX_SCALED;
+        if (l[i].cls == FX_TR && !l[i].grad) l[i].scale = l[i].birth > *fwd && sized[i] ? FX_AMBIGUOUS : FX_SCALED;
+    free(sized);
+    mark_fp32(l, n, *fwd);
     free(fixed);
     *n_out = n;
     return l;
@@ -147,7 +218,7 @@ static uint64_t forward_end(const fx_life *l, size_t n, uint64_t lo, uint64_t hi
     if (!ev) return lo;
     size_t ne = 0;
     for (size_t i = 0; i < n; i++) {
-        if (l[i].cls != FX_TR) continue;
+        if (l[i].cls != FX_TR || l[i].grad) continue;
         ev[ne++] = (pev){l[i].birth, 1};
         ev[ne++] = (pev){l[i].death, -1};
     }
@@ -163,17 +234,72 @@ static uint64_t forward_end(const fx_life *l, size_t n, uint64_t lo, uint64_t hi
 }
 
 static void count(ca_breakdown *b, const fx_life *a, uint64_t peak_pos, uint64_t fwd_end) {
-    int live = a->birth <= peak_pos && a->death > peak_pos;
-    if (a->cls == FX_OUT && a->birth > peak_pos) b->kept_after_peak += a->bytes;
+    int live = a->birth <= peak_pos && a->death > peak_pos, kept = a->cls == FX_OUT || a->grad;
+    if (kept && a->birth > peak_pos) b->kept_after_peak += a->bytes;
     if (!live) return;
     if (a->cls == FX_SPAN || a->cls == FX_IN)
         b->persistent += a->bytes;
-    else if (a->cls == FX_OUT)
+    else if (kept) /* this step's gradients too, when zero_grad frees them after the step */
         b->kept += a->bytes;
     else if (a->birth <= fwd_end && a->death > fwd_end)
         b->activations += a->bytes;
     else
         b->temporaries += a->bytes;
+}
+
+/* ---- roles: weights, gradients, optimizer state ---- */
+
+/* Where the first step's forward pass starts: the earliest birth of an
+ * allocation live at its forward's end (an activation). 0 when the first
+ * step is not seen whole; -1 when memory ran out. */
+static int first_forward(const ca_fix_input *in, uint64_t *start) {
+    uint64_t first = UINT64_MAX;
+    for (size_t i = 0; i < in->n; i++)
+        if (in->life[i].birth < first) first = in->life[i].birth;
+    if (in->n_bounds < 2 || first >= in->bounds[0]) return 0;
+    size_t n;
+    uint64_t fwd;
+    fx_life *l = gather(in, first, in->bounds[0], &n, &fwd);
+    if (!l) return -1;
+    *start = UINT64_MAX;
+    for (size_t i = 0; i < n; i++)
+        if (l[i].cls == FX_TR && l[i].birth <= fwd && l[i].death > fwd && l[i].birth < *start) *start = l[i].birth;
+    free(l);
+    return *start != UINT64_MAX;
+}
+
+/* The roles of the analysed iteration's memory (fixes.h, ca_roles). */
+static int find_roles(const ca_fix_input *in, const fx_life *l, size_t n, uint64_t lo, ca_roles *r) {
+    memset(r, 0, sizeof *r);
+    r->from_frames = in->keys_are_stacks;
+    uint64_t *span = malloc((n ? n : 1) * sizeof *span);
+    if (!span) return -1;
+    size_t ns = 0;
+    for (size_t i = 0; i < n; i++)
+        if (l[i].cls == FX_SPAN) span[ns++] = l[i].bytes;
+    qsort(span, ns, sizeof *span, by_u64);
+    for (size_t i = 0; i < n; i++) {
+        const fx_life *a = &l[i];
+        if (a->grad) r->gradients += a->bytes, r->grads_freed = 1;
+        else if (a->cls == FX_OUT && a->birth > lo && bsearch(&a->bytes, span, ns, sizeof *span, by_u64))
+            r->gradients += a->bytes; /* kept to the next iteration (zero_grad before the forward) */
+    }
+    free(span);
+    uint64_t start = 0;
+    int got = in->start_unseen ? 0 : first_forward(in, &start);
+    if (got < 0) return -1;
+    r->from_setup = got;
+    if (!got) return 0;
+    for (size_t i = 0; i < n; i++) {
+        const fx_life *a = &l[i];
+        if (a->cls != FX_SPAN) continue;
+        if (a->birth < start) r->weights += a->bytes;
+        else if (a->birth < in->bounds[0]) r->optimizer += a->bytes;
+        else r->later += a->bytes;
+    }
+    /* a few weight-sized scalars kept to the next step are no gradients */
+    if (!r->grads_freed && r->gradients < r->weights / 8) r->gradients = 0, r->grads_in_place = 1;
+    return 0;
 }
 
 /* ---- checkpointing: the repeated blocks and what each keeps ---- */
@@ -208,15 +334,16 @@ static void block_spike(const fx_life *l, const size_t *idx, size_t n, uint64_t 
     }
 }
 
-/* Blocks of `fw` (indices into l, in birth order) at one alignment: what each
+/* Blocks of `fw` (indices into l, in birth order), block j being fw[from[j]]
+ * to fw[to[j] - 1] (one alignment of repeated blocks, or units): what each
  * block saved for backward (alive at the forward's end, freed in the
  * iteration), its last saved allocation kept as its output. Returns how many
  * blocks end with an output of their input's size, the input (the allocation
  * just before the block) also saved; -1 when memory ran out. */
-static int ckpt_align(const fx_life *l, size_t n, const size_t *fw, const ca_blocks *bk, size_t start,
-                      uint64_t fwd_end, fx_ckpt *c, uint64_t *saved_bytes, uint64_t *input_bytes) {
+static int ckpt_align(const fx_life *l, size_t n, const size_t *fw, const size_t *from, const size_t *to,
+                      size_t count, uint64_t fwd_end, fx_ckpt *c, uint64_t *saved_bytes, uint64_t *input_bytes) {
     memset(c, 0, sizeof *c);
-    c->n = bk->count;
+    c->n = count;
     c->end = calloc(c->n, sizeof *c->end);
     c->again = calloc(c->n, sizeof *c->again);
     c->spike_fixed = calloc(c->n, sizeof *c->spike_fixed);
@@ -230,7 +357,7 @@ static int ckpt_align(const fx_life *l, size_t n, const size_t *fw, const ca_blo
     int score = 0;
     *saved_bytes = *input_bytes = 0;
     for (size_t j = 0; j < c->n; j++) {
-        size_t s0 = start + j * bk->period, s1 = s0 + bk->period;
+        size_t s0 = from[j], s1 = to[j];
         const fx_life *kept = NULL;
         uint64_t again = UINT64_MAX;
         for (size_t k = s0; k < s1; k++) {
@@ -250,11 +377,52 @@ static int ckpt_align(const fx_life *l, size_t n, const size_t *fw, const ca_blo
         const fx_life *in = s0 ? &l[fw[s0 - 1]] : NULL;
         if (kept && in && in->death > fwd_end && in->bytes == kept->bytes) score++;
         c->again[j] = again == UINT64_MAX ? c->end[j] : again;
-        block_spike(l, fw + s0, bk->period, &c->spike_fixed[j], &c->spike_scaled[j]);
+        block_spike(l, fw + s0, s1 - s0, &c->spike_fixed[j], &c->spike_scaled[j]);
     }
     *saved_bytes /= c->n;
     *input_bytes /= c->n;
     return score;
+}
+
+/* Checkpointing by units (the module calls named by frames, units.h): each
+ * call's allocations of the forward pass, fw[from] to fw[to - 1], one block.
+ * Fills ck[0] (*n_ck 1) when the calls save something for backward, else
+ * says why. -1 when memory ran out. */
+static int ckpt_units(const ca_fix_input *in, const fx_life *l, size_t n, const size_t *fw, size_t nfw, uint64_t fwd,
+                      ca_fix_report *out, fx_ckpt *ck, size_t *n_ck) {
+    if (in->n_units < 2) {
+        snprintf(out->checkpoint_why, CA_FIX_WHY, "%s", in->units_why ? in->units_why : "no unit to checkpoint");
+        return 0;
+    }
+    size_t count = (size_t)in->n_units;
+    size_t *from = malloc(2 * count * sizeof *from), *to = from + count;
+    if (!from) return -1;
+    for (size_t j = 0; j < count; j++) from[j] = SIZE_MAX, to[j] = 0;
+    for (size_t k = 0; k < nfw; k++) {
+        uint32_t u = l[fw[k]].unit;
+        if (!u || u > count) continue;
+        if (from[u - 1] == SIZE_MAX) from[u - 1] = k;
+        to[u - 1] = k + 1;
+    }
+    size_t m = 0; /* calls with allocations in the forward pass, in order */
+    for (size_t j = 0; j < count; j++)
+        if (from[j] != SIZE_MAX) from[m] = from[j], to[m] = to[j], m++;
+    uint64_t sb = 0, ib = 0;
+    int rc = m >= 2 ? ckpt_align(l, n, fw, from, to, m, fwd, &ck[0], &sb, &ib) : 0;
+    free(from);
+    if (rc < 0) return -1;
+    snprintf(out->unit_name, sizeof out->unit_name, "%s", in->unit_name ? in->unit_name : "?");
+    if (m < 2 || sb == 0) {
+        if (m >= 2) ckpt_free(&ck[0]);
+        snprintf(out->checkpoint_why, CA_FIX_WHY, "the %zu calls of %.150s save nothing for backward", m,
+                 out->unit_name);
+        return 0;
+    }
+    *n_ck = 1;
+    out->blocks = (unsigned)m;
+    out->block_saved_bytes = sb;
+    out->block_input_bytes = ib;
+    return 0;
 }
 
 /* ---- predictions ---- */
@@ -272,13 +440,19 @@ static const fixspec specs[] = {
 /* One fix at its low, middle or high end (-1, 0, 1), for a batch `batch`
  * times the analysed iteration's. */
 static uint64_t fix_peak(const fx_iter *it, const fixspec *f, int end, uint64_t weights, const fx_ckpt *ck,
-                         double batch) {
-    fx_scen s = {.r = 1, .ambiguous_scale = end < 0, .grad_temps = end >= 0, .ck = ck};
+                         uint64_t block_saved, double batch) {
+    fx_scen s = {.r = 1, .ambiguous_scale = end < 0, .grad_temps = end >= 0, .ck = ck, .no_spike = ck && end < 0};
+    double micro = batch / (f->factor ? f->factor : 1);
     if (f->kinds & CA_FIX_BF16) {
         s.r = end < 0 ? CA_BF16_LOW : end > 0 ? CA_BF16_HIGH : (CA_BF16_LOW + CA_BF16_HIGH) / 2;
         s.extra = end < 0 ? 0 : end > 0 ? weights / 2 : weights / 4;
     }
-    return fx_scen_peak(it, &s, batch / (f->factor ? f->factor : 1));
+    /* Checkpointing's range: PyTorch's recompute may come after the point
+     * where backward reaches the block (low: its peak left out), and the
+     * recomputed block's saved memory sits beside its gradients a while
+     * (high: half a block's saved bytes more). */
+    if (ck && end > 0) s.extra += (uint64_t)((double)block_saved / 2 * s.r * micro);
+    return fx_scen_peak(it, &s, micro);
 }
 
 /* Accumulation's peak for micro-batch fraction f: the first micro-batch's
@@ -345,12 +519,16 @@ int ca_fixes_predict(const ca_fix_input *in, ca_fix_report *out) {
         if (a->birth <= out->peak_position && a->death > out->peak_position) {
             if (a->scale == FX_SCALED) out->scaled_bytes += a->bytes;
             if (a->scale == FX_AMBIGUOUS) out->ambiguous_bytes += a->bytes;
+            if (a->fp32) out->fp32_bytes += a->bytes;
         }
     }
-    /* weights, gradients and two moments (Adam): a quarter of the state made
-     * by the setup and the first step, and of the gradients carried from step
-     * to step (freed in the iteration and made again: what a leak keeps is not) */
-    out->weight_bytes = (across + (carried_in < carried_out ? carried_in : carried_out)) / 4;
+    if (find_roles(in, l, n, lo, &out->roles) < 0) goto oom;
+    /* Without the first step's order: weights, gradients and two moments
+     * (Adam), a quarter of the state made by the setup and the first step, and
+     * of the gradients carried from step to step (freed in the iteration and
+     * made again: what a leak keeps is not). */
+    out->weight_bytes = out->roles.from_setup ? out->roles.weights
+                                              : (across + (carried_in < carried_out ? carried_in : carried_out)) / 4;
 
     /* checkpointing: the repeated blocks of the forward pass, at each
      * alignment where as many blocks as at best end with an output of their
@@ -363,17 +541,26 @@ int ca_fixes_predict(const ca_fix_input *in, ca_fix_report *out) {
     for (size_t i = 0; i < n; i++)
         if (l[i].birth >= lo && l[i].birth <= fwd) keys[nfw] = l[i].key, fw[nfw++] = i;
     ca_blocks bk;
-    if (!ca_blocks_find(keys, nfw, 2, &bk)) {
+    if (in->units_known) {
+        if (ckpt_units(in, l, n, fw, nfw, fwd, out, ck, &n_ck) < 0) goto oom_ck;
+    } else if (!ca_blocks_find(keys, nfw, 2, &bk)) {
         snprintf(out->checkpoint_why, CA_FIX_WHY,
                  "no repeated blocks in the forward pass (%zu allocations before backward starts)",
                  nfw);
     } else {
         int best = -1;
+        out->blocks_by_sizes = !in->keys_are_stacks;
+        size_t *from = malloc(2 * bk.count * sizeof *from), *to = from + bk.count;
+        if (!from) goto oom_ck;
         for (size_t o = 0; o <= bk.slack; o++) {
             fx_ckpt c;
             uint64_t sb, ib;
-            int sc = ckpt_align(l, n, fw, &bk, bk.start + o, fwd, &c, &sb, &ib);
-            if (sc < 0) goto oom_ck;
+            for (size_t j = 0; j < bk.count; j++) from[j] = bk.start + o + j * bk.period, to[j] = from[j] + bk.period;
+            int sc = ckpt_align(l, n, fw, from, to, bk.count, fwd, &c, &sb, &ib);
+            if (sc < 0) {
+                free(from);
+                goto oom_ck;
+            }
             if (sc > best) {
                 while (n_ck) ckpt_free(&ck[--n_ck]);
                 best = sc;
@@ -383,6 +570,7 @@ int ca_fixes_predict(const ca_fix_input *in, ca_fix_report *out) {
             if (sc == best && n_ck < CA_FIX_ALIGNMENTS) ck[n_ck++] = c;
             else ckpt_free(&c);
         }
+        free(from);
         if (out->block_saved_bytes == 0) {
             snprintf(out->checkpoint_why, CA_FIX_WHY,
                      "the %zu repeated blocks of the forward pass save nothing for backward",
@@ -418,10 +606,10 @@ int ca_fixes_predict(const ca_fix_input *in, ca_fix_report *out) {
         size_t na = (f->kinds & CA_FIX_CHECKPOINT) ? n_ck : 1;
         for (size_t k = 0; k < na; k++) {
             const fx_ckpt *c = (f->kinds & CA_FIX_CHECKPOINT) ? &ck[k] : NULL;
-            uint64_t lw = fix_peak(&it, f, -1, out->weight_bytes, c, batch),
-                     hg = fix_peak(&it, f, 1, out->weight_bytes, c, batch);
+            uint64_t lw = fix_peak(&it, f, -1, out->weight_bytes, c, out->block_saved_bytes, batch),
+                     hg = fix_peak(&it, f, 1, out->weight_bytes, c, out->block_saved_bytes, batch);
             if (k == 0) {
-                x->predicted = fix_peak(&it, f, 0, out->weight_bytes, c, batch);
+                x->predicted = fix_peak(&it, f, 0, out->weight_bytes, c, out->block_saved_bytes, batch);
                 x->low = lw, x->high = hg;
             }
             if (lw < x->low) x->low = lw;
@@ -431,6 +619,8 @@ int ca_fixes_predict(const ca_fix_input *in, ca_fix_report *out) {
         if (x->high < x->predicted) x->high = x->predicted;
         x->fits = -1;
         if (in->capacity) x->fits = x->high <= in->capacity ? 1 : x->low > in->capacity ? 0 : -1;
+        /* blocks of sizes may be timesteps inside one layer, not units: never said to fit */
+        if (x->fits == 1 && (f->kinds & CA_FIX_CHECKPOINT) && out->blocks_by_sizes) x->fits = -1;
     }
     if (in->capacity) {
         uint64_t need = out->needed > out->peak ? out->needed : out->peak;

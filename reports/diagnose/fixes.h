@@ -65,6 +65,8 @@ typedef struct ca_lifetime {
     uint64_t death;  /* position of its free (> birth), or CA_LIFE_LIVE */
     uint32_t key;    /* call site, or the site of its requested size: blocks repeat keys */
     uint32_t group;  /* breakdown column (0: none) */
+    uint32_t unit;   /* checkpointing: the unit call it is made in, from 1 (units.h; 0: none) */
+    uint8_t fp32;    /* made by an op autocast keeps in fp32 (a loss, softmax, a norm; from frames) */
 } ca_lifetime;
 
 typedef struct ca_fix_input {
@@ -78,6 +80,13 @@ typedef struct ca_fix_input {
     uint64_t needed;         /* bytes a failing iteration needed at least (allocated + request at an
                                 OOM); 0: none. When above the analysed peak, the fixes are predicted
                                 for a batch that much larger (shapes vary from step to step) */
+    int start_unseen;        /* allocations made before what the lifetimes show: the first step's order
+                                cannot tell weights from state */
+    int units_known;         /* 1: checkpoint by units (each lifetime's unit; units.h); 0: look for
+                                repeated blocks of keys */
+    long n_units;            /* with units_known: the unit's calls (< 2: none, units_why says why) */
+    const char *unit_name;   /* "Block.forward (model.py:40)" */
+    const char *units_why;
 } ca_fix_input;
 
 enum { CA_FIX_ACCUM = 1, CA_FIX_BF16 = 2, CA_FIX_CHECKPOINT = 4 };
@@ -99,6 +108,20 @@ typedef struct ca_breakdown {
     uint64_t kept_after_peak;  /* kept allocations made after the peak (not in it) */
 } ca_breakdown;
 
+/* What the persistent memory was taken for, by the order of the first
+ * step's phases (weights before its forward pass; gradients and optimizer
+ * state after it) and the analysed iteration's lifetimes (gradients). */
+typedef struct ca_roles {
+    uint64_t weights;     /* kept from before the first forward pass: weights, buffers, data kept */
+    uint64_t gradients;   /* made in backward with a weight's size, live to the step (0 when zeroed in place) */
+    uint64_t optimizer;   /* made by the first step after its forward pass and kept: optimizer state */
+    uint64_t later;       /* persistent, made after the first step (caches made late, a leak) */
+    int grads_in_place;   /* gradients kept from step to step (zeroed in place): counted in optimizer */
+    int grads_freed;      /* gradients freed inside the iteration (zero_grad after the step), else kept to the next */
+    int from_setup;       /* 1: weights from the first step's order; 0: it was not seen, a quarter of the state */
+    int from_frames;      /* 1: allocations told apart by call stacks; 0: by sizes alone */
+} ca_roles;
+
 #define CA_FIX_MAX 12
 #define CA_FIX_WHY 200
 
@@ -118,13 +141,19 @@ typedef struct ca_fix_report { /* (struct tag used by reports/report.h) */
     uint64_t scaled_bytes;    /* at the peak: what scales with the batch */
     uint64_t ambiguous_bytes; /* at the peak: in-iteration allocations of a persistent size */
     uint64_t weight_bytes;    /* the estimate bf16 copies are half of */
+    uint64_t fp32_bytes;      /* at the peak: batch-scaled bytes taken to stay fp32 under autocast */
+    ca_roles roles;
 
     ca_fix fix[CA_FIX_MAX];
     size_t n_fix;
     unsigned blocks;           /* repeated blocks of the forward pass (0: none) */
     uint64_t block_saved_bytes, block_input_bytes; /* per block: saved for backward, kept by checkpointing */
     char checkpoint_why[CA_FIX_WHY]; /* "" or why checkpointing has no prediction ("no repeated blocks ...") */
+    char unit_name[160];       /* the unit checkpointed ("Block.forward (model.py:40)"); "": repeated blocks of
+                                  call sites or sizes */
+    int blocks_by_sizes;       /* the blocks are a stretch of sizes repeated (no call stacks) */
 
+    uint64_t leaked;           /* bytes a leak piled up, left out: the predictions are of the run without it */
     uint64_t needed;           /* the failing iteration's need, when above the peak (else 0) */
     double batch_scale;        /* the fixes are for the batch-scaled memory x this (1, or > 1 with needed) */
     uint64_t capacity;         /* 0: unknown, and the three below mean nothing */

@@ -82,16 +82,20 @@ int fx_curve_build(const fx_iter *it, const fx_scen *s, int later, fx_curve *out
             break;
         default: {
             int32_t b = s->ck ? s->ck->drop[i] : -1;
-            if (b < 0) {
-                live(&e, at(a->birth, 2), death, a->bytes, scaled, s->r);
+            double r = a->fp32 ? 1 : s->r; /* autocast keeps it in fp32 */
+            if (a->grad && later) { /* made in the first micro-batch, each later one adds into it */
+                live(&e, start, death, a->bytes, 0, 1);
+                if (s->grad_temps) live(&e, at(a->birth, 2), at(a->birth, 3), a->bytes, 0, 1);
+            } else if (b < 0) {
+                live(&e, at(a->birth, 2), death, a->bytes, scaled, r);
             } else { /* freed at its block's end, made again when backward gets there */
-                live(&e, at(a->birth, 2), at(s->ck->end[b], 3), a->bytes, scaled, s->r);
-                live(&e, at(s->ck->again[b], 1), death, a->bytes, scaled, s->r);
+                live(&e, at(a->birth, 2), at(s->ck->end[b], 3), a->bytes, scaled, r);
+                live(&e, at(s->ck->again[b], 1), death, a->bytes, scaled, r);
             }
         }
         }
     }
-    if (s->ck)
+    if (s->ck && !s->no_spike)
         for (size_t b = 0; b < s->ck->n; b++) { /* the block's forward, run again */
             add(&e, at(s->ck->again[b], 0), (int64_t)s->ck->spike_fixed[b], (double)s->ck->spike_scaled[b] * s->r);
             add(&e, at(s->ck->again[b], 1), -(int64_t)s->ck->spike_fixed[b],

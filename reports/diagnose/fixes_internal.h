@@ -9,13 +9,12 @@ enum { FX_FIXED, FX_SCALED, FX_AMBIGUOUS };   /* with the batch */
 
 typedef struct fx_life {
     uint64_t bytes, birth, death;  /* death may be CA_LIFE_LIVE */
-    uint32_t key, group;
+    uint32_t key, group, unit;
     uint8_t cls, scale;
+    uint8_t grad;                  /* FX_TR: a gradient freed inside the iteration (zero_grad at its end) */
+    uint8_t fp32;                  /* batch-scaled, of the size of what an fp32 op made: stays fp32 (bf16) */
     int32_t block;                 /* checkpointing: the block that drops it, else -1 */
 } fx_life;
-
-/* One alignment of the repeated blocks, for checkpointing. */
-#define CA_FIX_ALIGNMENTS 8 /* block alignments tried for the range */
 
 #define CA_FIX_ALIGNMENTS 8 /* block alignments kept for the range */
 
@@ -34,6 +33,7 @@ typedef struct fx_scen {
     int grad_temps;       /* later micro-batches: each new gradient, briefly */
     uint64_t extra;       /* bytes live through the whole iteration (bf16 weight copies) */
     const fx_ckpt *ck;    /* checkpointing, or NULL */
+    int no_spike;         /* checkpointing's low end: the recomputed forward's own peak left out */
 } fx_scen;
 
 /* The iteration [lo, hi) and its allocations; bwd_end: where its last

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reports/diagnose/leaks.h"
 #include "reports/diagnose/phases.h"
+#include "reports/diagnose/units.h"
 
 typedef struct ev_ref {
     uint64_t addr, pos;
@@ -101,6 +103,85 @@ fail:
     return -1;
 }
 
+static int by_birth_ref(const void *a, const void *b) {
+    const ca_lifetime *x = *(ca_lifetime *const *)a, *y = *(ca_lifetime *const *)b;
+    return x->birth < y->birth ? -1 : x->birth > y->birth;
+}
+
+/* Checkpointing's units (units.h) from the stacks of the forward pass's
+ * allocations, [lo, fwd]: each lifetime's unit, and in->n_units, names.
+ * Native stacks (no named frame) leave in->units_known 0. */
+static int units(const ca_track_snap *s, ca_lifetime *l, size_t n, uint64_t lo, uint64_t fwd, ca_fix_input *in,
+                 char *name, char *why) {
+    size_t nf = 0;
+    for (size_t i = 0; i < n; i++) nf += l[i].birth >= lo && l[i].birth <= fwd;
+    ca_lifetime **fw = malloc((nf ? nf : 1) * sizeof *fw);
+    ca_unit_stack *st = malloc((nf ? nf : 1) * sizeof *st);
+    uint32_t *call = malloc((nf ? nf : 1) * sizeof *call);
+    if (!fw || !st || !call) goto fail;
+    nf = 0;
+    for (size_t i = 0; i < n; i++)
+        if (l[i].birth >= lo && l[i].birth <= fwd) fw[nf++] = &l[i];
+    qsort(fw, nf, sizeof *fw, by_birth_ref);
+    for (size_t i = 0; i < nf; i++) {
+        st[i].n = ca_stacks_get(s->stacks, fw[i]->key, &st[i].ips);
+        st[i].bytes = fw[i]->bytes;
+        fw[i]->fp32 = (uint8_t)ca_frames_autocast_fp32(st[i].ips, st[i].n);
+    }
+    long u = ca_units_find(st, nf, call, name, CA_UNIT_NAME, why, CA_FIX_WHY);
+    if (u >= 0) {
+        for (size_t i = 0; i < nf; i++) fw[i]->unit = call[i];
+        in->units_known = 1, in->n_units = u, in->unit_name = name, in->units_why = why;
+    }
+    free(fw);
+    free(st);
+    free(call);
+    return 0;
+fail:
+    free(fw);
+    free(st);
+    free(call);
+    return -1;
+}
+
+static int by_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The run without its leaks (leaks.h: the findings that are not notes):
+ * drops the leaking sites' allocations never freed (what piled up; with
+ * sizes for sites, only those made after the first step: weights may have
+ * the size). Their bytes into *bytes; -1 when memory ran out. */
+static int without_leaks(const ca_track_snap *s, ca_lifetime *l, size_t *n, uint64_t first_bound, uint64_t *bytes) {
+    *bytes = 0;
+    int by_stack = s->site_mode == CA_SITES_STACK; /* a site is one call: all it kept is the leak's */
+    ca_leak *leaks = NULL;
+    ca_finding *findings = NULL;
+    size_t n_sites = 0, nl = ca_leaks_find(s, 0, 0, &leaks);
+    if (nl) ca_findings_find(s, leaks, nl, 0, 0, &findings, &n_sites);
+    uint32_t *sites = malloc((n_sites ? n_sites : 1) * sizeof *sites);
+    if (!sites) {
+        free(leaks);
+        free(findings);
+        return -1;
+    }
+    for (size_t i = 0; i < n_sites; i++) sites[i] = leaks[i].site;
+    qsort(sites, n_sites, sizeof *sites, by_u32);
+    size_t keep = 0;
+    for (size_t i = 0; i < *n; i++) {
+        int leaked = n_sites && l[i].death == CA_LIFE_LIVE && (l[i].birth >= first_bound || by_stack) &&
+                     bsearch(&l[i].key, sites, n_sites, sizeof *sites, by_u32);
+        if (leaked) *bytes += l[i].bytes;
+        else l[keep++] = l[i];
+    }
+    *n = keep;
+    free(sites);
+    free(leaks);
+    free(findings);
+    return 0;
+}
+
 int ca_fixes_from_track(const ca_track_snap *s, uint64_t capacity, uint64_t needed, ca_fix_report *out) {
     memset(out, 0, sizeof *out);
     size_t held = 0; /* boundaries the ring holds: none, nothing to analyse (and nothing to sort) */
@@ -120,8 +201,12 @@ int ca_fixes_from_track(const ca_track_snap *s, uint64_t capacity, uint64_t need
     size_t nb = 0;
     for (size_t i = 0; i < s->n_bounds; i++)
         if (s->bounds[i].seq >= s->first_seq) b[nb] = s->bounds[i].seq + 1, iter[nb++] = s->bounds[i].iteration;
+    uint64_t leaked = 0;
+    if (without_leaks(s, l, &n, b[0], &leaked) < 0) goto oom;
     ca_fix_input in = {l, n, b, nb, 0, s->site_mode == CA_SITES_STACK, capacity, needed};
+    for (size_t i = 0; i < n && !in.start_unseen; i++) in.start_unseen = l[i].birth == 0; /* made before the ring */
     ca_fix_report first;
+    char unit_name[CA_UNIT_NAME], unit_why[CA_FIX_WHY];
     /* a first pass finds the iteration; its stacks give the phases */
     if (ca_fixes_predict(&in, &first) != 0) goto oom;
     if (first.have && in.keys_are_stacks && s->stacks) {
@@ -133,6 +218,10 @@ int ca_fixes_from_track(const ca_track_snap *s, uint64_t capacity, uint64_t need
             goto oom;
         }
         in.n_groups = (uint32_t)ng;
+        if (units(s, l, n, lo, first.forward_end, &in, unit_name, unit_why) < 0) {
+            ca_fix_report_free(&first);
+            goto oom;
+        }
         uint32_t *gs = first.group_site;
         unsigned *gf = first.group_frame;
         first.group_site = NULL, first.group_frame = NULL;
@@ -147,6 +236,7 @@ int ca_fixes_from_track(const ca_track_snap *s, uint64_t capacity, uint64_t need
     }
     /* window w ends at boundary w: the iteration that ends there */
     if (first.have) first.iteration = iter[first.iteration];
+    first.leaked = leaked;
     *out = first;
     free(l);
     free(b);

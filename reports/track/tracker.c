@@ -410,12 +410,13 @@ static int by_addr(const void *a, const void *b) {
         if (n) memcpy((dst), (src), (n) * sizeof *(dst));                                          \
     } while (0)
 
-int ca_tracker_snapshot(ca_tracker *t, ca_track_snap *s) {
+static int snapshot(ca_tracker *t, ca_track_snap *s, int with_events) {
     memset(s, 0, sizeof *s);
     ca_clock_ref now;
     ca_clock_ref_now(&now);
     ca_lock_acquire(&t->lock);
-    if (t->detect_state == DETECT_TRYING && t->seq) ca_track_try_detect(t);
+    /* a period search over the ring: for reports, not at every live look */
+    if (with_events && t->detect_state == DETECT_TRYING && t->seq) ca_track_try_detect(t);
     s->site_mode = ca_tracker_site_mode(t);
     s->device = t->opt.device;
     s->time_is_index = t->opt.time_is_index;
@@ -449,7 +450,7 @@ int ca_tracker_snapshot(ca_tracker *t, ca_track_snap *s) {
         if (!t->sites[i].allocs) continue;
         s->sites[s->n_sites++] = t->sites[i];
     }
-    size_t kept = t->ring ? (t->seq < t->ring_cap ? t->seq : t->ring_cap) : 0;
+    size_t kept = t->ring && with_events ? (t->seq < t->ring_cap ? t->seq : t->ring_cap) : 0;
     if (kept && !(s->events = malloc(kept * sizeof *s->events))) goto fail;
     s->first_seq = t->seq - kept;
     for (size_t i = 0; i < kept; i++) s->events[i] = t->ring[(s->first_seq + i) % t->ring_cap];
@@ -474,6 +475,9 @@ fail:
     ca_track_snap_free(s);
     return -1;
 }
+
+int ca_tracker_snapshot(ca_tracker *t, ca_track_snap *s) { return snapshot(t, s, 1); }
+int ca_tracker_snapshot_light(ca_tracker *t, ca_track_snap *s) { return snapshot(t, s, 0); }
 
 void ca_track_snap_free(ca_track_snap *s) {
     free(s->live);

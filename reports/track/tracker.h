@@ -313,6 +313,10 @@ static inline uint64_t ca_ev_stream(const ca_track_snap *s, const ca_ev *e) {
 
 /* 0, or -1 when memory ran out (snap left empty). */
 int ca_tracker_snapshot(ca_tracker *t, ca_track_snap *out);
+/* The same without the event ring (n_events 0, first_seq = seq) and without
+ * forcing a detection attempt: what the live figures need at an iteration
+ * boundary, without copying up to 32 MiB of events under the lock. */
+int ca_tracker_snapshot_light(ca_tracker *t, ca_track_snap *out);
 void ca_track_snap_free(ca_track_snap *s);
 
 #endif

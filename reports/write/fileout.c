@@ -219,6 +219,31 @@ static void xfsz_restore(ca_out *o)
     pthread_sigmask(SIG_SETMASK, &o->old_mask, NULL);
 }
 
+/* A path that is no regular file: opened as it is, no temporary, no rename
+ * (tmp_path stays NULL, which commit and abort take as in place). */
+static ca_out *open_in_place(const char *final_path, char *err, size_t errlen)
+{
+    ca_out *o = calloc(1, sizeof *o);
+    if (!o || !(o->final_path = strdup(final_path))) {
+        set_err(err, errlen, "out of memory opening report '%s'", final_path);
+        free(o);
+        return NULL;
+    }
+    int fd = open(final_path, O_WRONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+    if (fd >= 0) {
+        int fl = fcntl(fd, F_GETFL);
+        if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);  /* blocking writes from here */
+    }
+    if (fd < 0 || !(o->f = fdopen(fd, "w"))) {
+        explain(err, errlen, "write", final_path, errno == ENXIO ? EPIPE : errno);
+        if (fd >= 0) close(fd);
+        ca_out_abort(o);
+        return NULL;
+    }
+    xfsz_block(o);
+    return o;
+}
+
 ca_out *ca_out_open(const char *final_path, char *err, size_t errlen)
 {
     if (!final_path || !*final_path) {
@@ -232,6 +257,11 @@ ca_out *ca_out_open(const char *final_path, char *err, size_t errlen)
         set_err(err, errlen, "report path '%s' names a directory, not a file", final_path);
         return NULL;
     }
+    /* A device, a FIFO or a socket (/dev/null, /dev/stdout, a pipe) is written
+     * where it is: a rename over it would put a regular file in its place. */
+    struct stat st;
+    if (stat(final_path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+        return open_in_place(final_path, err, errlen);
     ca_out *o = calloc(1, sizeof *o);
     size_t tmp_cap = strlen(final_path) + 80;
     if (o) {
@@ -307,7 +337,7 @@ int ca_out_commit(ca_out *o, char *err, size_t errlen)
         e = errno ? errno : EIO;
     o->f = NULL;
     xfsz_restore(o);
-    if (!e && rename(o->tmp_path, o->final_path) != 0)
+    if (!e && o->tmp_path && rename(o->tmp_path, o->final_path) != 0)
         e = errno;
     if (e) {
         explain(err, errlen, "write", o->final_path, e);

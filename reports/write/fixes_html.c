@@ -73,6 +73,18 @@ static void stack(FILE *f, const ca_fix_report *r) {
     fprintf(f, "<text x=\"10\" y=\"%.0f\" font-size=\"12\">peak %s</text></svg>\n", h + 30, sz((double)r->peak, b));
 }
 
+/* Lines as a list of class cls (nothing when there is none). */
+static void list(FILE *f, const char *cls, char (*lines)[CA_FIX_LINE], size_t n) {
+    if (!n) return;
+    fprintf(f, "<ul class=\"%s\">\n", cls);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "<li>");
+        ca_html_text(f, lines[i]);
+        fprintf(f, "</li>\n");
+    }
+    fprintf(f, "</ul>\n");
+}
+
 int ca_fixes_html(FILE *f, const ca_fix_report *r, const char *const *names, const char *id_suffix) {
     char a[32], b[160], c[320];
     fprintf(f, "<h2 id=\"fixes%s\">What would fit</h2>\n", id_suffix ? id_suffix : "");
@@ -115,16 +127,12 @@ int ca_fixes_html(FILE *f, const ca_fix_report *r, const char *const *names, con
     stack(f, r);
     fprintf(f, "</div>\n");
     char lines[CA_FIX_ADVICE_MAX][CA_FIX_LINE];
-    size_t n = ca_fixes_advice(r, r->capacity, lines, CA_FIX_ADVICE_MAX);
-    if (n) {
-        fprintf(f, "<ul class=\"fix-advice\">\n");
-        for (size_t i = 0; i < n; i++) {
-            fprintf(f, "<li>");
-            ca_html_text(f, lines[i]);
-            fprintf(f, "</li>\n");
-        }
-        fprintf(f, "</ul>\n");
-    }
+    list(f, "fix-advice", lines, ca_fixes_advice(r, r->capacity, lines, CA_FIX_ADVICE_MAX));
+    /* folded: one line until opened (a long page stays as long) */
+    fprintf(f, "<details class=\"fix-assumed\"><summary>What was assumed (weights, gradients, optimizer state, "
+               "activations)</summary>\n");
+    list(f, "fix-assumptions", lines, ca_fixes_assumptions(r, lines, CA_FIX_ADVICE_MAX));
+    fprintf(f, "</details>\n");
     int any = 0;
     for (uint32_t g = 1; g < r->n_groups; g++) {
         const ca_breakdown *x = &r->by_group[g];

@@ -1,5 +1,6 @@
 /* The fixes in the JSON report (see fixes_out.h and REPORT.md). */
 #include "reports/write/fixes_out.h"
+#include "reports/write/fixes_text.h"
 
 static void parts(ca_json *j, const ca_breakdown *b) {
     ca_json_kv_uint(j, "persistent_bytes", b->persistent);
@@ -20,6 +21,27 @@ int ca_fixes_json(ca_json *j, const ca_fix_report *r, const char *const *names) 
         parts(j, &r->total);
         ca_json_kv_uint(j, "batch_scaled_bytes", r->scaled_bytes);
         ca_json_kv_uint(j, "weights_estimate_bytes", r->weight_bytes);
+        ca_json_kv_uint(j, "fp32_under_autocast_bytes", r->fp32_bytes);
+        ca_json_key(j, "roles");
+        ca_json_obj_begin(j);
+        ca_json_kv_uint(j, "weights_bytes", r->weight_bytes);
+        ca_json_kv_uint(j, "gradients_bytes", r->roles.gradients);
+        ca_json_kv_uint(j, "optimizer_state_bytes", r->roles.optimizer);
+        ca_json_kv_uint(j, "made_later_bytes", r->roles.later);
+        ca_json_kv_uint(j, "leak_left_out_bytes", r->leaked);
+        ca_json_kv_str(j, "gradients", r->roles.grads_in_place ? "zeroed in place (in optimizer_state_bytes)"
+                                       : !r->roles.gradients ? "not found"
+                                       : r->roles.grads_freed ? "freed after the step" : "kept to the next iteration");
+        ca_json_kv_str(j, "weights_from", r->roles.from_setup ? "first step's order" : "a quarter of the state");
+        ca_json_kv_str(j, "told_apart_by", r->roles.from_frames ? "the step's order; call stacks for units and fp32 ops"
+                                                                : "the step's order and sizes");
+        ca_json_obj_end(j);
+        char lines[CA_FIX_ASSUME_MAX][CA_FIX_LINE];
+        size_t n = ca_fixes_assumptions(r, lines, CA_FIX_ASSUME_MAX);
+        ca_json_key(j, "assumptions");
+        ca_json_arr_begin(j);
+        for (size_t i = 0; i < n; i++) ca_json_str(j, lines[i]);
+        ca_json_arr_end(j);
         ca_json_key(j, "by_frame");
         ca_json_arr_begin(j);
         for (uint32_t g = 1; g < r->n_groups; g++) {
@@ -40,7 +62,11 @@ int ca_fixes_json(ca_json *j, const ca_fix_report *r, const char *const *names) 
         ca_json_obj_begin(j);
         ca_json_kv_str(j, "fix", ca_fix_name(f->kinds));
         if (f->kinds & CA_FIX_ACCUM) ca_json_kv_uint(j, "factor", f->factor);
-        if (f->kinds & CA_FIX_CHECKPOINT) ca_json_kv_uint(j, "blocks", f->blocks);
+        if (f->kinds & CA_FIX_CHECKPOINT) {
+            ca_json_kv_uint(j, "blocks", f->blocks);
+            ca_json_kv_str(j, "unit", r->unit_name[0] ? r->unit_name : NULL);
+            ca_json_kv_str(j, "blocks_by", r->unit_name[0] ? "frames" : r->blocks_by_sizes ? "sizes" : "call sites");
+        }
         ca_json_kv_uint(j, "predicted_peak_bytes", f->predicted);
         ca_json_kv_uint(j, "low_bytes", f->low);
         ca_json_kv_uint(j, "high_bytes", f->high);

@@ -35,14 +35,17 @@ void ca_fix_figures(const ca_fix *f, char *buf, size_t n) {
 }
 
 /* How to apply it, for the advice. */
-static void how(const ca_fix *f, char *buf, size_t n) {
+static void how(const ca_fix *f, const ca_fix_report *r, char *buf, size_t n) {
     switch (f->kinds) {
     case CA_FIX_ACCUM:
         snprintf(buf, n, " (micro-batches of 1/%u of the batch, each loss divided by %u, one optimizer step)", f->factor,
                  f->factor);
         break;
     case CA_FIX_BF16: snprintf(buf, n, " (torch.autocast(device_type='cuda', dtype=torch.bfloat16) around the forward)"); break;
-    case CA_FIX_CHECKPOINT: snprintf(buf, n, " (torch.utils.checkpoint around each repeated block)"); break;
+    case CA_FIX_CHECKPOINT:
+        if (r->unit_name[0]) snprintf(buf, n, " (torch.utils.checkpoint around each call of %s)", r->unit_name);
+        else snprintf(buf, n, " (torch.utils.checkpoint around each repeated block)");
+        break;
     default: buf[0] = '\0';
     }
 }
@@ -56,11 +59,12 @@ static void line(char (*lines)[CA_FIX_LINE], size_t *k, size_t max, const char *
     (*k)++;
 }
 
-static void fix_line(char (*lines)[CA_FIX_LINE], size_t *k, size_t max, const ca_fix *f, uint64_t cap) {
-    char label[128], fig[128], c[32], h[128];
+static void fix_line(char (*lines)[CA_FIX_LINE], size_t *k, size_t max, const ca_fix *f, const ca_fix_report *r,
+                     uint64_t cap) {
+    char label[128], fig[128], c[32], h[256];
     ca_fix_label(f, label, sizeof label);
     ca_fix_figures(f, fig, sizeof fig);
-    how(f, h, sizeof h);
+    how(f, r, h, sizeof h);
     const char *fits = !cap ? "" : f->fits == 1 ? ", fits in " : f->fits == 0 ? ", does not fit in " : ", may fit in ";
     line(lines, k, max, "%s%s: predicted peak %s%s%s.", label, h, fig, fits, cap ? sz((double)cap, c) : "");
 }
@@ -72,6 +76,10 @@ size_t ca_fixes_advice(const ca_fix_report *r, uint64_t cap, char (*lines)[CA_FI
         line(lines, &k, max, "No fix can be predicted for this run: %s.", r->why);
         return k;
     }
+    if (r->leaked)
+        line(lines, &k, max,
+             "Predicted for the run without its leak (%s piled up by the end, left out): fix the leak first; with "
+             "it, no fix fits for long.", sz((double)r->leaked, a));
     if (r->needed > r->peak)
         line(lines, &k, max,
              "The failing iteration needed at least %s, more than iteration %u's peak of %s: the predictions below "
@@ -104,7 +112,7 @@ size_t ca_fixes_advice(const ca_fix_report *r, uint64_t cap, char (*lines)[CA_FI
                  sz((double)cap, a), label, sz((double)low->predicted, b));
         }
     }
-    for (size_t i = 0; i < np; i++) fix_line(lines, &k, max, pick[i], cap);
+    for (size_t i = 0; i < np; i++) fix_line(lines, &k, max, pick[i], r, cap);
     if (r->checkpoint_why[0]) line(lines, &k, max, "Checkpointing cannot be predicted: %s.", r->checkpoint_why);
     if (cap && r->missing) {
         char what[96];
@@ -127,6 +135,50 @@ size_t ca_fixes_advice(const ca_fix_report *r, uint64_t cap, char (*lines)[CA_FI
     return k;
 }
 
+size_t ca_fixes_assumptions(const ca_fix_report *r, char (*lines)[CA_FIX_LINE], size_t max) {
+    size_t k = 0;
+    char a[32], b[32];
+    const ca_roles *x = &r->roles;
+    if (!r->have) return 0;
+    if (x->from_setup)
+        line(lines, &k, max, "Weights: %s, kept from before the first forward pass (with buffers and data kept).",
+             sz((double)x->weights, a));
+    else
+        line(lines, &k, max, "Weights: %s, taken as a quarter of the state kept from the first step (weights, "
+             "gradients, two Adam moments): the first step was not seen.", sz((double)r->weight_bytes, a));
+    if (x->grads_in_place)
+        line(lines, &k, max, "Gradients: kept from step to step (zeroed in place), counted with the optimizer "
+             "state below.");
+    else if (x->gradients)
+        line(lines, &k, max, "Gradients: %s, made in backward with a weight's size and %s; with accumulation "
+             "they live from the first micro-batch's backward to the step.", sz((double)x->gradients, a),
+             x->grads_freed ? "freed after the step (zero_grad at the end)" : "kept to the next iteration");
+    else
+        line(lines, &k, max, "Gradients: none told apart from other memory.");
+    if (x->from_setup)
+        line(lines, &k, max, "Optimizer state%s: %s, made by the first step after its forward pass and kept.",
+             x->grads_in_place ? " and gradients" : "", sz((double)x->optimizer, a));
+    if (x->later)
+        line(lines, &k, max, "Made after the first step and kept: %s (caches made late, or a leak).",
+             sz((double)x->later, a));
+    line(lines, &k, max, "Activations: %s saved for backward at the peak; they and the temporaries (%s at the "
+         "peak) scale with the batch. Roles are told by when each allocation is made and freed in the step%s.",
+         sz((double)r->total.activations, a), sz((double)r->total.temporaries, b),
+         x->from_frames ? "; call stacks name the units and the fp32 ops" : ", and sizes (no call stacks)");
+    if (r->fp32_bytes)
+        line(lines, &k, max, "bf16: %s at the peak stays fp32 under autocast (made by a loss, softmax or a norm, "
+             "by their frames, and backward's allocations of their sizes).", sz((double)r->fp32_bytes, a));
+    if (r->blocks && r->unit_name[0])
+        line(lines, &k, max, "Checkpointing: each call of %s, %u of them (the module calls of the forward pass, "
+             "by their frames).", r->unit_name, r->blocks);
+    else if (r->blocks)
+        line(lines, &k, max, "Checkpointing: %u blocks, a stretch of %s repeated in the forward pass%s.", r->blocks,
+             r->blocks_by_sizes ? "allocation sizes" : "call sites",
+             r->blocks_by_sizes ? " (sizes alone cannot tell module calls from steps inside one layer, an RNN's "
+                                  "timesteps: record with Python frames to be sure)" : "");
+    return k;
+}
+
 /* ---- the text report's section ---- */
 
 static void part(FILE *f, const char *what, uint64_t bytes, const char *note) {
@@ -143,7 +195,7 @@ int ca_fixes_txt(FILE *f, const ca_fix_report *r, const char *const *names) {
     }
     fprintf(f, "  The peak of iteration %u, %s, is made of:\n", r->iteration, sz((double)r->peak, a));
     part(f, "persistent", r->total.persistent, "allocated before the iteration: weights, optimizer state, gradients kept");
-    part(f, "kept", r->total.kept, "allocated in it, live past its end: this step's gradients, state");
+    part(f, "kept", r->total.kept, "allocated in it, live to the step or past: this step's gradients, state");
     part(f, "activations", r->total.activations, "saved in the forward pass for backward");
     part(f, "temporaries", r->total.temporaries, "short-lived");
     if (r->total.kept_after_peak)
@@ -183,6 +235,9 @@ int ca_fixes_txt(FILE *f, const ca_fix_report *r, const char *const *names) {
         if (!r->capacity && strncmp(lines[i], "Checkpointing cannot", 20)) continue; /* the table said it */
         fprintf(f, "    - %s\n", lines[i]);
     }
+    n = ca_fixes_assumptions(r, lines, CA_FIX_ADVICE_MAX);
+    fprintf(f, "  Assumed:\n");
+    for (size_t i = 0; i < n; i++) fprintf(f, "    - %s\n", lines[i]);
     fputc('\n', f);
     return ferror(f) ? -1 : 0;
 }

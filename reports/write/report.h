@@ -41,6 +41,7 @@ typedef struct ca_report_replay {
     uint64_t min_capacity;      /* the smallest device (to 1 MiB) on which no allocation fails */
     uint64_t capacity;          /* the device size asked about (--capacity); 0: none */
     uint64_t ooms_at_capacity;  /* allocations that fail on it */
+    uint64_t failed_requests;   /* requests that failed when recorded, replayed (made and freed at once) */
 } ca_report_replay;
 
 typedef struct ca_report_options {

@@ -184,8 +184,10 @@ static void replay_section(const ca_report_ctx *c, FILE *f) {
     }
     fputs("</table>\n", f);
     if (r->capacity)
-        fprintf(f, "<p class=\"verdict %s\">%s</p>\n", c->does_not_fit ? "bad" : "good",
-                c->does_not_fit ? "Does not fit." : "Fits: no allocation fails.");
+        fprintf(f, "<p class=\"verdict %s\">%s</p>\n", c->does_not_fit ? "bad" : r->failed_requests ? "" : "good",
+                c->does_not_fit             ? "Does not fit."
+                : r->failed_requests ? "The run would get through, the requests that failed when recorded included."
+                                     : "Fits: no allocation fails.");
     (void)b1;
 }
 

@@ -116,6 +116,7 @@ static void replay(const ca_report_ctx *c, ca_json *j) {
     ca_json_kv_uint(j, "min_capacity_bytes", r->min_capacity);
     kv_opt_uint(j, "capacity_bytes", r->capacity != 0, r->capacity);
     kv_opt_uint(j, "ooms_at_capacity", r->capacity != 0, r->ooms_at_capacity);
+    ca_json_kv_uint(j, "failed_requests", r->failed_requests);
     kv_opt_uint(j, "missing_bytes", r->capacity != 0, c->missing);
     ca_json_obj_end(j);
 }

@@ -130,7 +130,8 @@ static void replay(const ca_report_ctx *c, FILE *f) {
     char b1[32], b2[32];
     fprintf(f, "\n== Replay under cudalloc\n");
     fprintf(f, "the run's %" PRIu64 " allocations and their frees, replayed in order through cudalloc's "
-               "allocator (%s):\n", r->allocations, kind);
+               "allocator (%s)%s:\n", r->allocations, kind,
+            r->failed_requests ? ", the requests that failed when recorded among them (made and freed at once)" : "");
     fprintf(f, "peak requested      %s (the most the program held at once)\n",
             ca_report_bytes((double)r->peak_requested, b1, sizeof b1));
     fprintf(f, "peak reserved       %s under cudalloc; %s by the recorded allocator\n",
@@ -138,7 +139,11 @@ static void replay(const ca_report_ctx *c, FILE *f) {
             ca_report_bytes((double)c->snap.peak_reserved, b2, sizeof b2));
     fprintf(f, "smallest device     %s: the run fits in that much with %s\n",
             ca_report_bytes((double)r->min_capacity, b1, sizeof b1), kind);
-    if (r->capacity && !r->ooms_at_capacity)
+    if (r->capacity && !r->ooms_at_capacity && r->failed_requests)
+        fprintf(f, "on a %s device: the run would get through, the %" PRIu64 " request%s that failed included\n",
+                ca_report_bytes((double)r->capacity, b1, sizeof b1), r->failed_requests,
+                r->failed_requests == 1 ? "" : "s");
+    else if (r->capacity && !r->ooms_at_capacity)
         fprintf(f, "on a %s device: fits, no allocation fails\n", ca_report_bytes((double)r->capacity, b1, sizeof b1));
     else if (r->capacity)
         fprintf(f, "on a %s device: does not fit, %" PRIu64 " allocation%s fail; %s missing\n",

@@ -238,11 +238,12 @@ void ca_report_decide_verdict(ca_report_ctx *c) {
     base_verdict(c);
     c->base_verdict = c->verdict;
     const ca_report_replay *r = c->opt.replay;
-    if (c->verdict == CA_VERDICT_OOM || !r || !r->capacity || !r->ooms_at_capacity) return;
+    if (!r || !r->capacity || !r->ooms_at_capacity) return;
+    c->missing = r->min_capacity > r->capacity ? r->min_capacity - r->capacity : 0;
+    if (c->verdict == CA_VERDICT_OOM) return; /* it ran out: that verdict stands */
     /* The replay does not fit the device asked about: said first. */
     char b1[32], b2[32], b3[32], rest[sizeof c->verdict_line];
     c->does_not_fit = 1;
-    c->missing = r->min_capacity > r->capacity ? r->min_capacity - r->capacity : 0;
     c->verdict = CA_VERDICT_DOES_NOT_FIT;
     memcpy(rest, c->verdict_line, sizeof rest);
     snprintf(c->verdict_line, sizeof c->verdict_line,

@@ -39,10 +39,11 @@ START_TEST(one_bucket_chain) {
     ca_live_table t;
     ck_assert_int_eq(ca_live_init(&t), CA_OK);
     size_t slot = ca_live_slot(&t, 512), n = 0;
+    unsigned shift = t.shift;
     for (uintptr_t addr = 512; n < 8; addr += 512)
         if (ca_live_slot(&t, addr) == slot) blocks[n++].addr = addr;
     for (size_t i = 0; i < 8; i++) ca_live_add(&t, &blocks[i]);
-    ck_assert_uint_eq(t.shift, 64 - 8); /* no growth: the chain is real */
+    ck_assert_uint_eq(t.shift, shift); /* no growth: the chain is real */
     ca_live_remove(&t, &blocks[3]);
     ca_live_remove(&t, &blocks[7]); /* the head: added last */
     for (size_t i = 0; i < 8; i++)

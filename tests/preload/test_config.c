@@ -56,7 +56,8 @@ START_TEST(rejections_name_the_problem)
     parse_fails("expandable_segment:true",
                 "CUDALLOC_CONF: unknown key 'expandable_segment': accepted: expandable_segments, sync_free, "
                 "max_reserved, release_after, report, nvtx_range, summary, trace_iterations, tracking, python_frames, "
-                "oom_message, context_fences, suppressions");
+                "oom_message, context_fences, on_leak, on_oom, exit_code, error_exitcode, status, metrics, "
+                "metrics_every, suppressions");
     parse_fails("summary", "CUDALLOC_CONF: 'summary' is not key:value");
     parse_fails("release_after:-1",
                 "CUDALLOC_CONF: bad value '-1' for release_after: accepted: a count such as 10000, 0 for never");
@@ -109,7 +110,8 @@ START_TEST(control_bytes_in_values_are_escaped)
                 "CUDALLOC_CONF: bad value 't\\x0d\\x0drue' for expandable_segments: accepted: true, false, 1, 0");
     parse_fails("summary\n:true", "CUDALLOC_CONF: unknown key 'summary\\x0a': accepted: expandable_segments, "
                                   "sync_free, max_reserved, release_after, report, nvtx_range, summary, trace_iterations, "
-                                  "tracking, python_frames, oom_message, context_fences, suppressions");
+                                  "tracking, python_frames, oom_message, context_fences, on_leak, on_oom, "
+                                  "exit_code, error_exitcode, status, metrics, metrics_every, suppressions");
     parse_fails("a\nb", "CUDALLOC_CONF: 'a\\x0ab' is not key:value");
     /* a huge value is cut, the message still ends with what is accepted */
     char conf[3000] = "max_reserved:";
@@ -122,6 +124,42 @@ START_TEST(control_bytes_in_values_are_escaped)
 }
 END_TEST
 
+/* While the job runs (issue 33): what a leak or an OOM does, the statuses,
+ * the live status file and the metrics file. */
+START_TEST(on_leak_on_oom_and_the_live_files)
+{
+    unsetenv("CUDALLOC_REPORT");
+    ca_config c = parse_ok(NULL);
+    ck_assert(c.on_leak == CA_ON_WARN && c.on_oom == CA_ON_WARN && c.status);
+    ck_assert_uint_eq(c.exit_code, 75);
+    ck_assert_uint_eq(c.error_exitcode, 0);
+    ck_assert_str_eq(c.metrics, "");
+    ck_assert_uint_eq(c.metrics_every, 5);
+    c = parse_ok("on_leak:EXIT,on_oom:report,exit_code:0,error_exitcode:255,status:false,metrics:/tmp/m-%r.prom,"
+                 "metrics_every:1");
+    ck_assert(c.on_leak == CA_ON_EXIT && c.on_oom == CA_ON_REPORT && !c.status);
+    ck_assert_uint_eq(c.exit_code, 0);
+    ck_assert_uint_eq(c.error_exitcode, 255);
+    ck_assert_str_eq(c.metrics, "/tmp/m-%r.prom");
+    ck_assert_uint_eq(c.metrics_every, 1);
+    /* report and exit write the reports: to cudalloc.PID.* when no prefix is given */
+    ck_assert_str_eq(c.report, CA_DEFAULT_REPORT);
+    ck_assert_str_eq(parse_ok("on_oom:exit,report:/tmp/mine").report, "/tmp/mine");
+    ck_assert_str_eq(parse_ok("on_leak:warn").report, "");
+    parse_fails("on_leak:stop", "CUDALLOC_CONF: bad value 'stop' for on_leak: accepted: warn, report, exit");
+    parse_fails("exit_code:256", "CUDALLOC_CONF: bad value '256' for exit_code: accepted: an exit status from 0 to 255");
+    parse_fails("error_exitcode:-1",
+                "CUDALLOC_CONF: bad value '-1' for error_exitcode: accepted: an exit status from 0 to 255");
+    parse_fails("metrics_every:0", "CUDALLOC_CONF: bad value '0' for metrics_every: accepted: seconds from 1 to 86400");
+    parse_fails("metrics:/tmp/m-%x", "CUDALLOC_CONF: metrics path '/tmp/m-%x' has an unknown '%x': accepted: %p pid, "
+                                     "%r rank, %% for a '%'");
+    char buf[2048];
+    ca_config_format(&c, buf, sizeof buf);
+    ck_assert_ptr_nonnull(strstr(buf, ",on_leak:exit,on_oom:report,exit_code:0,error_exitcode:255,status:False,"
+                                      "metrics_every:1"));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config");
@@ -130,6 +168,7 @@ int main(void)
     tcase_add_test(tc, rejections_name_the_problem);
     tcase_add_test(tc, control_bytes_in_values_are_escaped);
     tcase_add_test(tc, refused_at_start);
+    tcase_add_test(tc, on_leak_on_oom_and_the_live_files);
     suite_add_tcase(s, tc);
     return ca_check_run(s);
 }

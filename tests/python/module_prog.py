@@ -31,6 +31,12 @@ def bare():
     assert train_step() == 42
     assert cudalloc.iterations() == 0
     assert cudalloc.stats() == {} and cudalloc.stats(0) == {} and cudalloc.stats("cuda:1") == {}
+    assert cudalloc.memory_stats() == {} and "cudalloc is not in this process" in cudalloc.memory_summary()
+
+    @cudalloc.on_leak
+    def never(finding):
+        raise AssertionError("called without the library")
+    assert callable(never)
     assert cudalloc.report() is False
     assert cudalloc.empty_cache() is None and cudalloc.reset_peak_memory_stats() is None
     try:

@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
@@ -112,6 +113,38 @@ START_TEST(commit_writes_whole_private_file)
     ck_assert_int_eq(ca_out_commit(o, err, sizeof err), 0);
     free(tmpl);
     free(path);
+    scratch_cleanup();
+}
+END_TEST
+
+/* A report named after a device or a FIFO (/dev/null, a pipe to a reader) is
+ * written into it: a rename over it put a regular file where /dev/null was. */
+START_TEST(special_files_are_written_in_place)
+{
+    const char *dir = scratch();
+    char *fifo = path_in(dir, "pipe");
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    int rd = open(fifo, O_RDONLY | O_NONBLOCK);
+    ck_assert_int_ge(rd, 0);
+    ca_out *o = ca_out_open(fifo, err, sizeof err);
+    ck_assert_msg(o != NULL, "%s", err);
+    fputs("through the pipe\n", ca_out_file(o));
+    ck_assert_int_eq(ca_out_commit(o, err, sizeof err), 0);
+    char buf[64] = {0};
+    ck_assert_int_eq(read(rd, buf, sizeof buf - 1), 17);
+    ck_assert_str_eq(buf, "through the pipe\n");
+    close(rd);
+    struct stat st;
+    ck_assert_int_eq(lstat(fifo, &st), 0);
+    ck_assert(S_ISFIFO(st.st_mode));
+    ck_assert_int_eq(count_entries(dir), 1);   /* no temporary beside it */
+
+    /* no reader: one error, no hang, the FIFO stays */
+    ck_assert_ptr_null(ca_out_open(fifo, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "pipe"));
+    ck_assert_int_eq(lstat(fifo, &st), 0);
+    ck_assert(S_ISFIFO(st.st_mode));
+    free(fifo);
     scratch_cleanup();
 }
 END_TEST
@@ -415,6 +448,7 @@ static Suite *fileout_suite(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, template_expansion);
     tcase_add_test(tc, commit_writes_whole_private_file);
+    tcase_add_test(tc, special_files_are_written_in_place);
     tcase_add_test(tc, symlink_at_final_name_is_replaced_not_followed);
     tcase_add_test(tc, planted_temp_names_do_not_redirect);
     tcase_add_test(tc, unwritable_places_are_errors);

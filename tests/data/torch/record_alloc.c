@@ -14,7 +14,14 @@
  * cudalloc's `iteration` rows (reports/REPORT.md): Thread the OS thread id,
  * Time nanoseconds since the library was loaded, Stream 0x0. Nothing here
  * may call malloc or free while it holds its lock: rows are formatted into a
- * static buffer and written with write(2). */
+ * static buffer and written with write(2).
+ *
+ * With RECORD_ALLOC_FRAMES=frames.txt as well, each allocation's Python
+ * frames are taken too (reports/capture/pyframes.h: read from the thread's
+ * own frames, no GIL), and its row gets a seventh column, the id of its
+ * stack; frames.txt has one line per stack, `id<TAB>function|file|line;...`,
+ * innermost first. (Such a CSV is for to_snapshot.py, which turns it into a
+ * PyTorch snapshot with frames; cudalloc-report reads six columns.) */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -28,6 +35,9 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "reports/capture/named_frames.h"
+#include "reports/capture/pyframes.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -59,12 +69,17 @@ static uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void row_locked(const char *action, uintptr_t ptr, uint64_t size) {
+/* stack: the allocation's stack id with frames on (0: none), else -1. */
+static void row_locked(const char *action, uintptr_t ptr, uint64_t size, long stack) {
     if (fd < 0) return;
     if (buf_used + 128 > sizeof buf) flush_locked();
     long tid = strcmp(action, "iteration") ? syscall(SYS_gettid) : 0;
     int n;
-    if (ptr)
+    if (ptr && stack >= 0)
+        n = snprintf(buf + buf_used, 128, "%ld,%llu,%s,0x%llx,%llu,0x0,%ld\n", tid,
+                     (unsigned long long)(now_ns() - t0), action, (unsigned long long)ptr,
+                     (unsigned long long)size, stack);
+    else if (ptr)
         n = snprintf(buf + buf_used, 128, "%ld,%llu,%s,0x%llx,%llu,0x0\n", tid,
                      (unsigned long long)(now_ns() - t0), action, (unsigned long long)ptr,
                      (unsigned long long)size);
@@ -72,6 +87,52 @@ static void row_locked(const char *action, uintptr_t ptr, uint64_t size) {
         n = snprintf(buf + buf_used, 128, "%ld,%llu,%s,,%llu,0x0\n", tid,
                      (unsigned long long)(now_ns() - t0), action, (unsigned long long)size);
     if (n > 0 && n < 128) buf_used += (size_t)n;
+}
+
+/* ---- Python frames (RECORD_ALLOC_FRAMES) ---- */
+
+static FILE *frames_out;
+#define STACKS (1u << 16)
+static uint64_t *stack_hash; /* open addressing: a stack's hash, its id the slot's index + 1 */
+
+/* The calling thread's Python stack as an id (new ones written to
+ * frames_out), 0 when it has none, -1 when frames are off. Called without
+ * the lock: naming a frame mallocs. */
+static long python_stack(void) {
+    static __thread int busy;
+    if (!frames_out || busy) return -1;
+    busy = 1;
+    ca_py_frame fr[CA_PY_MAX_FRAMES];
+    uint64_t h = 0;
+    unsigned n = ca_py_walk(fr, CA_PY_MAX_FRAMES, &h);
+    uintptr_t ips[CA_PY_MAX_FRAMES];
+    for (unsigned i = 0; i < n; i++) ips[i] = ca_py_frame_ip(&fr[i]);
+    h = 1469598103934665603ull;
+    for (unsigned i = 0; i < n; i++) h = (h ^ ips[i]) * 1099511628211ull;
+    long id = 0;
+    if (n) {
+        pthread_mutex_lock(&lock);
+        size_t i = (size_t)(h >> 20) & (STACKS - 1);
+        while (stack_hash[i] && stack_hash[i] != h) i = (i + 1) & (STACKS - 1);
+        int fresh = !stack_hash[i];
+        stack_hash[i] = h;
+        id = (long)i + 1;
+        pthread_mutex_unlock(&lock);
+        if (fresh) {
+            flockfile(frames_out);
+            fprintf(frames_out, "%ld\t", id);
+            for (unsigned k = 0; k < n; k++) {
+                const char *fn = "??", *file = "??", *mod;
+                unsigned line = 0;
+                ca_named_frame_get(ips[k], &fn, &file, &line, &mod);
+                fprintf(frames_out, "%s%s|%s|%u", k ? ";" : "", fn, file, line);
+            }
+            fputc('\n', frames_out);
+            funlockfile(frames_out);
+        }
+    }
+    busy = 0;
+    return id;
 }
 
 /* Live recorded pointers -> size: linear probing, deletion by backward
@@ -127,6 +188,12 @@ __attribute__((constructor)) static void init(void) {
         fprintf(stderr, "record_alloc: cannot write %s: %s\n", path, strerror(errno));
         return;
     }
+    const char *fpath = getenv("RECORD_ALLOC_FRAMES");
+    if (fpath && *fpath) {
+        void *hm = mmap(NULL, STACKS * sizeof *stack_hash, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (hm != MAP_FAILED && (frames_out = fopen(fpath, "w"))) stack_hash = hm;
+        else fprintf(stderr, "record_alloc: cannot write %s: recording no frames\n", fpath);
+    }
     static const char header[] = "Thread,Time,Action,Pointer,Size,Stream\n";
     memcpy(buf, header, sizeof header - 1);
     buf_used = sizeof header - 1;
@@ -135,6 +202,7 @@ __attribute__((constructor)) static void init(void) {
 __attribute__((destructor)) static void fini(void) {
     pthread_mutex_lock(&lock);
     flush_locked();
+    if (frames_out) fflush(frames_out);
     if (fd >= 0) close(fd);
     fd = -1;
     pthread_mutex_unlock(&lock);
@@ -161,10 +229,13 @@ EXPORT int posix_memalign(void **out, size_t align, size_t size) {
     if (rc || !table || !size) return rc;
     void *ret = __builtin_return_address(0);
     pthread_mutex_lock(&lock);
-    if (from_c10(ret)) {
-        put((uintptr_t)*out, size);
-        row_locked("allocate", (uintptr_t)*out, size);
-    }
+    int c10 = from_c10(ret);
+    pthread_mutex_unlock(&lock);
+    if (!c10) return rc;
+    long stack = python_stack();
+    pthread_mutex_lock(&lock);
+    put((uintptr_t)*out, size);
+    row_locked("allocate", (uintptr_t)*out, size, stack);
     pthread_mutex_unlock(&lock);
     return rc;
 }
@@ -173,7 +244,7 @@ EXPORT void free(void *p) {
     if (p && table) {
         uint64_t size;
         pthread_mutex_lock(&lock);
-        if (take((uintptr_t)p, &size)) row_locked("free", (uintptr_t)p, size);
+        if (take((uintptr_t)p, &size)) row_locked("free", (uintptr_t)p, size, -1);
         pthread_mutex_unlock(&lock);
     }
     __libc_free(p);
@@ -182,6 +253,6 @@ EXPORT void free(void *p) {
 /* An iteration boundary: iteration N (1, 2, ...) begins here. */
 EXPORT void record_alloc_step(void) {
     pthread_mutex_lock(&lock);
-    row_locked("iteration", 0, ++iteration);
+    row_locked("iteration", 0, ++iteration, -1);
     pthread_mutex_unlock(&lock);
 }
