@@ -15,7 +15,7 @@ static CUresult capture_probe(ca_device *d) {
     return capture_error(r) ? r : CUDA_SUCCESS;
 }
 
-CUresult ca_do_malloc_on(ca_device *d, CUdeviceptr *dptr, size_t size, CUstream stream, bool async) {
+static CUresult malloc_on(ca_device *d, CUdeviceptr *dptr, size_t size, CUstream stream, bool async) {
     if (ca_capture_any()) {
         if (async && ca_stream_capturing(stream)) return ca_capture_malloc(d, dptr, size, stream); /* the graph's */
         CUresult r = async ? CUDA_SUCCESS : capture_probe(d);
@@ -36,6 +36,13 @@ CUresult ca_do_malloc_on(ca_device *d, CUdeviceptr *dptr, size_t size, CUstream 
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return rc == CA_ERR_STREAM ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_UNKNOWN;
+}
+
+CUresult ca_do_malloc_on(ca_device *d, CUdeviceptr *dptr, size_t size, CUstream stream, bool async) {
+    ca_device_use(d);
+    CUresult r = malloc_on(d, dptr, size, stream, async);
+    ca_device_done(d);
+    return r;
 }
 
 CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream, bool async) {
@@ -101,7 +108,9 @@ CUresult ca_do_free(CUdeviceptr ptr, CUstream stream, bool plain) {
     ca_device *owner = NULL;
     if (ca_capture_any() && (owner = ca_owner(f.ptr))) {
         if (!plain && ca_stream_capturing(stream)) return ca_drv()->cuMemFreeAsync(ptr, stream);
+        ca_device_use(owner);
         CUresult r = plain ? capture_probe(owner) : CUDA_SUCCESS;
+        ca_device_done(owner);
         if (r != CUDA_SUCCESS) return r;
     } else if (plain && ca_conf.sync_free && (owner = ca_owner(f.ptr))) {
         f.device_idle = sync_owner(owner); /* not synchronized: the block waits for a fence */
@@ -127,7 +136,11 @@ CUresult ca_do_mem_info(size_t *free_bytes, size_t *total_bytes) {
     if (r != CUDA_SUCCESS) return r;
     CUresult err;
     ca_device *d = ca_current_device(&err);
-    if (d) ca_mem_info(d->alloc, &f, &t); /* our cache is free; max_reserved is the device */
+    if (d) { /* our cache is free; max_reserved is the device */
+        ca_device_use(d);
+        ca_mem_info(d->alloc, &f, &t);
+        ca_device_done(d);
+    }
     if (free_bytes) *free_bytes = f;
     if (total_bytes) *total_bytes = t;
     return CUDA_SUCCESS;

@@ -13,9 +13,9 @@ CA_EXPORT int cudalloc_get_stats(int device, cudalloc_stats *out) {
     ca_device *d = ca_device_by_ordinal(device);
     if (!d || !out) return -1;
     ca_stats s;
-    ca_device_lock(d);
+    ca_device_use(d);
     ca_get_stats(d->alloc, &s);
-    ca_device_unlock(d);
+    ca_device_done(d);
     const int all = CA_POOL_ALL;
     *out = (cudalloc_stats){
         s.allocated_bytes[all].current, s.allocated_bytes[all].peak, s.reserved_bytes[all].current,
@@ -28,17 +28,9 @@ CA_EXPORT int cudalloc_get_stats(int device, cudalloc_stats *out) {
     return 0;
 }
 
-static void release(ca_device *d, void *ctx) {
-    ca_device_lock(d);
-    ca_release(d->alloc);
-    ca_device_unlock(d);
-}
+static void release(ca_device *d, void *ctx) { ca_release(d->alloc); }
 
-static void reset_peaks(ca_device *d, void *ctx) {
-    ca_device_lock(d);
-    ca_reset_peaks(d->alloc);
-    ca_device_unlock(d);
-}
+static void reset_peaks(ca_device *d, void *ctx) { ca_reset_peaks(d->alloc); }
 
 CA_EXPORT int cudalloc_empty_cache(void) {
     ca_devices_foreach(release, NULL);

@@ -223,6 +223,7 @@ bool ca_cupti_external(int device, uint64_t *allocations, uint64_t *pools) {
     if (flush) cupti.flush_all(0); /* outside our lock: it calls complete() */
     ca_device *d = ca_device_by_ordinal(device);
     uint64_t sum = 0;
+    if (d) ca_device_use(d); /* before our lock, as every use: a reset holding d takes it */
     pthread_mutex_lock(&lock); /* then the allocator's locks (ca_contains): never the other way */
     for (external *e = live; e; e = e->hh.next)
         if (e->device == (uint32_t)device && !(d && ca_contains(d->alloc, (const void *)(uintptr_t)e->addr)))
@@ -230,5 +231,6 @@ bool ca_cupti_external(int device, uint64_t *allocations, uint64_t *pools) {
     *allocations = sum;
     *pools = pool_bytes[device];
     pthread_mutex_unlock(&lock);
+    if (d) ca_device_done(d);
     return true;
 }

@@ -13,7 +13,7 @@
 #include "reports/capture/stacks.h"
 #include "reports/capture/pyframes.h"
 
-#define MAX_DEVICES 64
+#define MAX_DEVICES CA_MAX_DEVICES
 
 static ca_device *devices[MAX_DEVICES]; /* by ordinal */
 static ca_device *made[MAX_DEVICES];    /* in the order they were made, for walks */
@@ -76,7 +76,11 @@ static ca_device *create(int ordinal, CUcontext ctx) {
     }
     d->ordinal = ordinal;
     d->ctx = ctx;
-    pthread_mutex_init(&d->reset_lock, NULL);
+    pthread_mutexattr_t recursive;
+    pthread_mutexattr_init(&recursive);
+    pthread_mutexattr_settype(&recursive, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&d->hold_lock, &recursive);
+    pthread_mutexattr_destroy(&recursive);
     if (ca_conf.tracking && !(d->tracker = make_tracker(d))) ca_warn("no memory to track allocations on device %d", ordinal);
     return d;
 }
@@ -145,11 +149,20 @@ ca_device *ca_device_by_ctx(CUcontext ctx) {
     return NULL;
 }
 
-ca_device *ca_owner(const void *ptr) {
+ca_device *ca_owner_used(const void *ptr) {
     int n = atomic_load_explicit(&nmade, memory_order_acquire);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        ca_device_use(made[i]);
         if (ca_contains(made[i]->alloc, ptr)) return made[i];
+        ca_device_done(made[i]);
+    }
     return NULL;
+}
+
+ca_device *ca_owner(const void *ptr) {
+    ca_device *d = ca_owner_used(ptr);
+    if (d) ca_device_done(d);
+    return d;
 }
 
 void ca_device_quiesce(ca_device *d) {
@@ -158,12 +171,13 @@ void ca_device_quiesce(ca_device *d) {
     ca_streams_forget_ctx(d->ctx);
 }
 
-void ca_device_lock(ca_device *d) { pthread_mutex_lock(&d->reset_lock); }
-void ca_device_unlock(ca_device *d) { pthread_mutex_unlock(&d->reset_lock); }
-
 void ca_devices_foreach(void (*fn)(ca_device *d, void *ctx), void *ctx) {
     int n = atomic_load_explicit(&nmade, memory_order_acquire);
-    for (int i = 0; i < n; i++) fn(made[i], ctx);
+    for (int i = 0; i < n; i++) {
+        ca_device_use(made[i]);
+        fn(made[i], ctx);
+        ca_device_done(made[i]);
+    }
 }
 
 /* ---- reset of the device's primary context ---- */
@@ -225,15 +239,21 @@ static void replace_allocator(ca_device *d, CUcontext ctx) {
     ca_allocator_destroy(old); /* and the address ranges */
 }
 
-/* Under the device's lock: the SIGUSR1 reporter may be reading the allocator
- * this destroys. */
-void ca_device_reset_begin(int ordinal) {
+/* Held until the driver's reset is done: another thread (the SIGUSR1
+ * reporter, or a program's thread against CUDA's rule) may be in the
+ * allocator this destroys, and memory a fresh one got before the driver's
+ * reset would go with it. */
+ca_device *ca_device_reset_begin(int ordinal) {
     ca_device *d = get(ordinal, NULL);
-    if (!d || !ca_drv()) return;
-    ca_device_lock(d);
+    if (!d || !ca_drv()) return NULL;
+    ca_device_hold(d);
     empty_device(d);
     replace_allocator(d, d->ctx);
-    ca_device_unlock(d);
+    return d;
+}
+
+void ca_device_reset_end(ca_device *d) {
+    if (d) ca_device_unhold(d);
 }
 
 /* The allocator's context goes (cuCtxDestroy, the primary context's last
@@ -246,23 +266,21 @@ void ca_device_ctx_gone(CUcontext ctx) {
         ca_streams_forget_ctx(ctx);
         return;
     }
-    ca_device_lock(d);
+    ca_device_hold(d);
     empty_device(d);
-    ca_device_unlock(d);
     __atomic_store_n(&d->unbound, true, __ATOMIC_RELEASE);
     __atomic_fetch_add(&generation, 1, __ATOMIC_RELEASE); /* threads' cached contexts are stale */
+    ca_device_unhold(d);
 }
 
 /* Under no lock: d's allocator bound to ctx, if its context went. */
 static void rebind(ca_device *d, CUcontext ctx) {
-    ca_lock_acquire(&devices_lock);
+    ca_device_hold(d);
     if (__atomic_load_n(&d->unbound, __ATOMIC_ACQUIRE)) {
-        ca_device_lock(d);
         replace_allocator(d, ctx);
-        ca_device_unlock(d);
         __atomic_store_n(&d->unbound, false, __ATOMIC_RELEASE);
     }
-    ca_lock_release(&devices_lock);
+    ca_device_unhold(d);
 }
 
 /* The child of a fork starts with no allocator: its parent's device memory is
@@ -289,6 +307,7 @@ static void after_fork_in_child(void) {
     ca_torch_after_fork();
     ca_contexts_after_fork();
     ca_capture_after_fork();
+    ca_users_after_fork();
     ca_named_frames_fork_child();
     ca_py_fork_child();
     ca_lock_init(&devices_lock);

@@ -102,8 +102,10 @@ CA_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
     const ca_driver *drv = ca_drv();
     if (!drv || !drv->cuDevicePrimaryCtxReset_v2) return no_driver();
     ca_peers_primary_reset((int)dev);
-    ca_device_reset_begin((int)dev);
-    return drv->cuDevicePrimaryCtxReset_v2(dev);
+    ca_device *held = ca_device_reset_begin((int)dev);
+    CUresult r = drv->cuDevicePrimaryCtxReset_v2(dev);
+    ca_device_reset_end(held);
+    return r;
 }
 
 /* A context that goes takes its allocations, events and streams with it:

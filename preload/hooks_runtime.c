@@ -177,12 +177,18 @@ CA_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     return real_cudaStreamDestroy ? real_cudaStreamDestroy(stream) : cudaErrorInitializationError;
 }
 
-/* The current device's context goes: plain frees waited for first. */
+/* The current device's context goes: plain frees waited for first, the
+ * device held meanwhile (ca_device_reset_begin holds it again inside). */
 CA_EXPORT cudaError_t cudaDeviceReset(void) {
     CA_REAL(cudaDeviceReset);
     const ca_driver *drv = ca_drv();
     CUcontext ctx = NULL;
     ca_device *d = drv && drv->cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx ? ca_device_by_ctx(ctx) : NULL;
-    if (d) ca_device_quiesce(d);
-    return real_cudaDeviceReset ? real_cudaDeviceReset() : cudaErrorInitializationError;
+    if (d) {
+        ca_device_hold(d);
+        ca_device_quiesce(d);
+    }
+    cudaError_t e = real_cudaDeviceReset ? real_cudaDeviceReset() : cudaErrorInitializationError;
+    if (d) ca_device_unhold(d);
+    return e;
 }

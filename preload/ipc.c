@@ -152,11 +152,7 @@ static void cannot_export(const void *ptr, int device, CUresult r) {
                 ptr, (int)r);
 }
 
-CA_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr) {
-    const ca_driver *drv = ca_drv();
-    if (!drv) return CUDA_ERROR_NOT_INITIALIZED;
-    ca_device *d = ca_owner((const void *)dptr);
-    if (!d) return drv->cuIpcGetMemHandle ? drv->cuIpcGetMemHandle(pHandle, dptr) : CUDA_ERROR_NOT_SUPPORTED;
+static CUresult export_block(ca_device *d, CUipcMemHandle *pHandle, CUdeviceptr dptr) {
     size_t size = 0;
     if (!pHandle || !ca_owns(d->alloc, (const void *)dptr, &size)) return CUDA_ERROR_INVALID_VALUE; /* not a block's start */
     pthread_mutex_lock(&exports_lock);
@@ -201,6 +197,16 @@ CA_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr) 
     memcpy(pHandle, &e->h, sizeof e->h);
     pthread_mutex_unlock(&exports_lock);
     return CUDA_SUCCESS;
+}
+
+CA_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr) {
+    const ca_driver *drv = ca_drv();
+    if (!drv) return CUDA_ERROR_NOT_INITIALIZED;
+    ca_device *d = ca_owner_used((const void *)dptr);
+    if (!d) return drv->cuIpcGetMemHandle ? drv->cuIpcGetMemHandle(pHandle, dptr) : CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = export_block(d, pHandle, dptr);
+    ca_device_done(d);
+    return r;
 }
 
 static void drop(export *e) {

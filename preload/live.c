@@ -149,9 +149,9 @@ static size_t compare(ca_device *d, ca_live_figures *g, saying *out, size_t cap)
     }
     if (need_titles && !exiting) {
         ca_live_figures named;
-        ca_device_lock(d);
+        ca_device_use(d);
         int rc = ca_live_judge(d->tracker, d->alloc, 1, &named);
-        ca_device_unlock(d);
+        ca_device_done(d);
         if (rc == 0 && named.n_findings) *g = named;
     }
     for (uint32_t i = 0; i < g->n_findings && i < CA_LIVE_FINDINGS && n < cap; i++) {
@@ -195,9 +195,9 @@ static void judge_device(ca_device *d, void *ctx) {
     if (!d->tracker || j->n_figs >= MAX_FIGS) return;
     ca_live_figures g;
     uint64_t t0 = now_ns();
-    ca_device_lock(d);
+    ca_device_use(d);
     int rc = ca_live_judge(d->tracker, d->alloc, 0, &g);
-    ca_device_unlock(d);
+    ca_device_done(d);
     j->cost_ns += now_ns() - t0;
     if (rc != 0) return;
     ca_live_figures *slot = &figs[j->n_figs++];

@@ -4,7 +4,8 @@ PRELOAD_SRCS := preload/log.c preload/real.c preload/config.c preload/devices.c 
                 preload/hooks_runtime.c preload/hooks_driver.c preload/hooks_dl.c preload/api.c preload/report.c preload/nvtx.c preload/steps.c preload/cupti.c \
                 preload/streams.c preload/capture.c preload/peers.c preload/ipc.c preload/ipc_share.c \
                 preload/torch.c preload/torch_oom.c preload/last_error.c \
-                preload/contexts.c preload/pointer_query.c preload/hooks_queries.c preload/others.c preload/live.c
+                preload/contexts.c preload/pointer_query.c preload/hooks_queries.c preload/others.c preload/live.c \
+                preload/users.c
 PRELOAD_OBJS := $(PRELOAD_SRCS:%.c=$(OBJ)/%.o)
 $(PRELOAD_OBJS): ALL_CFLAGS += -I$(CUDA_INC) -D_GNU_SOURCE
 # torch.OutOfMemoryError is a C++ exception thrown through these frames

@@ -38,11 +38,14 @@ static block lookup(CUdeviceptr p) {
     block b = {.kind = NOT_OURS};
     ca_allocation a;
     if (!p) return b;
-    if ((b.d = ca_owner((const void *)p))) { /* in an allocator's ranges (read without its locks) */
-        if (!ca_find_allocation(b.d->alloc, (const void *)p, &a)) return b.kind = FREE, b;
-        return (block){.kind = LIVE, .base = a.addr, .size = a.requested, .ctx = a.ordered ? NULL : b.d->ctx,
-                       .id = OUR_IDS | a.id, .ordered = a.ordered, .d = b.d,
-                       .exportable = !a.expandable || ca_backend_cuda_shareable(b.d->backend)};
+    if ((b.d = ca_owner_used((const void *)p))) { /* in an allocator's ranges (read without its locks) */
+        if (!ca_find_allocation(b.d->alloc, (const void *)p, &a)) b.kind = FREE;
+        else
+            b = (block){.kind = LIVE, .base = a.addr, .size = a.requested, .ctx = a.ordered ? NULL : b.d->ctx,
+                        .id = OUR_IDS | a.id, .ordered = a.ordered, .d = b.d,
+                        .exportable = !a.expandable || ca_backend_cuda_shareable(b.d->backend)};
+        ca_device_done(b.d);
+        return b;
     }
     if (ca_ipc_import_at(p, &b.base, &b.size, &b.ctx, &b.id)) b.kind = IMPORTED, b.id |= IMPORT_IDS;
     return b;

@@ -5,6 +5,7 @@
 
 #include <cuda.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #undef cuGetProcAddress /* we define both the old and the _v2 entry */
 #include <stddef.h>
@@ -182,14 +183,17 @@ int ca_config_parse(const char *conf, ca_config *out, char *err, size_t errlen);
 size_t ca_config_format(const ca_config *c, char *buf, size_t n);
 
 /* ---- devices.c: one allocator per device ---- */
+#define CA_MAX_DEVICES 64
 typedef struct ca_device {
     int ordinal;
     CUcontext ctx;        /* the context the allocator was made in */
     bool unbound;         /* that context went: the next one used on the device takes over */
-    ca_allocator *alloc;
+    ca_allocator *alloc;  /* read only between ca_device_use and ca_device_done */
     ca_backend *backend;  /* the allocator's (owned by it) */
     ca_tracker *tracker;  /* NULL with tracking:false */
-    pthread_mutex_t reset_lock; /* ca_device_lock */
+    atomic_bool held;     /* ca_device_hold (users.c) */
+    unsigned hold_depth;  /* nested holds by the holding thread */
+    pthread_mutex_t hold_lock; /* recursive */
 } ca_device;
 
 /* The allocator of the calling thread's current device. Sets *err to the
@@ -200,26 +204,41 @@ ca_device *ca_device_by_ordinal(int ordinal);
 ca_device *ca_device_by_ctx(CUcontext ctx);
 /* The device whose allocator manages ptr (live or not), or NULL. */
 ca_device *ca_owner(const void *ptr);
+/* The same, left between ca_device_use and ca_device_done (the caller's). */
+ca_device *ca_owner_used(const void *ptr);
 /* Before its context is reset or destroyed: plain frees waited for, the
- * backend's events destroyed, the context's streams forgotten. */
+ * backend's events destroyed, the context's streams forgotten. Under
+ * ca_device_hold. */
 void ca_device_quiesce(ca_device *d);
-/* Held by a reset of the device (ca_device_reset_begin, which replaces its
- * allocator) and by whatever reads the allocator from a thread of ours or
- * on the program's behalf (reports, cudalloc_get_stats): they take turns. */
-void ca_device_lock(ca_device *d);
-void ca_device_unlock(ca_device *d);
+/* Calls fn for each device made, between ca_device_use and ca_device_done. */
 void ca_devices_foreach(void (*fn)(ca_device *d, void *ctx), void *ctx);
 /* The device's primary context is about to be reset (cudaDeviceReset, which
- * cudart does with cuDevicePrimaryCtxReset): plain frees are waited for, every
- * allocation on it is freed (the tracker sees each), its memory goes back to
- * the driver while the context can still take it, and a fresh allocator takes
- * over. As CUDA requires, no other thread may be using the device meanwhile. */
-void ca_device_reset_begin(int ordinal);
+ * cudart does with cuDevicePrimaryCtxReset): the device is held, plain frees
+ * are waited for, every allocation on it is freed (the tracker sees each),
+ * its memory goes back to the driver while the context can still take it,
+ * and a fresh allocator takes over. CUDA forbids other threads to use the
+ * device meanwhile; those that do wait until ca_device_reset_end, after the
+ * driver's reset, and go on in the fresh allocator. Returns the device held,
+ * or NULL. */
+ca_device *ca_device_reset_begin(int ordinal);
+void ca_device_reset_end(ca_device *d);
 /* A context is about to go (cuCtxDestroy, the primary context's last
  * release): if it is a device's allocator's, every allocation made in it is
  * freed, its memory given back, and the next context used on the device gets
  * a fresh allocator; its streams are forgotten either way. */
 void ca_device_ctx_gone(CUcontext ctx);
+
+/* ---- users.c: threads inside a device's allocator ---- */
+/* Around every use of d->alloc or d->backend (nested uses are fine); waits
+ * while another thread holds the device. Cheap: a store and a load on the
+ * thread's own slot. */
+void ca_device_use(ca_device *d);
+void ca_device_done(ca_device *d);
+/* The device to this thread alone (recursive): waits until no other thread
+ * uses it, and keeps them off until ca_device_unhold. */
+void ca_device_hold(ca_device *d);
+void ca_device_unhold(ca_device *d);
+void ca_users_after_fork(void);
 
 /* ---- alloc.c: what every entry point shares ---- */
 /* stream: CUstream as given, 0 for the legacy default stream; async: in the

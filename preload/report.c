@@ -73,9 +73,9 @@ static int write_device(ca_device *d) {
     o.csv_iterations = ca_conf.trace_iterations;
     o.rank = ca_rank_env();
     external(d->ordinal, &o);
-    ca_device_lock(d); /* not while a reset replaces the allocator */
+    ca_device_use(d); /* not while a reset replaces the allocator */
     int rc = ca_report_write(d->tracker, d->alloc, prefix, &o);
-    ca_device_unlock(d);
+    ca_device_done(d);
     return rc;
 }
 
@@ -158,12 +158,8 @@ void ca_report_oom(ca_device *d, const ca_oom_info *o) {
 
 static void summarize(ca_device *d, void *ctx) {
     ca_stats s;
-    ca_device_lock(d);
-    ca_get_stats(d->alloc, &s);
-    if (!s.allocation[CA_POOL_ALL].allocated && !s.num_ooms) { /* a device never asked for memory */
-        ca_device_unlock(d);
-        return;
-    }
+    ca_get_stats(d->alloc, &s); /* under ca_devices_foreach's use */
+    if (!s.allocation[CA_POOL_ALL].allocated && !s.num_ooms) return; /* a device never asked for memory */
     if (d->tracker) {
         ca_report_options o;
         report_options(&o);
@@ -175,7 +171,6 @@ static void summarize(ca_device *d, void *ctx) {
                 peak_res ? (double)s.requested_bytes[CA_POOL_ALL].peak / (double)peak_res : 0.0,
                 (long long)s.num_ooms);
     }
-    ca_device_unlock(d);
     print_external(d->ordinal);
 }
 

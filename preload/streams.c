@@ -116,7 +116,10 @@ static void order_after_fences(CUstream s, CUcontext ctx) {
         return;
     }
     ca_device *d = ca_device_by_ctx(ctx);
-    if (d) ca_backend_cuda_order_after_fences(d->backend, s);
+    if (!d) return;
+    ca_device_use(d);
+    ca_backend_cuda_order_after_fences(d->backend, s);
+    ca_device_done(d);
 }
 
 void ca_stream_created(CUstream s, unsigned flags) {
@@ -267,7 +270,10 @@ static void thread_exit(void *unused) {
     for (int i = 0; i < 64; i++) {
         if (!(tl_ptds_devices >> i & 1)) continue;
         ca_device *dev = ca_device_by_ordinal(i);
-        if (dev) ca_retire_stream(dev->alloc, ca_ptds_key());
+        if (!dev) continue;
+        ca_device_use(dev);
+        ca_retire_stream(dev->alloc, ca_ptds_key());
+        ca_device_done(dev);
     }
     tl_ptds_devices = 0;
 }

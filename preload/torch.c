@@ -68,10 +68,11 @@ CA_EXPORT void *cudalloc_torch_malloc(size_t size, int device, void *stream) {
     ca_oom_info oom;
     ca_stream key = ca_stream_key((CUstream)stream);
     if (ca_is_ptds_key(key)) ca_ptds_pool_used(d);
-    if (ca_malloc(d->alloc, size, key, &p, &oom) == CA_ERR_OOM) {
-        ca_report_oom(d, &oom);
-        raise_oom(d, size, &oom); /* no lock held: the exception unwinds through here */
-    }
+    ca_device_use(d);
+    bool oom_now = ca_malloc(d->alloc, size, key, &p, &oom) == CA_ERR_OOM;
+    if (oom_now) ca_report_oom(d, &oom);
+    ca_device_done(d);
+    if (oom_now) raise_oom(d, size, &oom); /* nothing held: the exception unwinds through here */
     return p;
 }
 
@@ -117,9 +118,11 @@ static void release(ca_device *d, void *ctx) { ca_release(d->alloc); }
 CA_EXPORT void cudalloc_torch_empty_cache(void) { ca_devices_foreach(release, NULL); }
 
 CA_EXPORT void *cudalloc_torch_base_alloc(void *ptr, size_t *size) {
-    ca_device *d = ca_owner(ptr);
+    ca_device *d = ca_owner_used(ptr);
     size_t requested = 0;
-    if (d && ca_owns(d->alloc, ptr, &requested) && size) *size = requested;
+    if (!d) return ptr;
+    if (ca_owns(d->alloc, ptr, &requested) && size) *size = requested;
+    ca_device_done(d);
     return ptr;
 }
 

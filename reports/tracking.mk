@@ -137,6 +137,6 @@ record-torch-traces: $(BUILD)/record_alloc.so
 # cudalloc-report on hostile files (tests/reports/hostile): bounded in time and
 # memory by what the file holds, refused where it is no snapshot, escaped.
 .PHONY: test-hostile
-test-hostile: $(BIN)/cudalloc-report
+test-hostile: $(BIN)/cudalloc-report $(BIN)/cudalloc-replay
 	@bash tests/reports/hostile/run.sh $(BIN)
 SYSTEM_TESTS += test-hostile

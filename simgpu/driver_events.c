@@ -33,16 +33,21 @@ static int covers(const struct ca_sim_stream_ref *ref, const struct CUevent_st *
     return st && !(st->flags & CU_STREAM_NON_BLOCKING);
 }
 
+/* The stream's work ran, and the held work it depends on with it (a GPU's
+ * synchronize would wait for that). */
 void ca_sim_events_complete_stream(const struct ca_sim_stream_ref *ref)
 {
+    int ran = 0;
     struct CUevent_st *e, *tmp;
     HASH_ITER(hh, ca_sim.events, e, tmp) {
         if (covers(ref, e)) {
             e->late_left = 0;
-            e->held_by = NULL;
+            ran |= ca_sim_hold_run(e->held_by, CA_SIM_ALL_WORK);
         }
     }
+    ran |= ca_sim_hold_run(ca_sim_hold_for_record(ref), CA_SIM_ALL_WORK);
     ca_sim_hold_clear_stream(ref);
+    ca_sim.n.held_waits += (unsigned)ran;
 }
 
 int ca_sim_events_pending_query(const struct ca_sim_stream_ref *ref)
@@ -62,13 +67,15 @@ int ca_sim_events_pending_query(const struct ca_sim_stream_ref *ref)
 
 void ca_sim_events_complete_ctx(struct CUctx_st *ctx)
 {
+    int ran = ca_sim_holds_run_ctx(ctx);
     struct CUevent_st *e, *tmp;
     HASH_ITER(hh, ca_sim.events, e, tmp) {
         if (e->ctx == ctx) {
             e->late_left = 0;
-            e->held_by = NULL;
+            ran |= ca_sim_hold_run(e->held_by, CA_SIM_ALL_WORK);
         }
     }
+    ca_sim.n.held_waits += (unsigned)ran;
     struct CUstream_st *st, *stmp;
     HASH_ITER(hh, ca_sim.streams, st, stmp) {
         if (st->ctx == ctx)
@@ -123,6 +130,7 @@ void ca_sim_event_record_now(struct CUevent_st *e, const struct ca_sim_stream_re
     e->stream = ref->handle;
     e->thread = pthread_self();
     e->ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    e->seq = ++ca_sim.records;
     e->captured = 0;
     free(e->deps);
     e->deps = NULL;
@@ -256,7 +264,7 @@ CA_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
         r = ca_sim_capture_sync_event(e);
     if (r == CUDA_SUCCESS) {
         e->late_left = 0;
-        e->held_by = NULL;
+        ca_sim.n.held_waits += (unsigned)ca_sim_hold_run(e->held_by, e->seq); /* the work before it ends first */
         ca_sim.n.event_syncs++;
     }
     ca_sim_unlock();

@@ -76,6 +76,7 @@ struct CUevent_st {
 #define CA_SIM_WHOLE_CONTEXT ((CUstream)3) /* every stream of its context (cuCtxRecordEvent) */
     pthread_t thread;           /* recording thread, for the per-thread stream */
     uint64_t ns;                /* CLOCK_MONOTONIC at record */
+    unsigned long long seq;     /* order of records, process-wide (ca_sim.records) */
     unsigned long long captured; /* id of the capture it was last recorded in; 0: none */
     struct CUgraphNode_st **deps; /* ... and the nodes it stands for there */
     size_t ndeps;
@@ -150,6 +151,7 @@ struct ca_sim {
         CUstream handle;
         struct CUctx_st *ctx;
         unsigned flags;
+        int waited;             /* a synchronize ran its work: said at exit if never released */
     } holds[SIMGPU_MAX_HOLDS];
     int nholds;
     struct ca_sim_phys *phys;
@@ -158,6 +160,7 @@ struct ca_sim {
     struct CUgraph_st *graphs;          /* graphs and executable graphs (graph.c) */
     struct CUgraphExec_st *execs;
     unsigned long long next_capture_id;
+    unsigned long long records; /* events recorded so far: their order */
     simgpu_counters_t n;        /* call counters; byte figures are filled on read */
 };
 
@@ -264,6 +267,13 @@ CUstream ca_sim_hold_for_context(struct CUctx_st *ctx);
 void ca_sim_hold_wait(const struct ca_sim_stream_ref *ref, CUstream held);
 void ca_sim_hold_clear_stream(const struct ca_sim_stream_ref *ref);
 void ca_sim_holds_drop_ctx(struct CUctx_st *ctx);
+/* A synchronize needs the work behind a held stream up to the event recorded
+ * `upto` (CA_SIM_ALL_WORK: all of it), or behind every held stream of ctx: it
+ * runs, as a GPU would in time. Whether any did (the caller counts the wait
+ * in held_waits). */
+#define CA_SIM_ALL_WORK (~0ULL)
+int ca_sim_hold_run(CUstream held, unsigned long long upto);
+int ca_sim_holds_run_ctx(struct CUctx_st *ctx);
 
 /* Events (driver_events.c). */
 void ca_sim_events_complete_stream(const struct ca_sim_stream_ref *ref);

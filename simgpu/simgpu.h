@@ -39,6 +39,8 @@ typedef struct simgpu_counters {
     uint64_t event_syncs;       /* cuEventSynchronize */
     uint64_t stream_syncs;      /* cuStreamSynchronize */
     uint64_t ctx_syncs;         /* cuCtxSynchronize (what cudaDeviceSynchronize calls) */
+    uint64_t held_waits;        /* synchronizes that ran work held by simgpu_stream_hold: on a GPU,
+                                   a wait until it ends (never, if nothing would end it) */
     uint64_t proc_lookups;      /* cuGetProcAddress(_v2) calls */
 
     /* Stream capture and graphs. */
@@ -75,8 +77,13 @@ int simgpu_stream_last_wait(void *stream, void **event);
  * blocking stream of its context is held (the legacy stream waits for
  * blocking streams), and so does one recorded on any stream made to wait
  * (cuStreamWaitEvent) on such an event. A synchronize that covers an event
- * (the event, its stream, the context) runs that work: the event completes,
- * the hold stays for later work. Destroying a held stream leaves its work
+ * (the event, its stream, the context) runs that work, as time passing on a
+ * GPU would: the event completes, and with it every event recorded behind
+ * the same hold before it (a stream's or the context's synchronize: all the
+ * held work so far); the hold stays for later work. Each such wait is
+ * counted in held_waits: on a GPU it would last until the work ended, and
+ * forever behind a hold nobody releases (such a hold is named on stderr at
+ * exit). Destroying a held stream leaves its work
  * queued, as on a GPU: its events stay not ready until released (hold 0 with
  * the old handle) or synchronized. 0, or -1 for a stream that is not a live
  * stream (hold 1), not held (hold 0), or when SIMGPU_MAX_HOLDS are held. */

@@ -10,6 +10,8 @@
  *     until a synchronize of the waiting stream or of the context.
  * One held stream per event is enough for the tests; a hold on the legacy or
  * per-thread stream is not offered. */
+#include <stdio.h>
+
 #include "simgpu/sim.h"
 
 static struct ca_sim_hold *find_hold(CUstream handle)
@@ -87,14 +89,17 @@ void ca_sim_holds_drop_ctx(struct CUctx_st *ctx)
             remove_hold(&ca_sim.holds[i]);
 }
 
-/* The work behind `handle` ran: its events complete, nothing waits behind it. */
-static void release(CUstream handle)
+/* The work behind `handle` ran, up to the event recorded `upto`: those
+ * events complete; with all of it, nothing waits behind it any more. */
+static void run_behind(CUstream handle, unsigned long long upto)
 {
     struct CUevent_st *e, *etmp;
     HASH_ITER(hh, ca_sim.events, e, etmp) {
-        if (e->held_by == handle)
+        if (e->held_by == handle && e->seq <= upto)
             e->held_by = NULL;
     }
+    if (upto != CA_SIM_ALL_WORK)
+        return;
     struct CUstream_st *st, *stmp;
     HASH_ITER(hh, ca_sim.streams, st, stmp) {
         if (st->behind == handle)
@@ -107,6 +112,43 @@ static void release(CUstream handle)
         if (c->ptds_behind == handle)
             c->ptds_behind = NULL;
     }
+}
+
+/* A synchronize needs work issued behind `held`: on a GPU it waits until
+ * that work ends, so here it runs now (the hold stays for later work).
+ * Whether there was a hold: the caller counts its wait in held_waits, as a
+ * hold nobody releases stands for work that might never end, which a test
+ * must see rather than have it passed silently. */
+int ca_sim_hold_run(CUstream held, unsigned long long upto)
+{
+    if (!held)
+        return 0;
+    run_behind(held, upto);
+    struct ca_sim_hold *h = find_hold(held);
+    if (h)
+        h->waited = 1;
+    return 1;
+}
+
+/* A hold whose work a wait ran and that nobody released: on a GPU that wait
+ * would not have ended. Said once, at exit, so that no test passes it by. */
+__attribute__((destructor)) static void report_unended_waits(void)
+{
+    ca_sim_lock();
+    for (int i = 0; i < ca_sim.nholds; i++)
+        if (ca_sim.holds[i].waited)
+            fprintf(stderr, "simgpu: a synchronize waited for work held on stream %p (simgpu_stream_hold) that was "
+                            "never released: on a GPU that wait would not have ended\n", ca_sim.holds[i].handle);
+    ca_sim_unlock();
+}
+
+int ca_sim_holds_run_ctx(struct CUctx_st *ctx)
+{
+    int ran = 0;
+    for (int i = 0; i < ca_sim.nholds; i++)
+        if (ca_sim.holds[i].ctx == ctx)
+            ran |= ca_sim_hold_run(ca_sim.holds[i].handle, CA_SIM_ALL_WORK);
+    return ran;
 }
 
 CA_EXPORT int simgpu_stream_hold(void *stream, int hold)
@@ -124,7 +166,7 @@ CA_EXPORT int simgpu_stream_hold(void *stream, int hold)
         rc = -1;
     } else {
         remove_hold(h);
-        release(stream);
+        run_behind(stream, CA_SIM_ALL_WORK);
     }
     ca_sim_unlock();
     return rc;

@@ -136,6 +136,7 @@ int main(int argc, char **argv) {
             return 2;
         }
         ca_trace_warn_cut(&t, "cudalloc-replay", argv[i], stderr);
+        ca_trace_warn_granule(&t, cfg.capacity, "cudalloc-replay", argv[i], stderr);
         if (time_malloc) { /* only the malloc this process has, as a number */
             printf("%.1f\n", replay_foreign(&t, argv[i], "preloaded", runs));
             ca_trace_free(&t);

@@ -49,8 +49,9 @@ double replay_foreign(const ca_trace *t, const char *path, const char *which, in
  * allocated memory per iteration (the trace's iteration rows) or, with
  * `every` or without iteration rows, every `every` (default 1000) calls. */
 int replay_timeline(const ca_trace *t, const replay_config *cfg, size_t every, int passes, FILE *out);
-/* The allocator a replay runs on (NULL when the backend cannot start). */
-ca_allocator *replay_allocator(const replay_config *cfg);
+/* The allocator a replay of t runs on, in t's granule (ca_trace_granule);
+ * NULL when the backend cannot start. */
+ca_allocator *replay_allocator(const ca_trace *t, const replay_config *cfg);
 
 double replay_now_ns(void);
 double replay_median(double *v, int n);

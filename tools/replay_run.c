@@ -21,8 +21,8 @@ double replay_median(double *v, int n) {
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-ca_allocator *replay_allocator(const replay_config *cfg) {
-    size_t granule = (size_t)2 << 20;
+ca_allocator *replay_allocator(const ca_trace *t, const replay_config *cfg) {
+    size_t granule = ca_trace_granule(t, cfg->capacity);
     ca_backend *be = cfg->host ? ca_backend_host_new(cfg->capacity, granule)
                                : ca_backend_count_new(cfg->capacity, granule);
     if (!be) return NULL;
@@ -73,7 +73,7 @@ static void free_leftovers(ca_allocator *a, const ca_trace *t, void **ptrs, ca_s
 int replay_run(const ca_trace *t, const replay_config *cfg, int runs, replay_result *out) {
     void **ptrs = calloc(t->n_ids ? t->n_ids : 1, sizeof *ptrs);
     double *ns = calloc((size_t)runs, sizeof *ns);
-    ca_allocator *a = replay_allocator(cfg);
+    ca_allocator *a = replay_allocator(t, cfg);
     if (!ptrs || !ns || !a) {
         free(ptrs);
         free(ns);
@@ -107,7 +107,7 @@ int replay_run(const ca_trace *t, const replay_config *cfg, int runs, replay_res
 
 size_t replay_recorded_failures(const ca_trace *t, const replay_config *cfg) {
     void **ptrs = calloc(t->n_ids ? t->n_ids : 1, sizeof *ptrs);
-    ca_allocator *a = replay_allocator(cfg);
+    ca_allocator *a = replay_allocator(t, cfg);
     size_t failed = 0;
     if (!ptrs || !a) {
         free(ptrs);
@@ -176,7 +176,7 @@ static void *thread_main(void *p) {
 }
 
 double replay_throughput(const ca_trace *t, const replay_config *cfg, int threads) {
-    ca_allocator *a = replay_allocator(cfg);
+    ca_allocator *a = replay_allocator(t, cfg);
     if (!a) return -1;
     enum { MAX_THREADS = 16 };
     if (threads > MAX_THREADS) threads = MAX_THREADS;

@@ -42,7 +42,7 @@ static void row_here(struct timeline *tl, const char *prefix, size_t n) {
 
 int replay_timeline(const ca_trace *t, const replay_config *cfg, size_t every, int passes, FILE *out) {
     void **ptrs = calloc(t->n_ids ? t->n_ids : 1, sizeof *ptrs);
-    ca_allocator *a = replay_allocator(cfg);
+    ca_allocator *a = replay_allocator(t, cfg);
     if (!ptrs || !a) {
         free(ptrs);
         if (a) ca_allocator_destroy(a);

@@ -153,16 +153,23 @@ int report_sniff(const char *path) {
     gzFile f = gzopen(path, "rb"); /* reads a plain file as it is */
     int c = EOF, c2 = EOF, gz = 0;
     if (f) { /* else the extension picks the reader, which says why it cannot open it */
-        while ((c = gzgetc(f)) == ' ' || c == '\t' || c == '\n' || c == '\r') {
+        /* blanks before the first byte, 64 KiB of them at most (a gzip of a
+         * blank gigabyte is no input: the CSV reader says so) */
+        for (int blanks = 0; blanks < 65536 && ((c = gzgetc(f)) == ' ' || c == '\t' || c == '\n' || c == '\r'); blanks++) {
         }
         c2 = gzgetc(f);
         gz = !gzdirect(f);
         gzclose(f);
     }
     if (c == 0x80 || (c == 0x1f && c2 == 0x8b) || (c == 'P' && c2 == 'K')) return 'p';
-    if (gz) return c == EOF ? 'p' : 'c'; /* a broken stream: the snapshot reader names the fault */
-    if (c == '{') return 'j';
     const char *dot = strrchr(path, '.');
+    if (gz) { /* a broken stream or no byte of a trace's, and named a snapshot: the snapshot reader names the fault */
+        size_t n = dot ? (size_t)(dot - path) : 0;
+        int named = dot && !strcmp(dot, ".gz") && ((n >= 7 && !strncmp(dot - 7, ".pickle", 7)) ||
+                                                   (n >= 4 && !strncmp(dot - 4, ".pkl", 4)));
+        return c == EOF || (named && !(c >= ' ' && c < 0x7f)) ? 'p' : 'c';
+    }
+    if (c == '{') return 'j';
     if (dot && (!strcmp(dot, ".pickle") || !strcmp(dot, ".pkl") || !strcmp(dot, ".gz") || !strcmp(dot, ".pt") ||
                 !strcmp(dot, ".pth")))
         return 'p'; /* its reader says why not */
@@ -213,7 +220,7 @@ static void oom_info(ca_allocator *a, size_t size, int device_known, ca_oom_info
  * without limit), watched by a tracker. NULL (with *a NULL) when memory ran out. */
 static ca_tracker *replay_tracked(const ca_trace *tr, const report_args *args, size_t capacity, ca_allocator **a_out) {
     *a_out = NULL;
-    ca_backend *be = ca_backend_count_new(capacity, (size_t)2 << 20);
+    ca_backend *be = ca_backend_count_new(capacity, ca_trace_granule(tr, capacity));
     ca_options aopt;
     ca_options_default(&aopt);
     aopt.expandable = args->expandable;
@@ -304,6 +311,7 @@ int report_trace(const char *path, const report_args *args) {
         return 2;
     }
     ca_trace_warn_cut(&tr, "cudalloc-report", path, stderr);
+    ca_trace_warn_granule(&tr, args->capacity, "cudalloc-report", path, stderr);
     ca_allocator *a;
     ca_tracker *t = replay_tracked(&tr, args, args->capacity, &a);
     ca_fix_report fixes = {0};

@@ -2,6 +2,8 @@
 #include "tools/trace.h"
 
 #include "util/gunzip.h"
+#include "util/size.h"
+#include "allocator/allocator.h"
 #include "util/quote.h"
 
 #include <errno.h>
@@ -320,6 +322,40 @@ int ca_trace_parse_buffer(const char *name, const char *buf, size_t len, ca_trac
     return rc;
 }
 
+/* A gzipped trace's first lines, up to its header, read from its first
+ * piece: a file that is no trace is refused there, not inflated whole first
+ * (issue 30: a 2 MB gzip of zeros was inflated to 2 GiB). 0, or -1 with the
+ * parser's message (or gzip's) in err. */
+static int header_of_gzip(const char *path, const unsigned char *gz, size_t len, char *err, size_t errlen)
+{
+    enum { PIECE = 64 << 10 };
+    char *piece = malloc(PIECE);
+    ca_gz *g = piece ? ca_gz_open(gz, len, ca_gz_most(len)) : NULL;
+    long got = g ? ca_gz_read(g, (unsigned char *)piece, PIECE) : -1;
+    int rc = 0;
+    if (got < 0) {
+        if (err && errlen) snprintf(err, errlen, "%s:0: %s", path, g ? ca_gz_error(g) : "out of memory");
+        rc = -1;
+    } else {
+        size_t upto = 0; /* through the first line that is not blank, or all the piece holds */
+        for (const char *nl; upto < (size_t)got; upto = (size_t)(nl - piece) + 1) {
+            if (!(nl = memchr(piece + upto, '\n', (size_t)got - upto))) {
+                upto = (size_t)got;
+                break;
+            }
+            if (trim(piece + upto, (size_t)(nl - piece) - upto).n) {
+                upto = (size_t)(nl - piece) + 1;
+                break;
+            }
+        }
+        ca_trace t;
+        if ((rc = ca_trace_parse_buffer(path, piece, upto, &t, err, errlen)) == 0) ca_trace_free(&t);
+    }
+    ca_gz_close(g);
+    free(piece);
+    return rc;
+}
+
 int ca_trace_parse_file(const char *path, ca_trace *out, char *err, size_t errlen)
 {
     if (err && errlen) err[0] = '\0';
@@ -360,16 +396,15 @@ int ca_trace_parse_file(const char *path, ca_trace *out, char *err, size_t errle
         free(buf);
         return -1;
     }
-    if (ca_is_gzip(buf, n)) { /* trace.csv.gz: inflated whole, as a snapshot's pickle is */
+    if (ca_is_gzip(buf, n)) { /* trace.csv.gz: its header first, then the rest */
         unsigned char *raw;
         size_t raw_n;
         char why[200] = "";
-        rc = ca_gunzip((const unsigned char *)buf, n, (size_t)1 << 40, &raw, &raw_n, why, sizeof why);
-        free(buf);
-        if (rc != 0) {
+        rc = header_of_gzip(path, (const unsigned char *)buf, n, err, errlen);
+        if (rc == 0 && (rc = ca_gunzip((const unsigned char *)buf, n, ca_gz_most(n), &raw, &raw_n, why, sizeof why)))
             if (err && errlen) snprintf(err, errlen, "%s:0: %s", path, why);
-            return -1;
-        }
+        free(buf);
+        if (rc != 0) return -1;
         buf = (char *)raw, n = raw_n;
     }
     rc = ca_trace_parse_buffer(path, buf, n, out, err, errlen);
@@ -383,6 +418,35 @@ void ca_trace_warn_cut(const ca_trace *t, const char *tool, const char *name, FI
     fprintf(f, "%s: %s:%u: warning: the last line is cut short (no newline at its end: the program writing the "
                "log was stopped mid-line) and is not a whole row (%s): left out; the %zu rows before it are read\n",
             tool, name, t->cut_line, t->cut_why, t->n_ops);
+}
+
+#define DEVICE_GRANULE ((size_t)2 << 20)
+
+/* What the peak can map: no allocator holds more than the device's capacity
+ * (0: none given) or CA_MAX_BYTES; a larger request fails at once, mapping
+ * nothing. */
+static uint64_t mappable_peak(const ca_trace *t, size_t capacity)
+{
+    uint64_t most = capacity && capacity < CA_MAX_BYTES ? capacity : CA_MAX_BYTES;
+    return t->peak_live_bytes < most ? t->peak_live_bytes : most;
+}
+
+size_t ca_trace_granule(const ca_trace *t, size_t capacity)
+{
+    uint64_t most = t->n_ops > 65536 / 4 ? 4 * (uint64_t)t->n_ops : 65536, g = DEVICE_GRANULE;
+    while (mappable_peak(t, capacity) / g > most) g *= 2;
+    return (size_t)g;
+}
+
+void ca_trace_warn_granule(const ca_trace *t, size_t capacity, const char *tool, const char *name, FILE *f)
+{
+    size_t g = ca_trace_granule(t, capacity);
+    if (g == DEVICE_GRANULE) return;
+    char peak[CA_SIZE_BUF], gran[CA_SIZE_BUF];
+    fprintf(f, "%s: %s: note: %s live at once in %zu rows: replayed in granules of %s, not a device's 2 MiB, so "
+               "that time and memory follow the rows (reserved figures round up to that)\n",
+            tool, name, ca_format_size(mappable_peak(t, capacity), peak, sizeof peak), t->n_ops,
+            ca_format_size(g, gran, sizeof gran));
 }
 
 void ca_trace_free(ca_trace *t)

@@ -73,6 +73,16 @@ void ca_trace_free(ca_trace *t);
  * warning: ..."; nothing otherwise. */
 void ca_trace_warn_cut(const ca_trace *t, const char *tool, const char *name, FILE *f);
 
+/* The granule to replay t with on a device of `capacity` bytes (0: without
+ * limit): a device's 2 MiB, unless the trace's live bytes at their peak (as
+ * much as such a device can hold) would fill more granules than 4 per row
+ * (65536 at least); then the smallest power of two that keeps to that, so
+ * that a replay's time and memory follow the file's rows, never the sizes it
+ * names (issue 30: 64 rows of a TiB took 2.4 GiB and 12 s). */
+size_t ca_trace_granule(const ca_trace *t, size_t capacity);
+/* One line on f when that granule is not 2 MiB: "TOOL: NAME: note: ..."; nothing otherwise. */
+void ca_trace_warn_granule(const ca_trace *t, size_t capacity, const char *tool, const char *name, FILE *f);
+
 const char *ca_trace_kind_name(ca_trace_kind k); /* "allocate", "free", ... */
 
 #endif

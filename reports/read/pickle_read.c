@@ -9,9 +9,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A snapshot's strings are names, paths and settings: a longer one is no
+ * snapshot's, and refused at its length, before its bytes are read. */
+#define MAX_STRING ((uint64_t)16 << 20)
+#define PIECE ((size_t)64 << 10) /* what a stream's window is refilled by */
+
 typedef struct rd {
-    const unsigned char *p;
-    size_t len, pos, op_at; /* op_at: offset of the opcode being read */
+    const unsigned char *p; /* the input, or a window on a stream: */
+    size_t len, pos, op_at; /* op_at: offset of the opcode being read, from the input's start */
+    const ca_pickle_source *src; /* the stream; NULL: p[0..len) is all of it */
+    unsigned char *win;     /* its window: p = win, bytes [base, base + len) of the stream */
+    size_t base, win_cap;
     unsigned char op;
     ca_doc *doc;
     ca_val **stack;
@@ -70,9 +78,43 @@ static int oom(rd *r) { return fail(r, "out of memory"); }
 
 /* ---- input ---- */
 
+/* A stream's window holding n bytes from pos on, as far as the stream has
+ * them: what was read goes, the rest moves to the front, more is inflated. */
+static int refill(rd *r, size_t n) {
+    if (r->pos) {
+        memmove(r->win, r->win + r->pos, r->len - r->pos);
+        r->base += r->pos, r->len -= r->pos, r->pos = 0;
+    }
+    size_t want = n > PIECE ? n : PIECE;
+    if (want > r->win_cap) {
+        unsigned char *w = realloc(r->win, want);
+        if (!w) return oom(r);
+        r->p = r->win = w, r->win_cap = want;
+    }
+    while (r->len < n) {
+        long got = r->src->read(r->src->ctx, r->win + r->len, r->win_cap - r->len);
+        if (got < 0) { /* the stream's own message: no opcode is at fault */
+            if (!r->failed && r->errlen) snprintf(r->err, r->errlen, "%s", r->src->error(r->src->ctx));
+            r->failed = 1;
+            return -1;
+        }
+        if (!got) break; /* the end: need() says what is missing */
+        r->len += (size_t)got;
+    }
+    return 0;
+}
+
 static int need(rd *r, size_t n) {
     if (r->len - r->pos >= n) return 0;
+    if (r->src && refill(r, n)) return -1;
+    if (r->len - r->pos >= n) return 0;
     return fail(r, "truncated: needs %zu byte%s, %zu left", n, n == 1 ? "" : "s", r->len - r->pos);
+}
+
+/* Whether a byte is left (a stream's window refilled first). */
+static int more(rd *r) {
+    if (r->pos < r->len) return 1;
+    return r->src && !refill(r, 1) && r->pos < r->len;
 }
 
 static uint64_t le(const unsigned char *p, int n) {
@@ -140,7 +182,9 @@ static int hashable(rd *r, const ca_val *k) {
 static int push_str(rd *r, ca_val_kind k, int len_bytes) {
     uint64_t n;
     if (arg(r, len_bytes, &n)) return -1;
-    if (n > r->len - r->pos) return need(r, n > SIZE_MAX ? SIZE_MAX : (size_t)n);
+    if (n > MAX_STRING)
+        return fail(r, "%llu bytes: longer than any string a snapshot holds (16 MiB at most)", (unsigned long long)n);
+    if (need(r, (size_t)n)) return -1;
     ca_val *v = ca_doc_new_str(r->doc, k, (const char *)r->p + r->pos, (size_t)n);
     r->pos += (size_t)n;
     return push(r, v);
@@ -151,7 +195,9 @@ static int push_long(rd *r, int len_bytes) {
     uint64_t n64;
     if (arg(r, len_bytes, &n64)) return -1;
     if (len_bytes == 4 && n64 >= UINT64_C(1) << 31) return fail(r, "negative length");
-    if (n64 > r->len - r->pos) return need(r, (size_t)n64);
+    if (n64 > MAX_STRING)
+        return fail(r, "a number of %llu bytes: longer than any a snapshot holds", (unsigned long long)n64);
+    if (need(r, (size_t)n64)) return -1;
     size_t n = (size_t)n64;
     const unsigned char *b = r->p + r->pos;
     r->pos += n;
@@ -241,7 +287,8 @@ static int memo_put(rd *r, uint64_t idx) {
     ca_val *v = top(r, 0);
     if (!v) return -1;
     /* Every entry costs at least one byte of input: a larger index is no pickle's. */
-    if (idx > r->len) return fail(r, "memo index %llu out of range for %zu bytes of input", (unsigned long long)idx, r->len);
+    if (idx > r->base + r->len)
+        return fail(r, "memo index %llu out of range for %zu bytes of input", (unsigned long long)idx, r->base + r->len);
     if (idx >= r->memo_cap) {
         size_t cap = r->memo_cap ? r->memo_cap : 64;
         while (cap <= idx) cap *= 2;
@@ -274,7 +321,8 @@ static int step(rd *r, int *stop) {
         return 0;
     case 0x95: /* FRAME: a length, then opcodes as usual */
         if (arg(r, 8, &a)) return -1;
-        if (a > r->len - r->pos) return fail(r, "truncated: a frame of %llu bytes, %zu left", (unsigned long long)a, r->len - r->pos);
+        if (!r->src && a > r->len - r->pos) /* (a stream's end is not known yet: need() finds it cut short) */
+            return fail(r, "truncated: a frame of %llu bytes, %zu left", (unsigned long long)a, r->len - r->pos);
         return 0;
     case '.': *stop = 1; return 0;
     case '(':
@@ -352,45 +400,57 @@ static int step(rd *r, int *stop) {
     }
 }
 
-ca_doc *ca_unpickle(const void *buf, size_t len, char *err, size_t errlen) {
-    rd r = {.p = buf, .len = len, .err = err, .errlen = errlen};
-    if (errlen) err[0] = '\0';
-    if (!len) {
-        snprintf(err, errlen, "empty: no pickle");
+/* The machine over r's input, from its first byte to STOP. */
+static ca_doc *run(rd *r) {
+    if (r->errlen) r->err[0] = '\0';
+    if (!more(r)) {
+        if (!r->failed) snprintf(r->err, r->errlen, "empty: no pickle");
         return NULL;
     }
-    if (r.p[0] != 0x80) {
-        snprintf(err, errlen, "offset 0: byte 0x%02x: not a pickle of protocol 2 or later (those start with "
-                              "PROTO, byte 0x80)", r.p[0]);
+    if (r->p[r->pos] != 0x80) {
+        snprintf(r->err, r->errlen, "offset 0: byte 0x%02x: not a pickle of protocol 2 or later (those start with "
+                                    "PROTO, byte 0x80)", r->p[r->pos]);
         return NULL;
     }
-    if (!(r.doc = ca_doc_new())) {
-        snprintf(err, errlen, "out of memory");
+    if (!(r->doc = ca_doc_new())) {
+        snprintf(r->err, r->errlen, "out of memory");
         return NULL;
     }
     int stop = 0;
-    while (!stop && !r.failed) {
-        r.op_at = r.pos;
-        if (r.pos == r.len) {
-            r.op = 0;
-            fail(&r, "truncated: the input ends before STOP");
+    while (!stop && !r->failed) {
+        r->op_at = r->base + r->pos;
+        if (!more(r)) {
+            r->op = 0;
+            fail(r, "truncated: the input ends before STOP");
             break;
         }
-        r.op = r.p[r.pos++];
-        step(&r, &stop);
+        r->op = r->p[r->pos++];
+        step(r, &stop);
     }
-    if (!r.failed) {
-        if (r.n_marks) fail(&r, "a MARK is still open");
-        else if (r.n != 1) fail(&r, "%zu values left on the stack, wanted 1", r.n);
-        else if (r.pos != r.len) fail(&r, "%zu bytes after STOP", r.len - r.pos);
+    if (!r->failed) {
+        if (r->n_marks) fail(r, "a MARK is still open");
+        else if (r->n != 1) fail(r, "%zu values left on the stack, wanted 1", r->n);
+        else if (more(r)) fail(r, "%zu bytes after STOP%s", r->len - r->pos, r->src ? " (at least)" : "");
     }
-    if (!r.failed) ca_doc_set_root(r.doc, r.stack[0]);
-    free(r.stack);
-    free(r.marks);
-    free(r.memo);
-    if (r.failed) {
-        ca_doc_free(r.doc);
+    if (!r->failed) ca_doc_set_root(r->doc, r->stack[0]);
+    free(r->stack);
+    free(r->marks);
+    free(r->memo);
+    if (r->failed) {
+        ca_doc_free(r->doc);
         return NULL;
     }
-    return r.doc;
+    return r->doc;
+}
+
+ca_doc *ca_unpickle(const void *buf, size_t len, char *err, size_t errlen) {
+    rd r = {.p = buf, .len = len, .err = err, .errlen = errlen};
+    return run(&r);
+}
+
+ca_doc *ca_unpickle_stream(const ca_pickle_source *src, char *err, size_t errlen) {
+    rd r = {.src = src, .err = err, .errlen = errlen};
+    ca_doc *d = run(&r);
+    free(r.win); /* however run ended */
+    return d;
 }

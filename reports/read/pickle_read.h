@@ -21,7 +21,9 @@
  * and no open MARK at STOP, nothing after STOP. Every length is checked
  * against the bytes left, memo indices against the input's size, so
  * malformed input gets a message, never a crash, and the memory used stays
- * within a small multiple of the input (an opcode makes at most one value). */
+ * within a small multiple of the input (an opcode makes at most one value).
+ * A string (or number) longer than 16 MiB is no snapshot's: refused at its
+ * length. */
 #ifndef CA_PICKLE_READ_H
 #define CA_PICKLE_READ_H
 #include <stddef.h>
@@ -31,5 +33,16 @@
 /* The document read from buf[0..len), or NULL with "offset N: what is
  * wrong" (or "out of memory ...") in err, always terminated when errlen > 0. */
 ca_doc *ca_unpickle(const void *buf, size_t len, char *err, size_t errlen);
+/* The same read from a stream (a gzip file as it inflates) a piece at a time:
+ * a byte that cannot be a snapshot's pickle is refused without reading the
+ * rest (issue 30: a 2 MB gzip of zeros was inflated to 2 GiB first). read
+ * fills dst[0..n) and returns n, fewer only at the end, or -1; then error
+ * says why (the message given as it is). */
+typedef struct ca_pickle_source {
+    long (*read)(void *ctx, unsigned char *dst, size_t n);
+    const char *(*error)(void *ctx);
+    void *ctx;
+} ca_pickle_source;
+ca_doc *ca_unpickle_stream(const ca_pickle_source *src, char *err, size_t errlen);
 
 #endif

@@ -14,6 +14,9 @@
     "make one with torch.cuda.memory._record_memory_history() before the code to look at and "                 \
     "torch.cuda.memory._dump_snapshot('snapshot.pickle') after it"
 
+static long gz_read(void *g, unsigned char *dst, size_t n) { return ca_gz_read(g, dst, n); }
+static const char *gz_error(void *g) { return ca_gz_error(g); }
+
 static int starts_with(const void *buf, size_t len, const char *magic, size_t n) {
     return len >= n && !memcmp(buf, magic, n);
 }
@@ -32,17 +35,24 @@ ca_doc *ca_snapshot_unpickle(const void *buf, size_t len, size_t max_bytes, char
         return NULL;
     }
     if (!starts_with(buf, len, "\x1f\x8b", 2)) return ca_unpickle(buf, len, err, errlen);
-    unsigned char *raw;
-    size_t n;
-    if (ca_gunzip(buf, len, max_bytes, &raw, &n, err, errlen)) return NULL;
+    /* Inflated as it is read, a piece at a time: refused at the first byte
+     * that cannot be a snapshot's, never inflated whole first. */
+    size_t most = ca_gz_most(len) < max_bytes ? ca_gz_most(len) : max_bytes;
+    unsigned char head[4];
+    ca_gz *g = ca_gz_open(buf, len, most);
+    long n = g ? ca_gz_read(g, head, sizeof head) : -1;
+    ca_gz_close(g);
     ca_doc *d = NULL;
-    if (starts_with(raw, n, "\x1f\x8b", 2) || starts_with(raw, n, "PK\x03\x04", 4))
+    if (n >= 2 && (starts_with(head, (size_t)n, "\x1f\x8b", 2) || starts_with(head, (size_t)n, "PK\x03\x04", 4)))
         snprintf(err, errlen, "gzip: what it holds is compressed again, not a pickle");
-    else if (!(d = ca_unpickle(raw, n, err, errlen)) && errlen) {
+    else if (!(g = ca_gz_open(buf, len, most)))
+        snprintf(err, errlen, "out of memory");
+    else if (!(d = ca_unpickle_stream(&(ca_pickle_source){gz_read, gz_error, g}, err, errlen)) && errlen &&
+             strncmp(err, "gzip: ", 6)) {
         char inner[256];
         snprintf(inner, sizeof inner, "%s", err);
         snprintf(err, errlen, "gzip-compressed: %s", inner);
     }
-    free(raw);
+    ca_gz_close(g);
     return d;
 }

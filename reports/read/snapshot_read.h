@@ -123,10 +123,12 @@ typedef struct ca_torch_snapshot {
 } ca_torch_snapshot;
 
 /* A snapshot file's bytes as a document (snapshot_file.c): the pickle, or a
- * gzipped pickle (snapshot.pickle.gz: zlib, every member, inflated up to
- * max_bytes). A zip archive, or the legacy format, of torch.save() (a model,
- * tensors: what people take for a snapshot) is refused as what it is, with
- * how to make a snapshot. NULL with a one-line message in err. */
+ * gzipped pickle (snapshot.pickle.gz: zlib, every member, read as it
+ * inflates, up to max_bytes and ca_gz_most(len): refused at the first byte
+ * that is no snapshot's, never inflated whole first). A zip archive, or the
+ * legacy format, of torch.save() (a model, tensors: what people take for a
+ * snapshot) is refused as what it is, with how to make a snapshot. NULL with
+ * a one-line message in err. */
 ca_doc *ca_snapshot_unpickle(const void *buf, size_t len, size_t max_bytes, char *err, size_t errlen);
 #define CA_SNAPSHOT_MAX_INFLATED ((size_t)1 << 40) /* 1 TiB: only memory limits it */
 

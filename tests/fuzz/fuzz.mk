@@ -31,7 +31,7 @@ $(FUZZ_BIN)/obj/%.o: %.c | $(DEPS_STAMP) $(BUILD)/gen/ca_version.h
 	$(FUZZ_CC) $(FUZZ_FLAGS) $(FUZZ_XFLAGS) -MMD -MP -c $< -o $@
 
 # ---- the harnesses: adding one is one line here ----
-$(eval $(call ca_fuzz,trace,tools/trace.c util/gunzip.c util/quote.c,,-lz))
+$(eval $(call ca_fuzz,trace,tools/trace.c util/gunzip.c util/quote.c util/size.c,,-lz))
 $(eval $(call ca_fuzz,conf,preload/config.c util/size.c util/quote.c util/prefix.c,-I$(CUDA_INC) -D_GNU_SOURCE))
 $(eval $(call ca_fuzz,size,util/size.c))
 # the PyTorch snapshot reader end to end: pickle, snapshot, tracker, reports

@@ -155,6 +155,34 @@ static int memory_short(void) {
     CHECK_DONE("memory-short");
 }
 
+/* Memory freed after its stream was destroyed with work still held is needed
+ * again on a short device: the free's fence depends on that work, and the
+ * wait for it must run it, as time passing on a GPU would (issue 30: the
+ * simulated wait returned at once and the memory was handed out again while
+ * the work still counted as queued). The wait is reported in the counters,
+ * and, when the hold is never released (held-wait-unreleased), at exit.
+ * Run with CUDALLOC_SIM_MEMORY=64MiB, in both segment kinds, context fences on
+ * and off. */
+static int held_wait(int release) {
+    cudaStream_t s;
+    cudaEvent_t e;
+    void *p, *q;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, "side stream");
+    CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess, "event");
+    CHECK(cudaMallocAsync(&p, 48 * MIB, s) == cudaSuccess, "48 MiB of 64, in the side stream's order");
+    CHECK(hold(s, 1) == 0 && cudaMemsetAsync(p, 1, 48 * MIB, s) == cudaSuccess, "work queued");
+    CHECK(cudaEventRecord(e, s) == cudaSuccess && cudaEventQuery(e) == cudaErrorNotReady, "its end not reached");
+    CHECK(cudaFreeAsync(p, s) == cudaSuccess && cudaStreamDestroy(s) == cudaSuccess, "freed, stream destroyed");
+    simgpu_counters_t before = sim();
+    CHECK(cudaMalloc(&q, 48 * MIB) == cudaSuccess, "48 MiB again: after the fence");
+    CHECK(cudaEventQuery(e) == cudaSuccess, "the work the fence depended on ran before its memory was reused");
+    CHECK(sim().held_waits > before.held_waits, "the wait on held work is reported");
+    if (release) CHECK(hold(s, 0) == 0, "release with the old handle"); /* else simgpu says so at exit */
+    cudaFree(q);
+    all_back(0, "held-wait");
+    CHECK_DONE("held-wait");
+}
+
 typedef CUresult (*getproc_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 
 /* Streams made and destroyed through each route are covered. */
@@ -331,12 +359,14 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "sync-free")) return sync_free();
     if (!strcmp(mode, "ordered")) return ordered();
     if (!strcmp(mode, "memory-short")) return memory_short();
+    if (!strcmp(mode, "held-wait")) return held_wait(1);
+    if (!strcmp(mode, "held-wait-unreleased")) return held_wait(0);
     if (!strcmp(mode, "stream-routes")) return stream_routes();
     if (!strcmp(mode, "ptds")) return ptds();
     if (!strcmp(mode, "cross-device")) return cross_device();
     if (!strcmp(mode, "reset")) return reset();
     if (!strcmp(mode, "exit-pending")) return exit_pending();
-    fprintf(stderr, "usage: %s side-stream|ordered|sync-free|memory-short|stream-routes|ptds|cross-device|reset|exit-pending\n",
+    fprintf(stderr, "usage: %s side-stream|ordered|sync-free|memory-short|held-wait|held-wait-unreleased|stream-routes|ptds|cross-device|reset|exit-pending\n",
             argv[0]);
     return 2;
 }

@@ -74,6 +74,16 @@ run free-side-stream 0 -- "$bin/prog_free" side-stream
 run free-ordered 0 -- "$bin/prog_free" ordered
 run free-sync 0 CUDALLOC_CONF=sync_free:true CUDALLOC_SIM_DEVICES=2 -- "$bin/prog_free" sync-free
 run free-memory-short 0 CUDALLOC_SIM_MEMORY=64MiB -- "$bin/prog_free" memory-short
+for kind in true false; do for fences in true false; do
+    [ $on_gpu = 0 ] && run free-held-wait-$kind-$fences 0 CUDALLOC_SIM_MEMORY=64MiB \
+        CUDALLOC_CONF=expandable_segments:$kind,context_fences:$fences -- "$bin/prog_free" held-wait
+done; done
+if [ $on_gpu = 0 ]; then # a wait that ran held work nobody released: said at exit
+    run free-held-wait-unreleased 0 CUDALLOC_SIM_MEMORY=64MiB -- "$bin/prog_free" held-wait-unreleased
+    expect free-held-wait-unreleased "simgpu: a synchronize waited for work held on stream .* never released"
+    run free-held-wait-released 0 CUDALLOC_SIM_MEMORY=64MiB -- "$bin/prog_free" held-wait
+    ! grep -q "never released" <<<"$out" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL free-held-wait-released: $out"; }
+fi
 if grep -q "out of memory" <<<"$out"; then fail=$((fail + 1)); echo "FAIL free-memory-short: an OOM"; else pass=$((pass + 1)); fi
 run free-stream-routes 0 -- "$bin/prog_free" stream-routes
 run free-ptds 0 -- "$bin/prog_free" ptds

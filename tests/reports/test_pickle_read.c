@@ -131,6 +131,27 @@ static ca_doc *read_path(const char *path, char *err, size_t errlen) {
     return d;
 }
 
+/* A stream handing out at most `piece` bytes a call, counting what it gave. */
+typedef struct dribble {
+    const char *p;
+    size_t len, at, piece;
+} dribble;
+
+static long dribble_read(void *ctx, unsigned char *dst, size_t n) {
+    dribble *d = ctx;
+    size_t k = d->len - d->at < n ? d->len - d->at : n;
+    if (k > d->piece) k = d->piece; /* fewer than asked: the reader must ask again */
+    memcpy(dst, d->p + d->at, k);
+    d->at += k;
+    return (long)k;
+}
+
+static const char *dribble_error(void *ctx) { return "never"; }
+
+static ca_doc *read_stream(dribble *src, char *err, size_t errlen) {
+    return ca_unpickle_stream(&(ca_pickle_source){dribble_read, dribble_error, src}, err, errlen);
+}
+
 START_TEST(python_protocols) {
     const char *dir = scratch();
     int proto = _i; /* 2..5 */
@@ -144,6 +165,18 @@ START_TEST(python_protocols) {
     canon(&t, ca_doc_root(d), 0);
     char *want = read_file(txt, NULL);
     ck_assert_msg(!strcmp(t.p, want), "protocol %d differs:\n C: %.300s\nPy: %.300s", proto, t.p, want);
+    /* The same read as a stream, a few bytes at a time. */
+    size_t len;
+    char *bytes = read_file(pkl, &len);
+    dribble src = {bytes, len, 0, 3};
+    ca_doc *streamed = read_stream(&src, err, sizeof err);
+    ck_assert_msg(streamed != NULL, "protocol %d as a stream: %s", proto, err);
+    text ts = {0};
+    canon(&ts, ca_doc_root(streamed), 0);
+    ck_assert_msg(!strcmp(ts.p, want), "protocol %d as a stream differs:\n C: %.300s\nPy: %.300s", proto, ts.p, want);
+    free(ts.p);
+    ca_doc_free(streamed);
+    free(bytes);
     /* The memo hands out the very same list. */
     const ca_val *nested = ca_val_get(ca_doc_root(d), "nested");
     ck_assert_ptr_nonnull(ca_val_get(nested, "a"));
@@ -169,6 +202,8 @@ START_TEST(truncated_prefixes) {
         ca_doc *d = ca_unpickle(copy, n, err, sizeof err);
         ck_assert_msg(d == NULL, "a prefix of %zu of %zu bytes was accepted", n, len);
         ck_assert_msg(err[0] != '\0', "no message for a prefix of %zu bytes", n);
+        dribble src = {copy, n, 0, 5};
+        ck_assert_msg(read_stream(&src, err, sizeof err) == NULL && err[0], "streamed prefix of %zu bytes", n);
         free(copy);
     }
     free(buf);
@@ -248,7 +283,8 @@ static const struct {
     B("unknown opcode", "\x80\x02\xff.", "unknown opcode 0xff"),
     B("no STOP", "\x80\x02N", "truncated: the input ends before STOP"),
     B("string past the end", "\x80\x02X\xff\x00\x00\x00" "ab.", "BINUNICODE: truncated: needs 255 bytes"),
-    B("huge BINUNICODE8", "\x80\x04\x8d\xff\xff\xff\xff\xff\xff\xff\xff.", "truncated"),
+    B("huge BINUNICODE8", "\x80\x04\x8d\xff\xff\xff\xff\xff\xff\xff\xff.", "longer than any string a snapshot holds"),
+    B("17 MiB BINUNICODE", "\x80\x04X\x00\x00\x10\x01.", "BINUNICODE: 17825792 bytes: longer than any string"),
     B("huge FRAME", "\x80\x04\x95\xff\xff\xff\xff\xff\xff\xff\x7fN.", "FRAME: truncated: a frame of"),
     B("negative LONG4", "\x80\x02\x8b\xff\xff\xff\xff.", "LONG4: negative length"),
     B("two values at STOP", "\x80\x02NN.", "2 values left on the stack"),
@@ -283,6 +319,44 @@ START_TEST(malformed) {
     char small[8];
     ck_assert_ptr_null(read_bytes("\x80\x02\x63", 3, small, sizeof small));
     ck_assert_uint_lt(strlen(small), sizeof small);
+}
+END_TEST
+
+/* A stream is refused at its first bad byte, never read to its end (issue
+ * 30: a gzip of zeros was inflated whole first), and a stream's failure is
+ * told as it is. */
+START_TEST(stream_refused_early) {
+    static char zeros[1 << 20];
+    char err[256];
+    dribble src = {zeros, sizeof zeros, 0, 4096};
+    ck_assert_ptr_null(read_stream(&src, err, sizeof err));
+    ck_assert_msg(strstr(err, "offset 0: byte 0x00: not a pickle"), "%s", err);
+    ck_assert_uint_le(src.at, 65536); /* one piece read, no more */
+    memcpy(zeros, "\x80\x04}", 3); /* a pickle's start, then zeros: opcode 0x00 */
+    src = (dribble){zeros, sizeof zeros, 0, 4096};
+    ck_assert_ptr_null(read_stream(&src, err, sizeof err));
+    ck_assert_msg(strstr(err, "offset 3: unknown opcode 0x00"), "%s", err);
+    ck_assert_uint_le(src.at, 65536);
+    memcpy(zeros, "\x80\x04}\x8d\x00\x00\x00\x00\x01\x00\x00\x00", 12); /* a string of 4 GiB */
+    src = (dribble){zeros, sizeof zeros, 0, 4096};
+    ck_assert_ptr_null(read_stream(&src, err, sizeof err));
+    ck_assert_msg(strstr(err, "offset 3: BINUNICODE8: 4294967296 bytes: longer than any string"), "%s", err);
+    ck_assert_uint_le(src.at, 65536);
+    memset(zeros, 0, 12);
+}
+END_TEST
+
+static long broken_read(void *ctx, unsigned char *dst, size_t n) {
+    if (n) dst[0] = 0x80;
+    return *(int *)ctx ? -1 : (*(int *)ctx = 1, 1);
+}
+static const char *broken_error(void *ctx) { return "gzip: the compressed data is cut short (truncated)"; }
+
+START_TEST(stream_failure_told) {
+    int calls = 0;
+    char err[256];
+    ck_assert_ptr_null(ca_unpickle_stream(&(ca_pickle_source){broken_read, broken_error, &calls}, err, sizeof err));
+    ck_assert_str_eq(err, "gzip: the compressed data is cut short (truncated)");
 }
 END_TEST
 
@@ -326,6 +400,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, cycle);
     tcase_add_test(tc, malformed);
     tcase_add_test(tc, mutations);
+    tcase_add_test(tc, stream_refused_early);
+    tcase_add_test(tc, stream_failure_told);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -280,6 +280,8 @@ START_TEST(synchronize_runs_held_work)
     ck_assert_int_eq(cuEventQuery(c), CUDA_ERROR_NOT_READY);
     CK(cuCtxSynchronize());
     CK(cuEventQuery(c));
+    ck_assert_uint_eq(sim_counters().held_waits, 3); /* each wait that ran held work is counted */
+    ck_assert_int_eq(simgpu_stream_hold(s, 0), 0); /* (else said at exit: a wait that would not end) */
 }
 END_TEST
 

@@ -90,6 +90,7 @@ START_TEST(ctx_record_event_covers_every_stream)
     ck_assert_int_eq(cuEventQuery(e), CUDA_ERROR_NOT_READY);
     CK(cuCtxSynchronize()); /* the context's does */
     CK(cuEventQuery(e));
+    ck_assert_int_eq(simgpu_stream_hold(b, 0), 0);
     simgpu_counters_t c = sim_counters();
     ck_assert_uint_eq(c.ctx_records, 3);
     ck_assert_uint_eq(c.event_records, 0);

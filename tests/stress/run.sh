@@ -12,6 +12,13 @@ build=${1:?usage: run.sh BUILD_DIR [SECONDS]}; secs=${2:-3}
 bin=$build/tests/stress/stress
 log=$build/tests/stress/stress
 preload="${STRESS_RUNTIME:+$STRESS_RUNTIME }$build/lib/libcudalloc.so"
+# GCC 12's ASan takes a dynamic TLS block whose start is 16 bytes into a page
+# for a glibc 2.19 one and reads a bogus range from before it: LeakSanitizer's
+# tracer then dies at exit now and then ("Tracer caught signal 11", DTLS of a
+# thread that used the dlopen'ed driver's TLS; 2 in 4 reset-race runs here),
+# after the program itself passed. Its interception of __tls_get_addr is what
+# to leave off (google/sanitizers#1322); heap leaks are still found.
+case "${STRESS_RUNTIME:-}" in *libasan*) export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}intercept_tls_get_addr=0";; esac
 fail=0
 run() { # name, then the command
     local name=$1; shift
@@ -45,6 +52,9 @@ if run mix-reports CUDALLOC_REPORT="$rdir/r" "$bin" mix -t 8 -s 2 -d 1; then
 fi
 # cudaDeviceReset while the reporter thread writes what SIGUSR1 asked for.
 run reset-reports CUDALLOC_REPORT="$rdir/reset" CUDALLOC_CONF=summary:false "$build/tests/stress/reset_reports" 1
+# cudaDeviceReset while other threads allocate and free (issue 30), both segment kinds.
+run reset-race timeout 120 "$build/tests/stress/reset_race" "${RESET_RACE_RESETS:-100}" 6
+run reset-race-classic CUDALLOC_CONF=expandable_segments:false timeout 120 "$build/tests/stress/reset_race" "${RESET_RACE_RESETS:-100}" 6
 run bad-frees CUDALLOC_CONF=summary:false "$bin" bad-frees
 case "${STRESS_RUNTIME:-}" in
 *libasan*) # GCC 12's ASan keeps no allocator lock across fork: a child that

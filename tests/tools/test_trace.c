@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "allocator/allocator.h"
 #include "tools/trace.h"
 
 #define HDR "Thread,Time,Action,Pointer,Size,Stream\n"
@@ -341,6 +342,25 @@ START_TEST(peak_live_bytes_never_wraps)
 }
 END_TEST
 
+/* A replay's granule follows the rows, not the sizes named (issue 30). */
+START_TEST(granule_follows_rows)
+{
+    ca_trace t = parse_ok(HDR "1,0,allocate,0x1,85899345920,0x0\n1,1,free,0x1,0,0x0\n"); /* 80 GiB */
+    ck_assert_uint_eq(ca_trace_granule(&t, 0), (size_t)2 << 20);
+    ca_trace_free(&t);
+    char text[4096] = HDR;
+    for (int i = 0; i < 64; i++) /* 64 TiB live in 64 rows */
+        snprintf(text + strlen(text), sizeof text - strlen(text), "1,%d,allocate,%d,1099511627776,0x0\n", i, i + 1);
+    t = parse_ok(text);
+    ck_assert_uint_eq(ca_trace_granule(&t, 0), (size_t)1 << 30); /* 64 TiB / 65536 */
+    ck_assert_uint_eq(ca_trace_granule(&t, (size_t)64 << 20), (size_t)2 << 20); /* a 64 MiB device holds none */
+    ca_trace_free(&t);
+    t = parse_ok(HDR "1,0,allocate,0x1,18446744073709551615,0x0\n"); /* past any device: capped at what one holds */
+    ck_assert_uint_eq(ca_trace_granule(&t, 0), CA_MAX_BYTES / 65536);
+    ca_trace_free(&t);
+}
+END_TEST
+
 START_TEST(liveness)
 {
     parse_fails(HDR "1,0,free,0x10,256,0x0\n", "t.csv:2: free of pointer 0x10 that is not live");
@@ -552,6 +572,7 @@ int main(void)
     tcase_add_test(tc, bad_numbers);
     tcase_add_test(tc, sixty_four_bits_exactly);
     tcase_add_test(tc, peak_live_bytes_never_wraps);
+    tcase_add_test(tc, granule_follows_rows);
     tcase_add_test(tc, liveness);
     tcase_add_test(tc, files_and_errors);
     tcase_add_test(tc, gzipped_file);

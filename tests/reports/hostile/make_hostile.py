@@ -105,6 +105,66 @@ def block_outside(k):
     return snapshot([segment(BASE, 2 * MIB, [block(BASE, MIB), block(BASE + 3 * MIB, MIB)])], [])
 
 
+TIB = 1 << 40
+
+
+def huge_sizes(k):
+    """64 segments of a TiB each, each one allocated block, and their trace: a
+    small file naming 64 TiB (issue 30: the tools' memory followed the sizes)."""
+    segs = [segment(BASE + i * 2 * TIB, TIB, [block(BASE + i * 2 * TIB, TIB)]) for i in range(64)]
+    trace = [entry('alloc', BASE + i * 2 * TIB, TIB, i) for i in range(64)]
+    return snapshot(segs, trace)
+
+
+def huge_sizes_csv(path):
+    """The same as an RMM log: 64 allocations of a TiB, then their frees, in 3
+    iterations."""
+    with open(path, 'w') as f:
+        f.write('Thread,Time,Action,Pointer,Size,Stream\n')
+        for it in range(3):
+            f.write('1,0,iteration,0,%d,0x0\n' % it)
+            for i in range(64):
+                f.write('1,%d,allocate,%d,%d,0x0\n' % (i, i + 1, TIB + i * 4096))
+            for i in range(64):
+                f.write('1,%d,free,%d,%d,0x0\n' % (i, i + 1, TIB + i * 4096))
+
+
+def gzip_of(path, head, body, total):
+    """A gzip file of head, then body repeated to `total` bytes: small on disk,
+    large inflated (issue 30: such files were inflated whole before a byte
+    was looked at). The repeats are one member written many times (gzip
+    reads members one after another, as `cat a.gz b.gz` makes)."""
+    import gzip
+    chunk = body * max(1, (1 << 20) // len(body))
+    member = gzip.compress(chunk, 6)
+    with open(path, 'wb') as f:
+        f.write(gzip.compress(head, 6))
+        f.write(member * ((total - len(head)) // len(chunk) + 1))
+
+
+def bombs(d):
+    """Compressed inputs of every kind that inflate to a GiB (those a reader
+    can see through at once) or 256 MiB (whole snapshots and traces)."""
+    big = 1024 * MIB
+    gzip_of(os.path.join(d, 'zeros.pickle.gz'), b'', b'\0', big)
+    gzip_of(os.path.join(d, 'zeros.csv.gz'), b'', b'\0', big)
+    gzip_of(os.path.join(d, 'blank.csv.gz'), b'', b'\n', big)
+    gzip_of(os.path.join(d, 'zeros.json.gz'), b'{"version": 1, "rank": 0', b' ', big)
+    # a snapshot's start, then zeros: opcode 0x00 is none
+    gzip_of(os.path.join(d, 'pickle_then_zeros.pickle.gz'), b'\x80\x02}', b'\0', big)
+    # a snapshot's start, then a string of 256 MiB
+    head = b'\x80\x04}\x8c\x08segments\x8d' + (big).to_bytes(8, 'little')
+    gzip_of(os.path.join(d, 'long_string.pickle.gz'), head, b'a', big)
+    # a snapshot whose trace goes on: the same entry, as distinct dicts, 256 MiB of them
+    entry = (b'}(X\x06\x00\x00\x00actionX\x05\x00\x00\x00allocX\x04\x00\x00\x00addrJ\x00\x00\x10\x00'
+             b'X\x04\x00\x00\x00sizeJ\x00\x02\x00\x00X\x06\x00\x00\x00streamK\x00u')
+    head = b'\x80\x02}(X\x08\x00\x00\x00segments](X\r\x00\x00\x00device_traces]]('
+    gzip_of(os.path.join(d, 'many_entries.pickle.gz'), head, entry, big // 4)
+    # a trace whose rows go on
+    gzip_of(os.path.join(d, 'many_rows.csv.gz'), b'Thread,Time,Action,Pointer,Size,Stream\n',
+            b'1,0,allocate,0x1,512,0x0\n1,1,free,0x1,0,0x0\n', big // 4)
+
+
 ESC = '\x1b]0;pwned\x07\x1b[31m'
 
 
@@ -121,15 +181,17 @@ CASES = {
     'shared_blocks': shared_blocks, 'shared_entry': shared_entry, 'one_address': one_address,
     'reverse_annotations': reverse_annotations, 'many_unmaps': many_unmaps, 'unmap_pieces': unmap_pieces,
     'overlapping_blocks': overlapping_blocks, 'block_outside': block_outside, 'escape_frames': escape_frames,
+    'huge_sizes': huge_sizes,
 }
 
 
-def rank_report(path, rank):
-    """A rank's JSON report whose verdict code carries terminal escapes."""
+def rank_report(path, rank, code='healthy' + ESC, peak=MIB):
+    """A rank's JSON report whose verdict code carries terminal escapes (or
+    whose figures name exabytes)."""
     r = {'version': 1, 'generator': 'cudalloc', 'rank': rank, 'device': 0,
-         'verdict': {'code': 'healthy' + ESC, 'text': 'fine' + ESC},
-         'iterations': {'count': 3}, 'summary': {'peak_allocated_bytes': MIB, 'peak_reserved_bytes': 2 * MIB},
-         'leak_bytes_per_iteration': 0, 'leak_projected_oom_iteration': None, 'ooms': []}
+         'verdict': {'code': code, 'text': 'fine' + ESC},
+         'iterations': {'count': 3}, 'summary': {'peak_allocated_bytes': peak, 'peak_reserved_bytes': 2 * peak},
+         'leak_bytes_per_iteration': peak, 'leak_projected_oom_iteration': None, 'ooms': []}
     with open(path, 'w') as f:
         json.dump(r, f)
 
@@ -145,6 +207,9 @@ def main():
             pickle.dump(make(a.scale), f, protocol=4)
     for rank in (0, 1):
         rank_report(os.path.join(a.dir, 'rank_escape_%d.json' % rank), rank)
+        rank_report(os.path.join(a.dir, 'huge_rank_%d.json' % rank), rank, 'leak', 1 << 52)
+    huge_sizes_csv(os.path.join(a.dir, 'huge_sizes.csv'))
+    bombs(a.dir)
 
 
 if __name__ == '__main__':
