@@ -10,5 +10,10 @@ $(HABITS_BIN)/prog_no_loop: tests/habits/prog_no_loop.c $(SIM)/libcudart.so
 test-habits: $(LIBCUDALLOC) $(BIN)/cudalloc-report $(HABITS_BIN)/prog_no_loop
 	@bash tests/habits/run.sh $(BUILD)
 SYSTEM_TESTS += test-habits
+# The README's commands, run as written (tests/docs/readme_commands.sh, ~5 s).
+.PHONY: test-readme
+test-readme: $(LIBCUDALLOC) $(BIN)/cudalloc $(BIN)/cudalloc-report $(BIN)/demo_trainer
+	@bash tests/docs/readme_commands.sh $(BUILD)
+SYSTEM_TESTS += test-readme
 ALL_TARGETS += $(HABITS_BIN)/prog_no_loop
 endif
