@@ -67,20 +67,22 @@ CUresult ca_do_malloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size
     return r;
 }
 
-struct free_args {
-    void *ptr;
-    ca_stream stream;
-    bool plain, device_idle;
-    ca_device *owner, *contains;
-    int rc; /* the owner's answer: CA_OK, or CA_ERR_STREAM (not a stream: nothing freed) */
-};
-
-static void try_free(ca_device *d, void *ctx) {
-    struct free_args *f = ctx;
-    if (f->owner) return;
-    int rc = f->plain ? ca_free_device(d->alloc, f->ptr, f->device_idle) : ca_free(d->alloc, f->ptr, f->stream);
-    if (rc == CA_OK || rc == CA_ERR_STREAM) f->owner = d, f->rc = rc;
-    else if (!f->contains && ca_contains(d->alloc, f->ptr)) f->contains = d;
+/* ptr freed by the device that owns it; CA_ERR_INVALID when none does, and
+ * *contains then names a device with ptr inside one of its blocks (a bad free). */
+static int free_on_owner(void *ptr, ca_stream stream, bool plain, bool device_idle, ca_device **contains) {
+    int n;
+    ca_device *const *devs = ca_devices_made(&n);
+    *contains = NULL;
+    for (int i = 0; i < n; i++) {
+        ca_device *d = devs[i];
+        ca_device_use(d); /* d->alloc is read only in between: a reset replaces it */
+        int rc = plain ? ca_free_device(d->alloc, ptr, device_idle) : ca_free(d->alloc, ptr, stream);
+        bool inside = rc != CA_OK && rc != CA_ERR_STREAM && !*contains && ca_contains(d->alloc, ptr);
+        ca_device_done(d);
+        if (rc == CA_OK || rc == CA_ERR_STREAM) return rc; /* CA_ERR_STREAM: not a stream, nothing freed */
+        if (inside) *contains = d;
+    }
+    return CA_ERR_INVALID;
 }
 
 /* cudaFree's own semantics: the owning device's work done first (its
@@ -104,24 +106,24 @@ static bool sync_owner(ca_device *d) {
  * and a free in a capturing stream's order is the driver's to answer: a
  * free node for memory that is not the graph's is refused (capture.c). */
 CUresult ca_do_free(CUdeviceptr ptr, CUstream stream, bool plain) {
-    struct free_args f = {(void *)ptr, ca_stream_key(stream), plain, false, NULL, NULL, CA_OK};
-    ca_device *owner = NULL;
-    if (ca_capture_any() && (owner = ca_owner(f.ptr))) {
+    ca_device *owner = NULL, *contains;
+    bool device_idle = false;
+    if (ca_capture_any() && (owner = ca_owner((void *)ptr))) {
         if (!plain && ca_stream_capturing(stream)) return ca_drv()->cuMemFreeAsync(ptr, stream);
         ca_device_use(owner);
         CUresult r = plain ? capture_probe(owner) : CUDA_SUCCESS;
         ca_device_done(owner);
         if (r != CUDA_SUCCESS) return r;
-    } else if (plain && ca_conf.sync_free && (owner = ca_owner(f.ptr))) {
-        f.device_idle = sync_owner(owner); /* not synchronized: the block waits for a fence */
+    } else if (plain && ca_conf.sync_free && (owner = ca_owner((void *)ptr))) {
+        device_idle = sync_owner(owner); /* not synchronized: the block waits for a fence */
     }
-    ca_devices_foreach(try_free, &f);
-    if (f.owner) {
-        if (f.rc != CA_OK) return CUDA_ERROR_INVALID_HANDLE;
-        ca_ipc_block_freed(f.ptr);
+    int rc = free_on_owner((void *)ptr, ca_stream_key(stream), plain, device_idle, &contains);
+    if (rc == CA_OK) {
+        ca_ipc_block_freed((void *)ptr);
         return CUDA_SUCCESS;
     }
-    if (f.contains) {
+    if (rc == CA_ERR_STREAM) return CUDA_ERROR_INVALID_HANDLE;
+    if (contains) {
         ca_warn("bad free of device pointer %p: not the start of a live allocation (freed already, or inside "
                 "a block); ignored", (void *)ptr);
         return CUDA_ERROR_INVALID_VALUE;

@@ -38,16 +38,15 @@ typedef struct capture_key {
 static capture_key keys[MAX_CAPTURES];
 static int nkeys;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic int active;   /* captures under way, plus begins in progress */
+_Atomic int ca_capture_active; /* captures under way, plus begins in progress */
 static _Atomic int inflight; /* device work of ours being issued */
 
-bool ca_capture_any(void) { return atomic_load_explicit(&active, memory_order_relaxed) != 0; }
 
 /* Dekker's handshake with begin(): either the begin sees us in flight and
  * waits, or we see its capture and issue nothing. */
 bool ca_capture_guard_enter(void) {
     atomic_fetch_add(&inflight, 1);
-    if (atomic_load(&active)) {
+    if (atomic_load(&ca_capture_active)) {
         atomic_fetch_sub(&inflight, 1);
         return false;
     }
@@ -82,7 +81,7 @@ static void hint_torch(void) {
 /* Around a real begin: announced first (no fence of ours may land on the
  * stream once it captures), then kept if it began. */
 static void begin_announce(void) {
-    atomic_fetch_add(&active, 1);
+    atomic_fetch_add(&ca_capture_active, 1);
     while (atomic_load(&inflight)) sched_yield();
 }
 
@@ -92,7 +91,7 @@ static void begin_done(CUstream s, bool began) {
     bool kept = began && find(k) < 0 && nkeys < MAX_CAPTURES;
     if (kept) keys[nkeys++] = k;
     pthread_mutex_unlock(&lock);
-    if (!kept) atomic_fetch_sub(&active, 1); /* failed, or already known (the runtime and the driver both saw it) */
+    if (!kept) atomic_fetch_sub(&ca_capture_active, 1); /* failed, or already known (the runtime and the driver both saw it) */
     if (began) hint_torch();
 }
 
@@ -101,7 +100,7 @@ static void forget(CUstream s) {
     int i = find(key_of(s));
     if (i >= 0) keys[i] = keys[--nkeys];
     pthread_mutex_unlock(&lock);
-    if (i >= 0 && atomic_fetch_sub(&active, 1) == 1) ca_streams_captures_over();
+    if (i >= 0 && atomic_fetch_sub(&ca_capture_active, 1) == 1) ca_streams_captures_over();
 }
 
 /* After a real end: the capture is over unless the stream still captures
@@ -294,7 +293,7 @@ CA_EXPORT cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t s, cudaGraph_t *g) 
 void ca_capture_after_fork(void) {
     pthread_mutex_init(&lock, NULL);
     nkeys = 0;
-    atomic_store(&active, 0);
+    atomic_store(&ca_capture_active, 0);
     atomic_store(&inflight, 0);
     graph_allocs = NULL; /* the parent's: not the child's memory */
     atomic_store(&ngraph_allocs, 0);

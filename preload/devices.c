@@ -109,21 +109,12 @@ static ca_device *get(int ordinal, CUcontext ctx) {
 
 static void rebind(ca_device *d, CUcontext ctx);
 
-ca_device *ca_current_device(CUresult *err) {
-    const ca_driver *drv = ca_drv();
-    if (!drv) {
-        *err = CUDA_ERROR_NO_DEVICE;
-        return NULL;
-    }
-    CUcontext ctx = NULL;
-    CUresult r = drv->cuCtxGetCurrent(&ctx);
-    if (r != CUDA_SUCCESS || !ctx) {
-        *err = r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_CONTEXT;
-        return NULL;
-    }
-    if (ctx == tl_ctx && tl_generation == __atomic_load_n(&generation, __ATOMIC_ACQUIRE)) return tl_dev;
+/* The context's device, looked up and remembered by the thread: kept out of
+ * ca_current_device so that its fast path saves no registers. */
+static __attribute__((noinline)) ca_device *bind_current(const ca_driver *drv, CUcontext ctx, CUresult *err) {
     CUdevice dev;
-    if ((r = drv->cuCtxGetDevice(&dev)) != CUDA_SUCCESS) {
+    CUresult r = drv->cuCtxGetDevice(&dev);
+    if (r != CUDA_SUCCESS) {
         *err = r;
         return NULL;
     }
@@ -138,6 +129,22 @@ ca_device *ca_current_device(CUresult *err) {
     tl_dev = d;
     tl_generation = gen;
     return d;
+}
+
+ca_device *ca_current_device(CUresult *err) {
+    const ca_driver *drv = ca_drv();
+    if (!drv) {
+        *err = CUDA_ERROR_NO_DEVICE;
+        return NULL;
+    }
+    CUcontext ctx = NULL;
+    CUresult r = drv->cuCtxGetCurrent(&ctx);
+    if (r != CUDA_SUCCESS || !ctx) {
+        *err = r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_CONTEXT;
+        return NULL;
+    }
+    if (ctx == tl_ctx && tl_generation == __atomic_load_n(&generation, __ATOMIC_ACQUIRE)) return tl_dev;
+    return bind_current(drv, ctx, err);
 }
 
 ca_device *ca_device_by_ordinal(int ordinal) { return get(ordinal, NULL); }
@@ -178,6 +185,11 @@ void ca_devices_foreach(void (*fn)(ca_device *d, void *ctx), void *ctx) {
         fn(made[i], ctx);
         ca_device_done(made[i]);
     }
+}
+
+ca_device *const *ca_devices_made(int *n) {
+    *n = atomic_load_explicit(&nmade, memory_order_acquire);
+    return made;
 }
 
 /* ---- reset of the device's primary context ---- */

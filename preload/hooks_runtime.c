@@ -26,8 +26,11 @@ static cudaError_t runtime_code(CUresult r) {
     }
 }
 
-/* What we answer ourselves is also the thread's last error (last_error.c). */
-static cudaError_t runtime_error(CUresult r) { return ca_rt_answered(runtime_code(r)); }
+/* What we answer ourselves is also the thread's last error (last_error.c).
+ * Success first: it is nearly every call, and has nothing to record. */
+static inline cudaError_t runtime_error(CUresult r) {
+    return r == CUDA_SUCCESS ? cudaSuccess : ca_rt_answered(runtime_code(r));
+}
 
 /* cudart initializes lazily on the first runtime call of a thread, making its
  * primary context current; cudaFree(0) is its documented way to force that.

@@ -46,7 +46,7 @@ typedef struct export {
 
 static export *by_id, *by_block;
 static pthread_mutex_t exports_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic size_t nexports; /* read without the lock on every free */
+_Atomic size_t ca_ipc_nexports; /* read without the lock on every free */
 static uint64_t next_id = 1;
 
 typedef struct import {
@@ -192,7 +192,7 @@ static CUresult export_block(ca_device *d, CUipcMemHandle *pHandle, CUdeviceptr 
     e->id = e->h.id = next_id++;
     HASH_ADD(by_id, by_id, id, sizeof e->id, e);
     HASH_ADD(by_block, by_block, block, sizeof e->block, e);
-    atomic_fetch_add(&nexports, 1);
+    atomic_fetch_add(&ca_ipc_nexports, 1);
     memset(pHandle, 0, sizeof *pHandle);
     memcpy(pHandle, &e->h, sizeof e->h);
     pthread_mutex_unlock(&exports_lock);
@@ -212,14 +212,13 @@ CA_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr) 
 static void drop(export *e) {
     HASH_DELETE(by_id, by_id, e);
     HASH_DELETE(by_block, by_block, e);
-    atomic_fetch_sub(&nexports, 1);
+    atomic_fetch_sub(&ca_ipc_nexports, 1);
     for (uint32_t i = 0; e->fds && i < e->desc.nfds; i++) close(e->fds[i]);
     free(e->fds);
     free(e);
 }
 
-void ca_ipc_block_freed(const void *ptr) {
-    if (!atomic_load_explicit(&nexports, memory_order_relaxed)) return;
+void ca_ipc_export_freed(const void *ptr) {
     uintptr_t p = (uintptr_t)ptr;
     export *e;
     pthread_mutex_lock(&exports_lock);
@@ -229,7 +228,7 @@ void ca_ipc_block_freed(const void *ptr) {
 }
 
 void ca_ipc_device_reset(int ordinal) {
-    if (!atomic_load_explicit(&nexports, memory_order_relaxed)) return;
+    if (!atomic_load_explicit(&ca_ipc_nexports, memory_order_relaxed)) return;
     pthread_mutex_lock(&exports_lock);
     export *e, *tmp;
     HASH_ITER(by_id, by_id, e, tmp) {
@@ -411,7 +410,7 @@ void ca_ipc_after_fork(void) {
     pthread_mutex_init(&exports_lock, NULL);
     pthread_mutex_init(&imports_lock, NULL);
     by_id = by_block = NULL; /* the parent's (left, never freed: another thread may have held the lock) */
-    atomic_store(&nexports, 0);
+    atomic_store(&ca_ipc_nexports, 0);
     imports = NULL;
     atomic_store(&nimports, 0);
     ca_ipc_share_after_fork();

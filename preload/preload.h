@@ -140,8 +140,14 @@ typedef struct ca_driver {
     CUresult (*cuMemAllocFromPoolAsync_ptsz)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 } ca_driver;
 
-/* The driver, loaded on first use; NULL when libcuda.so.1 cannot be loaded. */
-const ca_driver *ca_drv(void);
+/* The driver, loaded on first use; NULL when libcuda.so.1 cannot be loaded.
+ * Every hook asks: once loaded, the answer is one load (ca_drv_loaded). */
+extern const ca_driver *ca_drv_loaded;
+const ca_driver *ca_drv_load(void);
+static inline const ca_driver *ca_drv(void) {
+    const ca_driver *d = __atomic_load_n(&ca_drv_loaded, __ATOMIC_ACQUIRE);
+    return d ? d : ca_drv_load();
+}
 /* Is the driver simgpu's simulated one? */
 bool ca_on_simulated_device(void);
 
@@ -212,6 +218,8 @@ ca_device *ca_owner_used(const void *ptr);
 void ca_device_quiesce(ca_device *d);
 /* Calls fn for each device made, between ca_device_use and ca_device_done. */
 void ca_devices_foreach(void (*fn)(ca_device *d, void *ctx), void *ctx);
+/* The devices made so far, in order (*n of them): for a walk on a hot path. */
+ca_device *const *ca_devices_made(int *n);
 /* The device's primary context is about to be reset (cudaDeviceReset, which
  * cudart does with cuDevicePrimaryCtxReset): the device is held, plain frees
  * are waited for, every allocation on it is freed (the tracker sees each),
@@ -309,8 +317,13 @@ CA_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Fla
 CA_EXPORT CUresult cuCtxDisablePeerAccess(CUcontext peerContext);
 
 /* ---- ipc.c: CUDA IPC of blocks (ipc.h has the inside) ---- */
-/* A block was freed: an export of it goes (cheap when nothing is exported). */
-void ca_ipc_block_freed(const void *ptr);
+/* A block was freed: an export of it goes (one relaxed read when nothing is
+ * exported, inline: every free asks). */
+extern _Atomic size_t ca_ipc_nexports;
+void ca_ipc_export_freed(const void *ptr);
+static inline void ca_ipc_block_freed(const void *ptr) {
+    if (__atomic_load_n(&ca_ipc_nexports, __ATOMIC_RELAXED)) ca_ipc_export_freed(ptr);
+}
 void ca_ipc_device_reset(int ordinal);
 void ca_ipc_after_fork(void);
 /* Memory this process opened with cuIpcOpenMemHandle around p: the block as
@@ -395,8 +408,10 @@ void ca_streams_after_fork(void);
 void ca_streams_captures_over(void);
 
 /* ---- capture.c: stream capture (CUDA graphs) ---- */
-/* A capture is under way somewhere in the process (a relaxed read). */
-bool ca_capture_any(void);
+/* A capture is under way somewhere in the process (a relaxed read: every
+ * allocation and free asks). */
+extern _Atomic int ca_capture_active;
+static inline bool ca_capture_any(void) { return __atomic_load_n(&ca_capture_active, __ATOMIC_RELAXED) != 0; }
 /* Around device work of ours (fences, event records and waits, synchronizes):
  * enter is false while a capture is under way, and then nothing is issued. */
 bool ca_capture_guard_enter(void);

@@ -300,12 +300,14 @@ static void load_driver(void) {
                  drv.cuMemGetAllocationGranularity;
 }
 
-static bool drv_done; /* set once load_driver has run: the fast path skips pthread_once */
+static bool drv_done; /* set once load_driver has run: later calls skip pthread_once */
+const ca_driver *ca_drv_loaded; /* &drv once it loaded: ca_drv's fast path */
 
-const ca_driver *ca_drv(void) {
+const ca_driver *ca_drv_load(void) {
     if (!__atomic_load_n(&drv_done, __ATOMIC_ACQUIRE)) {
         if (loading) return NULL;
         pthread_once(&drv_once, load_driver);
+        if (drv.loaded) __atomic_store_n(&ca_drv_loaded, &drv, __ATOMIC_RELEASE);
         __atomic_store_n(&drv_done, true, __ATOMIC_RELEASE);
     }
     return drv.loaded ? &drv : NULL;

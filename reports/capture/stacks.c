@@ -249,6 +249,7 @@ typedef struct tcache {
     uint64_t serial;        /* of the ca_stacks the entries belong to */
     uintptr_t lo, hi;       /* this thread's stack */
     uint8_t next_way[CACHE_SETS];
+    uint8_t last_hit[CACHE_SETS]; /* the way to check first: a loop repeats its site */
     centry e[CACHE_SETS][CACHE_WAYS];
 } tcache;
 
@@ -257,7 +258,7 @@ typedef struct tcache {
 #define TLS __thread __attribute__((tls_model("initial-exec")))
 static TLS tcache *tl_cache;
 static TLS int tl_cache_failed;
-static TLS uint64_t tl_hits, tl_walks;
+static TLS uint64_t tl_hits, tl_walks, tl_way_misses;
 static pthread_key_t cache_key;
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
 
@@ -304,6 +305,8 @@ void ca_stacks_init_unwinder(void) {
 }
 
 size_t ca_stacks_thread_cache_bytes(void) { return sizeof(tcache); }
+
+uint64_t ca_stacks_thread_way_misses(void) { return tl_way_misses; }
 
 void ca_stacks_thread_counts(uint64_t *hits, uint64_t *walks) {
     if (hits) *hits = tl_hits;
@@ -477,8 +480,13 @@ __attribute__((noinline, no_sanitize_address)) uint32_t ca_stacks_capture(ca_sta
     uint32_t depth = 0;
     if (tc && ref >= tc->lo && ref < tc->hi) {
         depth = (uint32_t)(tc->hi - ref);
-        slot_set = tc->e[set_of(depth)];
-        for (int w = 0; w < CACHE_WAYS; w++) {
+        unsigned set = set_of(depth), first = tc->last_hit[set];
+        slot_set = tc->e[set];
+        /* Ways at one depth differ in some frame, often the outermost (one
+         * function called from two places): each failed way costs a whole
+         * check, so the way that hit last goes first. */
+        for (unsigned k = 0; k < CACHE_WAYS; k++) {
+            unsigned w = (first + k) % CACHE_WAYS;
             const centry *e = &slot_set[w];
             if (e->depth != depth) continue;
             uint64_t h = 0;
@@ -489,9 +497,11 @@ __attribute__((noinline, no_sanitize_address)) uint32_t ca_stacks_capture(ca_sta
             }
             if (h == e->hash) {
                 tl_hits++;
+                tc->last_hit[set] = (uint8_t)w;
                 site = e->site;
                 goto python;
             }
+            tl_way_misses++;
         }
     }
     tl_walks++;
@@ -517,6 +527,7 @@ __attribute__((noinline, no_sanitize_address)) uint32_t ca_stacks_capture(ca_sta
     unsigned set = set_of(depth);
     unsigned w = tc->next_way[set]++ % CACHE_WAYS;
     tc->e[set][w] = e;
+    tc->last_hit[set] = (uint8_t)w;
 
 python:
     if (!s->python || !site) return site;

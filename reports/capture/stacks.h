@@ -78,6 +78,9 @@ void ca_stacks_init_unwinder(void);
 
 /* The calling thread's capture counters: cache hits and full walks. */
 void ca_stacks_thread_counts(uint64_t *hits, uint64_t *walks);
+/* The calling thread's cached stacks checked in full that did not match
+ * (another stack at the same depth): each costs a check of every frame. */
+uint64_t ca_stacks_thread_way_misses(void);
 
 /* Bytes of one thread's capture cache (allocated on its first capture). */
 size_t ca_stacks_thread_cache_bytes(void);

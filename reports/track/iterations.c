@@ -134,7 +134,7 @@ static void apply_detection(ca_tracker *t, const uint32_t *syms, size_t n_allocs
     if (bt) {
         for (size_t i = 0; i < t->n_bounds; i++) bt[i] = t->bounds[i].ticks;
         qsort(bt, t->n_bounds, sizeof *bt, cmp_u64);
-        for (live *l = t->live; l; l = l->hh.next) {
+        for (live *l = t->live.head; l; l = l->next) {
             size_t lo = 0, hi = t->n_bounds;
             while (lo < hi) {
                 size_t mid = (lo + hi) / 2;

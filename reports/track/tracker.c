@@ -70,7 +70,7 @@ ca_tracker *ca_tracker_new(const ca_tracker_options *o) {
 
 void ca_tracker_destroy(ca_tracker *t) {
     if (!t) return;
-    HASH_CLEAR(hh, t->live);
+    ca_livetab_free(&t->live);
     while (t->slabs) {
         slab *s = t->slabs;
         t->slabs = s->next;
@@ -173,7 +173,7 @@ static ca_site_stat *site_stat(ca_tracker *t, uint32_t site) {
 static live *live_new(ca_tracker *t) {
     live *e = t->spare;
     if (e) {
-        t->spare = e->hh.next;
+        t->spare = e->next;
         return e;
     }
     slab *s = malloc(sizeof *s);
@@ -182,14 +182,14 @@ static live *live_new(ca_tracker *t) {
     t->slabs = s;
     t->n_slabs++;
     for (size_t i = 1; i < SLAB; i++) {
-        s->e[i].hh.next = t->spare;
+        s->e[i].next = t->spare;
         t->spare = &s->e[i];
     }
     return &s->e[0];
 }
 
 static void live_put(ca_tracker *t, live *e) {
-    e->hh.next = t->spare;
+    e->next = t->spare;
     t->spare = e;
 }
 
@@ -198,7 +198,7 @@ static void live_put(ca_tracker *t, live *e) {
 /* The event logged, or NULL when no ring is kept. */
 static ca_ev *log_event(ca_tracker *t, ca_evk kind, uint64_t addr, uint64_t bytes, uint64_t block,
                         uint64_t ticks, uint32_t site, uint32_t thread, uint32_t stream) {
-    uint64_t seq = t->seq++;
+    t->seq++;
     if (!t->ring_cap) return NULL;
     if (!t->ring && !(t->ring = malloc(t->ring_cap * sizeof *t->ring))) {
         t->ring_cap = 0;
@@ -209,7 +209,8 @@ static ca_ev *log_event(ca_tracker *t, ca_evk kind, uint64_t addr, uint64_t byte
     uint64_t rounded = (b + CA_ROUND - 1) & ~(uint64_t)(CA_ROUND - 1);
     uint64_t round = block > rounded ? (block - rounded) / CA_ROUND : 0;
     if (round > 0xfff) round = 0xfff;
-    ca_ev *e = &t->ring[seq % t->ring_cap];
+    ca_ev *e = &t->ring[t->ring_at];
+    if (++t->ring_at == t->ring_cap) t->ring_at = 0;
     e->addr = addr;
     e->packed = b | round << 48 | (uint64_t)kind << 60;
     e->ticks = ticks;
@@ -238,10 +239,9 @@ static void record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint6
             ca_track_boundary(t, ticks);
         }
         t->pending = 0;
-        live *l;
-        HASH_FIND(hh, t->live, &ev->addr, sizeof(uintptr_t), l);
+        live *l = ca_livetab_find(&t->live, ev->addr);
         if (l) { /* missed a free: forget the old one */
-            HASH_DELETE(hh, t->live, l);
+            ca_livetab_remove(&t->live, l);
             t->n_live--;
             ca_site_stat *st = site_stat(t, l->site);
             if (st && st->live_count) st->live_count--, st->live_bytes -= l->size;
@@ -255,9 +255,7 @@ static void record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint6
         if ((l = live_new(t))) {
             *l = (live){.addr = ev->addr, .size = ev->size, .requested = ev->requested, .birth_ticks = ticks,
                         .site = site, .birth_iter = t->iteration, .thread = th, .stream = sm};
-            int hash_oom = 0;
-            HASH_ADD(hh, t->live, addr, sizeof(uintptr_t), l);
-            if (hash_oom) live_put(t, l);
+            if (!ca_livetab_add(&t->live, l)) live_put(t, l); /* no memory: not tracked */
             else t->n_live++;
         }
         t->n_allocs++;
@@ -273,13 +271,12 @@ static void record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint6
         break;
     }
     case CA_EV_FREE: {
-        live *l;
-        HASH_FIND(hh, t->live, &ev->addr, sizeof(uintptr_t), l);
+        live *l = ca_livetab_find(&t->live, ev->addr);
         if (!l) {
             t->n_unknown_frees++; /* made before the tracker was attached */
             break;
         }
-        HASH_DELETE(hh, t->live, l);
+        ca_livetab_remove(&t->live, l);
         t->n_live--;
         ca_site_stat *st = site_stat(t, l->site);
         if (st && st->live_count) st->live_count--, st->live_bytes -= l->size;
@@ -392,7 +389,7 @@ size_t ca_tracker_memory(ca_tracker *t, size_t *live_allocations) {
                    t->cap_dirty * sizeof *t->dirty_list + t->cap_bounds * sizeof *t->bounds +
                    t->ranges.cap * sizeof *t->ranges.v + CA_MAX_OOM_RECORDS * sizeof *t->ooms +
                    ca_idtab_memory(&t->threads) + ca_idtab_memory(&t->streams) + ca_idtab_memory(&t->whos);
-    if (t->live) bytes += t->live->hh.tbl->num_buckets * sizeof(UT_hash_bucket) + sizeof(UT_hash_table);
+    bytes += ca_livetab_memory(&t->live);
     if (t->ring) bytes += (t->seq < t->ring_cap ? t->seq : t->ring_cap) * sizeof *t->ring;
     if (live_allocations) *live_allocations = t->n_live;
     ca_lock_release(&t->lock);
@@ -440,7 +437,7 @@ static int snapshot(ca_tracker *t, ca_track_snap *s, int with_events) {
     s->n_ooms_total = t->n_ooms_total;
 
     if (t->n_live && !(s->live = malloc(t->n_live * sizeof *s->live))) goto fail;
-    for (live *l = t->live; l; l = l->hh.next)
+    for (live *l = t->live.head; l; l = l->next)
         s->live[s->n_live++] = (ca_live_view){l->addr, l->size, l->requested, l->birth_ticks,
                                               l->site, l->birth_iter, l->thread, l->stream};
     size_t ns = 0;

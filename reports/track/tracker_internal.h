@@ -13,26 +13,17 @@
 #include "reports/track/ranges.h"
 #include "reports/track/tracker.h"
 
-/* Out of memory inside uthash: drop the entry, never exit the program. */
-#define HASH_NONFATAL_OOM 1
-#define uthash_nonfatal_oom(e) (hash_oom = 1)
-/* Addresses are 512-byte aligned: a multiplicative hash of addr >> 9. */
-#define HASH_FUNCTION(keyptr, keylen, hashv)                                                       \
-    do {                                                                                           \
-        uint64_t k_ = (uint64_t)(*(const uintptr_t *)(keyptr)) >> 9;                               \
-        (hashv) = (unsigned)((k_ * 0x9E3779B97F4A7C15ull) >> 32);                                  \
-    } while (0)
-#define HASH_KEYCMP(a, b, n) (*(const uintptr_t *)(a) != *(const uintptr_t *)(b))
-#include <uthash.h>
+#include "reports/track/livetab.h"
 
-/* One live allocation: 48 bytes of data and uthash's handle. */
-typedef struct live {
+/* One live allocation: 48 bytes of data and its links (livetab.h); a spare
+ * one is linked by next. */
+struct live {
     uintptr_t addr;
     uint64_t size, requested, birth_ticks;
     uint32_t site, birth_iter;
     uint32_t thread, stream;
-    UT_hash_handle hh;
-} live;
+    live *prev, *next;
+};
 
 #define SLAB 1024
 typedef struct slab {
@@ -54,7 +45,8 @@ struct ca_tracker {
     ca_clock_ref start;
     ca_lock lock;
 
-    live *live, *spare;
+    ca_livetab live;
+    live *spare;
     slab *slabs;
     size_t n_slabs, n_live;
     uint64_t allocated, requested, reserved, peak_allocated, peak_reserved;
@@ -69,6 +61,7 @@ struct ca_tracker {
 
     ca_ev *ring;
     size_t ring_cap;
+    size_t ring_at; /* seq % ring_cap, kept without a division per event */
     uint64_t seq;
 
     ca_idtab threads, streams; /* OS thread ids, stream handles */

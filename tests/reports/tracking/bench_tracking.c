@@ -5,7 +5,9 @@
  * the same depth (what every capture would cost without the cache), and the
  * tracker's memory per live allocation.
  *
- *   build/bench/bench_tracking [pairs]      (make bench-tracking) */
+ *   build/bench/bench_tracking [pairs [depth]]      (make bench-tracking)
+ * With a depth: that depth only (e.g. a small count under valgrind
+ * --tool=callgrind, to count instructions per pair). */
 #define _GNU_SOURCE
 #include <libunwind.h>
 #include <stdio.h>
@@ -98,12 +100,13 @@ static double measure(int depth, long n, int track, int runs, size_t *mem_per_li
 
 int main(int argc, char **argv) {
     long n = argc > 1 ? atol(argv[1]) : 2000000;
+    int only = argc > 2 ? atoi(argv[2]) : -1;
     const int runs = 7;
     printf("tracking cost per alloc+free pair (count backend, %ld pairs, median of %d runs)\n", n, runs);
     printf("%-7s %-12s %-12s %-12s %-16s %s\n", "depth", "untracked", "tracked", "cost", "unw_backtrace", "bytes/live");
     static const int depths[] = {5, 15, 20, 25, 40};
     for (size_t i = 0; i < sizeof depths / sizeof depths[0]; i++) {
-        int d = depths[i];
+        int d = only >= 0 ? only : depths[i];
         size_t mem = 0;
         double base = measure(d, n, 0, runs, NULL);
         double tracked = measure(d, n, 1, runs, &mem);
@@ -111,6 +114,7 @@ int main(int argc, char **argv) {
         unwind_at(d, n / 10);
         double unw = (now_ns() - t0) / (double)(n / 10);
         printf("%-7d %-12.1f %-12.1f %-12.1f %-16.1f %zu\n", d, base, tracked, tracked - base, unw, mem);
+        if (only >= 0) break;
     }
     printf("(depth: frames of the program's own call chain under the allocator call; the stack\n"
            " also holds the allocator's and the tracker's frames and main's callers. bytes/live:\n"
