@@ -89,6 +89,7 @@ $(OBJ)/%.o: %.c | $(DEPS_STAMP) $(BUILD)/gen/ca_version.h
 include $(sort $(wildcard */module.mk))
 include tests/fuzz/fuzz.mk
 include tests/stress/stress.mk
+include tests/habits/habits.mk
 include install.mk
 
 all: $(ALL_TARGETS)

@@ -1,6 +1,7 @@
 # man/: cudalloc(1), cudalloc-report(1), cudalloc-replay(1) and cudalloc(7), built
-# into $(BUILD)/man by man/render.awk from each program's --help and README.md's
-# tables, so that the help, the README and the man pages never disagree.
+# into $(BUILD)/man by man/render.awk from each program's --help and the tables of
+# docs/settings.md and docs/reports.md, so that the help, the docs and the man pages
+# never disagree.
 MAN_DIR := $(BUILD)/man
 MAN_PAGES := $(MAN_DIR)/cudalloc.1 $(MAN_DIR)/cudalloc-report.1 $(MAN_DIR)/cudalloc-replay.1 $(MAN_DIR)/cudalloc.7
 
@@ -9,13 +10,15 @@ $(MAN_DIR)/%.1: man/%.1.in $(BIN)/% man/render.awk VERSION
 	$(BIN)/$* --help > $@.help
 	awk -v version='$(CUDALLOC_VERSION)' -v help=$@.help -f man/render.awk $< > $@.tmp
 	@mv $@.tmp $@ && rm -f $@.help
-$(MAN_DIR)/cudalloc.7: man/cudalloc.7.in README.md man/render.awk VERSION
+MAN_TABLES := docs/settings.md docs/reports.md
+$(MAN_DIR)/cudalloc.7: man/cudalloc.7.in $(MAN_TABLES) man/render.awk VERSION
 	@mkdir -p $(@D)
-	awk -v version='$(CUDALLOC_VERSION)' -v readme=README.md -f man/render.awk $< > $@.tmp
-	@mv $@.tmp $@
+	cat $(MAN_TABLES) > $@.md
+	awk -v version='$(CUDALLOC_VERSION)' -v readme=$@.md -f man/render.awk $< > $@.tmp
+	@mv $@.tmp $@ && rm -f $@.md
 ALL_TARGETS += $(MAN_PAGES)
 
-# --help, --version, the man pages and README's tables agree (tests/tools/help_man.sh).
+# --help, --version, the man pages and the docs' tables agree (tests/tools/help_man.sh).
 .PHONY: test-help-man
 test-help-man: $(MAN_PAGES) $(BIN)/cudalloc $(BIN)/cudalloc-report $(BIN)/cudalloc-replay
 	@bash tests/tools/help_man.sh $(BUILD)

@@ -5,8 +5,8 @@
 #   @DESCRIPTION@          --help's text between the usage lines and the options
 #   @OPTIONS@              --help's options, one .TP each
 #   @NOTES@                --help's text after the options
-#   @TABLE setting conf@   rows of README's table whose header starts "| setting |"
-#                          (-v readme=FILE); "conf": CUDALLOC_CONF keys, "env":
+#   @TABLE setting conf@   rows of the docs' table whose header starts "| setting |"
+#                          (-v readme=FILE: docs/settings.md and docs/reports.md); "conf": CUDALLOC_CONF keys, "env":
 #                          the "env `VAR`" rows; a two-column table takes no filter
 # Help format: "usage: " lines (continued by lines indented 8 or more, another form
 # indented 7), prose at column 0, options indented 2 ("  --opt ARG  what"),

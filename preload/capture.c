@@ -75,7 +75,7 @@ static void hint_torch(void) {
     if (!v || strcmp(v, "1") || atomic_exchange(&said, true)) return;
     ca_warn("a CUDA graph capture began, and PYTORCH_NO_CUDA_MEMORY_CACHING=1 makes PyTorch allocate with plain "
             "cudaMalloc, which CUDA refuses while capturing: CUDA graphs need PyTorch's own allocator (leave the "
-            "variable unset) or cudalloc as PyTorch's pluggable allocator (README: PyTorch)");
+            "variable unset) or cudalloc as PyTorch's pluggable allocator (docs/pytorch.md)");
 }
 
 /* Around a real begin: announced first (no fence of ours may land on the

@@ -13,7 +13,7 @@
 
 ca_config ca_conf;
 
-enum kind { BOOL, SIZE, COUNT, PATH, NAME, ACTION, STATUS, SECONDS };
+enum kind { BOOL, SIZE, COUNT, PATH, NAME, ACTION, STATUS, SECONDS, FILE_PATH };
 static const struct option {
     const char *key;
     enum kind kind;
@@ -52,6 +52,8 @@ static const struct option {
     {"metrics", PATH, offsetof(ca_config, metrics),
      "a Prometheus text file rewritten every metrics_every seconds; %p pid, %r rank (default none)"},
     {"metrics_every", SECONDS, offsetof(ca_config, metrics_every), "seconds between metrics rewrites (default 5)"},
+    {"suppressions", FILE_PATH, offsetof(ca_config, suppressions),
+     "a file of call-site frame patterns whose memory is not reported as leaked or live (default none)"},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 
@@ -132,11 +134,13 @@ static int set_option(ca_config *c, const char *src, const char *key, const char
             return -1;
         }
         case PATH:
+        case FILE_PATH:
         case NAME: {
-            size_t cap = o->kind == PATH ? sizeof c->report : sizeof c->nvtx_range;
+            size_t cap = o->kind == PATH ? sizeof c->report : o->kind == FILE_PATH ? sizeof c->suppressions
+                                                                                  : sizeof c->nvtx_range;
             if (!*value || strlen(value) >= cap) {
                 snprintf(err, errlen, "%s: bad value '%s' for %s: accepted: %s of 1 to %zu bytes", src, QUOTED(value),
-                         key, o->kind == PATH ? "a path prefix" : "a name", cap - 1);
+                         key, o->kind == PATH ? "a path prefix" : o->kind == FILE_PATH ? "a file name" : "a name", cap - 1);
                 return -1;
             }
             if (o->kind == PATH) {
@@ -216,7 +220,8 @@ size_t ca_config_format(const ca_config *c, char *buf, size_t n) {
         case SECONDS: snprintf(value, sizeof value, "%zu", *(const size_t *)field); break;
         case ACTION: snprintf(value, sizeof value, "%s", actions[*(const ca_on *)field]); break;
         case NAME: snprintf(value, sizeof value, "%s", (const char *)field); break;
-        case PATH: continue; /* a path may hold the separator */
+        case PATH:
+        case FILE_PATH: continue; /* a path may hold the separator */
         }
         int k = snprintf(buf + used, used < n ? n - used : 0, "%s%s:%s", used ? "," : "", o->key, value);
         if (k > 0) used += (size_t)k;

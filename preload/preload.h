@@ -183,6 +183,7 @@ typedef struct ca_config {
     bool status;          /* the live figures in a file for cudalloc status and top */
     char metrics[1024];   /* Prometheus text file path template; empty: none */
     size_t metrics_every; /* seconds between rewrites of it */
+    char suppressions[1024]; /* call-site patterns not reported (reports/diagnose/suppress.h); empty: none */
 } ca_config;
 extern ca_config ca_conf;
 /* Parse CUDALLOC_CONF (and CUDALLOC_REPORT); on a bad value write one line to

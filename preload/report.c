@@ -13,6 +13,7 @@
 #include "preload/preload.h"
 #include "reports/diagnose/fixes_track.h"
 #include "reports/diagnose/oom.h"
+#include "reports/diagnose/suppress.h"
 #include "reports/write/fileout.h"
 #include "reports/write/fixes_text.h"
 #include "util/size.h"
@@ -36,6 +37,26 @@ static void print_external(int ordinal) {
                 ordinal, SZ(o.external_alloc_bytes), SZ(o.external_pool_bytes));
 }
 
+/* The suppressions file (suppressions:FILE), read once; NULL when none is
+ * set or it cannot be read (said once: the reports then suppress nothing). */
+static ca_suppressions suppressions;
+static const ca_suppressions *suppressions_loaded;
+static pthread_once_t suppressions_once = PTHREAD_ONCE_INIT;
+static void load_suppressions(void) {
+    char err[1200];
+    if (!ca_conf.suppressions[0]) return;
+    if (ca_suppressions_load(ca_conf.suppressions, &suppressions, err, sizeof err) != 0)
+        ca_warn("%s; reports suppress nothing", err);
+    else suppressions_loaded = &suppressions;
+}
+
+static void report_options(ca_report_options *o) {
+    ca_report_options_default(o);
+    pthread_once(&suppressions_once, load_suppressions);
+    o->suppressions = suppressions_loaded;
+    o->suppressions_name = ca_conf.suppressions;
+}
+
 static int write_device(ca_device *d) {
     if (!d->tracker || !ca_conf.report[0]) return 0;
     char prefix[sizeof ca_conf.report + 16];
@@ -43,7 +64,7 @@ static int write_device(ca_device *d) {
     if (d->ordinal) snprintf(prefix, sizeof prefix, "%s.dev%d", ca_conf.report, d->ordinal);
     else snprintf(prefix, sizeof prefix, "%s", ca_conf.report);
     ca_report_options o;
-    ca_report_options_default(&o);
+    report_options(&o);
     char conf[2048];
     ca_config_format(&ca_conf, conf, sizeof conf);
     o.alloc_conf = conf;
@@ -140,7 +161,9 @@ static void summarize(ca_device *d, void *ctx) {
     ca_get_stats(d->alloc, &s); /* under ca_devices_foreach's use */
     if (!s.allocation[CA_POOL_ALL].allocated && !s.num_ooms) return; /* a device never asked for memory */
     if (d->tracker) {
-        ca_report_summary(d->tracker, d->alloc, stderr);
+        ca_report_options o;
+        report_options(&o);
+        ca_report_summary(d->tracker, d->alloc, &o, stderr);
     } else {
         int64_t peak_res = s.reserved_bytes[CA_POOL_ALL].peak;
         fprintf(stderr, "cudalloc: device %d: peak allocated %s, peak reserved %s (utilization %.3f), %lld OOMs\n",

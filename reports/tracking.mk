@@ -20,7 +20,7 @@ UNIT_TESTS += $(TRACKING_TESTS)
 $(TRACKING_TESTS): | $(BIN)/cudalloc-replay $(BIN)/cudalloc-report
 
 # cudalloc-report
-REPORT_TOOL_SRCS := tools/report.c tools/report_snapshot.c tools/report_ranks.c tools/replay_run.c
+REPORT_TOOL_SRCS := tools/report.c tools/report_snapshot.c tools/report_ranks.c tools/report_diff.c tools/replay_run.c
 $(BIN)/cudalloc-report: $(REPORT_TOOL_SRCS:%.c=$(OBJ)/%.o) $(TRACE_OBJS) $(UTIL_OBJS) $(LIB)/libcareports.a $(LIBCA)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(REPORTS_LDLIBS)

@@ -29,7 +29,7 @@ static void usage(FILE *f) {
             "  --sim SIZE       run on the simulated device with SIZE of memory (e.g. 8GiB);\n"
             "                   without a GPU driver the simulated device is used anyway\n"
             "  --conf CONF      CUDALLOC_CONF, e.g. expandable_segments:false,max_reserved:20GiB\n"
-            "  --report PREFIX  write PREFIX.txt/.json/.html/.pickle/.csv (%%p pid, %%r rank)\n"
+            "  --report PREFIX  write PREFIX.txt/.json/.html/.pickle/.csv/.folded (%%p pid, %%r rank)\n"
             "  --version        print the version and exit\n"
             "  --help           print this help and exit\n");
 }
@@ -109,9 +109,13 @@ static void prepend(const char *var, const char *value) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    if (argc < 2) {
+        fprintf(stderr, "cudalloc: no command: accepted: run, --version, --help (see --help)\n");
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(stdout);
+        return 0;
     }
     if (!strcmp(argv[1], "--version")) {
         ca_print_version("cudalloc");
@@ -139,7 +143,8 @@ int main(int argc, char **argv) {
             else if (!argv[i][len]) slot = slots[k];                            /* --sim 8GiB */
         }
         if (!slot) {
-            fprintf(stderr, "cudalloc: unknown option '%s': accepted: --sim, --conf, --report, --help, --\n", argv[i]);
+            fprintf(stderr, "cudalloc: unknown option '%s': accepted: --sim, --conf, --report, --help, -- (see --help)\n",
+                    argv[i]);
             return 2;
         }
         if (!value && i + 1 >= argc) {
@@ -155,7 +160,7 @@ int main(int argc, char **argv) {
     }
     if (i < argc && !strcmp(argv[i], "--")) i++;
     if (i >= argc) {
-        usage(stderr);
+        fprintf(stderr, "cudalloc: run: no program given: cudalloc run [OPTIONS] [--] PROGRAM [ARGS...] (see --help)\n");
         return 2;
     }
     size_t sim_bytes = 0;

@@ -74,7 +74,8 @@ int main(int argc, char **argv) {
         {"time-malloc", no_argument, 0, 'M'}, /* internal: --compare's jemalloc child */
         {0, 0, 0, 0}};
     int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    opterr = 0; /* one line of our own, not getopt's and the whole usage */
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'm':
             if (!strcmp(optarg, "expandable")) cfg.expandable = 1;
@@ -114,11 +115,12 @@ int main(int argc, char **argv) {
         case 'M': time_malloc = 1; break;
         case 'h': usage(stdout); return 0;
         case 'V': ca_print_version("cudalloc-replay"); return 0;
-        default: usage(stderr); return 2;
+        case ':': fprintf(stderr, "cudalloc-replay: %s needs a value (see --help)\n", argv[optind - 1]); return 2;
+        default: fprintf(stderr, "cudalloc-replay: unknown option '%s' (see --help)\n", argv[optind - 1]); return 2;
         }
     }
     if (optind >= argc) {
-        usage(stderr);
+        fprintf(stderr, "cudalloc-replay: no trace given (see --help)\n");
         return 2;
     }
     /* Keep host memory that one replay frees for the next, as a long-running

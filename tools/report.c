@@ -23,6 +23,7 @@
 
 #include "reports/diagnose/fixes_track.h"
 #include "reports/diagnose/oom.h"
+#include "reports/diagnose/suppress.h"
 #include "reports/write/fileout.h"
 #include "tools/report_tool.h"
 #include "tools/trace.h"
@@ -33,18 +34,26 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: cudalloc-report TRACE.csv[.gz]|SNAPSHOT.pickle[.gz] [--txt OUT] [--json OUT] [--html OUT] [--pickle OUT]\n"
-            "                       [--capacity SIZE] [--mode expandable|classic] [--warmup N] [--device N]\n"
+            "                       [--folded OUT] [--suppressions FILE] [--capacity SIZE] [--mode expandable|classic]\n"
+            "                       [--warmup N] [--device N]\n"
             "       cudalloc-report RANK0.json [RANK1.json ...]\n"
+            "       cudalloc-report --diff BEFORE AFTER [--fail-over PERCENT%%|SIZE]\n"
             "       cudalloc-report --version | --help\n"
             "A CSV trace (RMM's format) or a PyTorch snapshot (torch.cuda.memory._dump_snapshot)\n"
             "is diagnosed: leaks, fragmentation, OOMs. JSON reports written by cudalloc (one per\n"
             "rank, report:PREFIX_%%r) give one table: each rank's peaks, leak rate and verdict,\n"
-            "and the rank that runs out first.\n"
+            "and the rank that runs out first. --diff compares two runs (JSON reports, traces or\n"
+            "snapshots): the peaks, fragmentation, and each call site's memory at the peak.\n"
             "  --txt OUT    write the text report to OUT; with no output named, the text report\n"
             "               goes to stdout; OUT '-' (for every output) is stdout\n"
             "  --json OUT   write the JSON report to OUT\n"
             "  --html OUT   write the HTML page to OUT\n"
             "  --pickle OUT  write a snapshot for PyTorch's memory_viz to OUT\n"
+            "  --folded OUT  write the memory live at the peak by stack, folded for flame graphs\n"
+            "               (flamegraph.pl, inferno, speedscope)\n"
+            "  --suppressions FILE  call-site frame patterns (fun:GLOB, src:GLOB, obj:GLOB or GLOB,\n"
+            "               one a line) whose memory is not reported as leaked or live; the\n"
+            "               reports count the bytes left out\n"
             "  --capacity SIZE  the device's size (e.g. 80GiB): allocations beyond it fail as on\n"
             "               the device, leaks get a projected out-of-memory iteration, and a\n"
             "               snapshot's replay says whether the run fits in it\n"
@@ -52,13 +61,17 @@ static void usage(FILE *f) {
             "               or classic\n"
             "  --warmup N   iterations whose growth is never called a leak (default 1)\n"
             "  --device N   a snapshot's device to report (default: each one with data)\n"
+            "  --diff       compare two runs, BEFORE and AFTER: what grew, largest first\n"
+            "  --fail-over PERCENT%%|SIZE  with --diff: exit 3 when the peak (allocated or\n"
+            "               reserved) grew by more than that (5%%, 64MiB)\n"
             "  --version    print the version and exit\n"
             "  --help       print this help and exit\n"
             "Iteration boundaries come from the trace's `iteration` rows or the snapshot's step\n"
             "annotations (ProfilerStep#N, else Optimizer.step ends); without them the repeating\n"
             "pattern of the loop is detected (not the layers of one pass). With fewer than two\n"
             "whole iterations the verdict is SINGLE PASS: the peak and what held it.\n"
-            "Bad input: FILE:LINE: message (CSV) or FILE: message, exit 2.\n");
+            "Bad input: FILE:LINE: message (CSV) or FILE: message, exit 2.\n"
+            "Exit status: 0 done, 1 a report not written, 2 bad input, 3 --fail-over exceeded.\n");
 }
 
 static int bad(const char *what, const char *value, const char *accepted) {
@@ -66,17 +79,23 @@ static int bad(const char *what, const char *value, const char *accepted) {
     return 2;
 }
 
+void report_options(const report_args *args, ca_report_options *o) {
+    ca_report_options_default(o);
+    o->suppressions = args->suppressions;
+    o->suppressions_name = args->suppressions_name;
+}
+
 int report_any_output(const report_args *args) {
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 5; k++)
         if (args->out[k]) return 1;
     return 0;
 }
 
 int report_write(ca_tracker *t, ca_allocator *a, const report_args *args, const ca_report_options *ropt) {
-    static const unsigned fmt[4] = {CA_REPORT_TXT, CA_REPORT_JSON, CA_REPORT_HTML, CA_REPORT_PICKLE};
+    static const unsigned fmt[5] = {CA_REPORT_TXT, CA_REPORT_JSON, CA_REPORT_HTML, CA_REPORT_PICKLE, CA_REPORT_FOLDED};
     char err[1024];
     int rc = 0;
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 5; k++) {
         if (!args->out[k]) continue;
         if (ca_report_write_file(t, a, fmt[k], args->out[k], ropt, err, sizeof err) != 0) {
             fprintf(stderr, "cudalloc-report: %s\n", err);
@@ -130,7 +149,7 @@ int report_read_file(const char *path, char **buf, size_t *len, char *err, size_
  * a snapshot (a pickle, a gzipped one, or a zip archive, which its reader
  * refuses as torch.save()'s), 'j' JSON, 'c' CSV, plain or gzipped (or anything
  * else: the CSV reader says what is wrong). */
-static int sniff(const char *path) {
+int report_sniff(const char *path) {
     gzFile f = gzopen(path, "rb"); /* reads a plain file as it is */
     int c = EOF, c2 = EOF, gz = 0;
     if (f) { /* else the extension picks the reader, which says why it cannot open it */
@@ -156,6 +175,25 @@ static int sniff(const char *path) {
         return 'p'; /* its reader says why not */
     if (dot && !strcmp(dot, ".json")) return 'j';
     return 'c';
+}
+
+/* A file taken for a CSV trace that is no CSV at all: binary content, or
+ * text whose first line has no comma (a Markdown file, a log). 1 with what
+ * it is in why; 0 when it may be a trace (its reader judges the rest). */
+static int not_csv(const char *path, char *why, size_t n) {
+    gzFile f = gzopen(path, "rb");
+    unsigned char b[512];
+    int len = f ? gzread(f, b, sizeof b) : -1;
+    if (f) gzclose(f);
+    if (len <= 0) return 0; /* the CSV reader names an empty or unreadable file */
+    size_t odd = 0, eol = 0;
+    while (eol < (size_t)len && b[eol] != '\n') eol++;
+    for (int i = 0; i < len; i++) odd += b[i] == 0 || (b[i] < 0x20 && b[i] != '\n' && b[i] != '\r' && b[i] != '\t');
+    if (len >= 4 && !memcmp(b, "\x7f" "ELF", 4)) snprintf(why, n, "an ELF binary (a program or library)");
+    else if (odd) snprintf(why, n, "binary content (%zu control bytes in its first %d)", odd, len);
+    else if (!memchr(b, ',', eol)) snprintf(why, n, "text whose first line has no comma (a Markdown file, a log?)");
+    else return 0;
+    return 1;
 }
 
 /* What the allocator would have said about a failure it did not see itself.
@@ -261,6 +299,12 @@ static int recorded_fixes(const ca_trace *tr, const report_args *args, ca_fix_re
 
 int report_trace(const char *path, const report_args *args) {
     char err[1024];
+    if (not_csv(path, err, sizeof err)) {
+        fprintf(stderr, "%s: neither a CSV trace nor a PyTorch snapshot: %s; accepted: an RMM CSV trace (header "
+                        "Thread,Time,Action,Pointer,Size,Stream), a snapshot pickle, cudalloc JSON reports\n",
+                path, err);
+        return 2;
+    }
     ca_trace tr;
     if (ca_trace_parse_file(path, &tr, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
@@ -279,7 +323,7 @@ int report_trace(const char *path, const report_args *args) {
         return 1;
     }
     ca_report_options ropt;
-    ca_report_options_default(&ropt);
+    report_options(args, &ropt);
     ropt.expandable = args->expandable;
     ropt.source_name = path;
     ropt.device_unknown = args->capacity == 0;
@@ -292,24 +336,59 @@ int report_trace(const char *path, const report_args *args) {
     return rc;
 }
 
+/* --fail-over: "5%" or a size ("64MiB"). 0, or -1 when it is neither. */
+static int parse_threshold(const char *v, report_threshold *t) {
+    char *end;
+    size_t len = strlen(v), b;
+    if (len > 1 && v[len - 1] == '%') {
+        t->percent = strtod(v, &end);
+        return end == v + len - 1 && t->percent >= 0 && t->percent <= 1e6 ? 0 : -1;
+    }
+    t->percent = -1;
+    if (ca_parse_size(v, &b) != 0) return -1;
+    t->bytes = b;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     report_args args = {.expandable = 1, .warmup = 1, .device = -1};
     static const struct option longopts[] = {
         {"txt", required_argument, 0, 't'},      {"json", required_argument, 0, 'j'},
         {"html", required_argument, 0, 'w'},     {"pickle", required_argument, 0, 'p'},
+        {"folded", required_argument, 0, 'f'},   {"suppressions", required_argument, 0, 's'},
+        {"diff", no_argument, 0, 'D'},           {"fail-over", required_argument, 0, 'F'},
         {"capacity", required_argument, 0, 'c'}, {"mode", required_argument, 0, 'm'},
         {"warmup", required_argument, 0, 'u'},   {"device", required_argument, 0, 'd'},
         {"help", no_argument, 0, 'h'},           {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0}};
-    int c;
+    int c, diff = 0, rc;
     long v;
-    char *end;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    char *end, err[1200];
+    report_threshold threshold, *fail_over = NULL;
+    ca_suppressions supp = {0};
+    opterr = 0; /* one line of our own, not getopt's and the whole usage */
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 't': args.out[0] = optarg; break;
         case 'j': args.out[1] = optarg; break;
         case 'w': args.out[2] = optarg; break;
         case 'p': args.out[3] = optarg; break;
+        case 'f': args.out[4] = optarg; break;
+        case 's':
+            ca_suppressions_free(&supp);
+            if (ca_suppressions_load(optarg, &supp, err, sizeof err) != 0) {
+                fprintf(stderr, "cudalloc-report: %s\n", err);
+                return 2;
+            }
+            args.suppressions = &supp;
+            args.suppressions_name = optarg;
+            break;
+        case 'D': diff = 1; break;
+        case 'F':
+            if (parse_threshold(optarg, &threshold) != 0)
+                return bad("--fail-over", optarg, "a percentage such as 5% or a size such as 64MiB");
+            fail_over = &threshold;
+            break;
         case 'c':
             if (ca_parse_size(optarg, &args.capacity) != 0 || !args.capacity)
                 return bad("--capacity", optarg, "a size such as 512MiB, 80GiB");
@@ -331,29 +410,48 @@ int main(int argc, char **argv) {
             break;
         case 'h': usage(stdout); return 0;
         case 'V': ca_print_version("cudalloc-report"); return 0;
-        default: usage(stderr); return 2;
+        case ':':
+            fprintf(stderr, "cudalloc-report: %s needs a value (see --help)\n", argv[optind - 1]);
+            return 2;
+        default:
+            fprintf(stderr, "cudalloc-report: unknown option '%s' (see --help)\n", argv[optind - 1]);
+            return 2;
         }
     }
     int n = argc - optind;
-    if (n < 1) {
-        usage(stderr);
-        return 2;
-    }
     char *const *paths = argv + optind;
-    int json = 0;
-    for (int i = 0; i < n; i++) json += sniff(paths[i]) == 'j';
-    if (json || n > 1) {
-        for (int i = 0; i < n; i++)
-            if (sniff(paths[i]) != 'j') {
-                fprintf(stderr, "%s: not a JSON report: several files are read as ranks' JSON reports "
-                                "(cudalloc's PREFIX.json); a trace or snapshot is read alone\n", paths[i]);
-                return 2;
-            }
-        if (report_any_output(&args) || args.capacity || args.device >= 0) {
-            fprintf(stderr, "cudalloc-report: the table of ranks goes to stdout and takes no options\n");
-            return 2;
+    if (diff || fail_over) {
+        if (n != 2 || !diff || report_any_output(&args)) {
+            fprintf(stderr, "cudalloc-report: --diff takes two inputs, BEFORE and AFTER, and writes its table to "
+                            "stdout%s (see --help)\n", !diff ? "; --fail-over goes with --diff" : "");
+            rc = 2;
+        } else {
+            rc = report_diff(paths[0], paths[1], &args, fail_over);
         }
-        return report_ranks(paths, n);
+    } else if (n < 1) {
+        fprintf(stderr, "cudalloc-report: no input: give a trace, a snapshot or JSON reports (see --help)\n");
+        rc = 2;
+    } else {
+        int json = 0;
+        for (int i = 0; i < n; i++) json += report_sniff(paths[i]) == 'j';
+        if (json || n > 1) {
+            rc = 0;
+            for (int i = 0; i < n && !rc; i++)
+                if (report_sniff(paths[i]) != 'j') {
+                    fprintf(stderr, "%s: not a JSON report: several files are read as ranks' JSON reports "
+                                    "(cudalloc's PREFIX.json); a trace or snapshot is read alone (two runs: "
+                                    "--diff)\n", paths[i]);
+                    rc = 2;
+                }
+            if (!rc && (report_any_output(&args) || args.capacity || args.device >= 0)) {
+                fprintf(stderr, "cudalloc-report: the table of ranks goes to stdout and takes no options\n");
+                rc = 2;
+            }
+            if (!rc) rc = report_ranks(paths, n);
+        } else {
+            rc = report_sniff(paths[0]) == 'p' ? report_snapshot(paths[0], &args) : report_trace(paths[0], &args);
+        }
     }
-    return sniff(paths[0]) == 'p' ? report_snapshot(paths[0], &args) : report_trace(paths[0], &args);
+    ca_suppressions_free(&supp);
+    return rc;
 }

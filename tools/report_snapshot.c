@@ -84,10 +84,26 @@ static int replay(const ca_snap_run *r, const report_args *args, ca_report_repla
     return rc;
 }
 
-static int one_device(const char *path, const ca_torch_snapshot *s, int device, const report_args *args) {
-    char err[1024];
+/* One device's run, fed to its tracker, with its replay and report options. */
+typedef struct device_run {
     ca_snap_run run;
-    if (ca_snap_run_build(s, device, &run, err, sizeof err) != 0) {
+    ca_tracker *t;
+    ca_report_replay rep;
+    ca_report_options ropt;
+    char title[96];
+} device_run;
+
+static void device_free(device_run *d) {
+    ca_tracker_destroy(d->t);
+    ca_snap_run_free(&d->run);
+    memset(d, 0, sizeof *d);
+}
+
+static int device_prepare(const char *path, const ca_torch_snapshot *s, int device, int several,
+                          const report_args *args, device_run *d) {
+    char err[1024];
+    memset(d, 0, sizeof *d);
+    if (ca_snap_run_build(s, device, &d->run, err, sizeof err) != 0) {
         fprintf(stderr, "cudalloc-report: %s: %s\n", path, err);
         return 1;
     }
@@ -97,35 +113,60 @@ static int one_device(const char *path, const ca_torch_snapshot *s, int device, 
     topt.time_is_index = 1;
     topt.warmup = args->warmup;
     topt.device = device;
-    size_t events = run.n_ops + 1024; /* the whole run: the ring and detection see all of it */
+    size_t events = d->run.n_ops + 1024; /* the whole run: the ring and detection see all of it */
     if (events > topt.trace_events) topt.trace_events = events;
     topt.detect_events = topt.trace_events;
-    topt.detect = run.steps == 0; /* annotated steps are the boundaries, all of them */
-    ca_tracker *t = ca_tracker_new(&topt);
-    ca_report_replay rep;
-    if (!t || replay(&run, args, &rep) != 0) {
+    topt.detect = d->run.steps == 0; /* annotated steps are the boundaries, all of them */
+    d->t = ca_tracker_new(&topt);
+    if (!d->t || replay(&d->run, args, &d->rep) != 0) {
         fprintf(stderr, "cudalloc-report: out of memory\n");
-        ca_tracker_destroy(t);
-        ca_snap_run_free(&run);
+        device_free(d);
         return 1;
     }
-    ca_snap_run_feed(&run, t, args->capacity);
-    ca_report_options ropt;
-    ca_report_options_default(&ropt);
-    ropt.expandable = s->expandable_segments; /* -1 when the snapshot does not say */
-    ropt.alloc_conf = s->alloc_conf;
-    ropt.source_name = path;
-    ropt.title = "cudalloc report (PyTorch snapshot)";
-    ropt.device_unknown = args->capacity == 0;
-    ropt.device_total = args->capacity;
-    ropt.replay = &rep;
-    ropt.marks_name = s->steps_from == CA_SNAP_STEPS_PROFILER    ? "ProfilerStep annotations"
-                      : s->steps_from == CA_SNAP_STEPS_OPTIMIZER ? "Optimizer.step annotations"
-                                                                 : NULL;
-    ropt.no_trace = run.trace_entries == 0; /* segments only: _record_memory_history() was not called */
-    int rc = report_write(t, NULL, args, &ropt);
-    ca_tracker_destroy(t);
-    ca_snap_run_free(&run);
+    ca_snap_run_feed(&d->run, d->t, args->capacity);
+    ca_report_options *ropt = &d->ropt;
+    report_options(args, ropt);
+    ropt->expandable = s->expandable_segments; /* -1 when the snapshot does not say */
+    ropt->user_conf = s->alloc_conf; /* its PYTORCH_CUDA_ALLOC_CONF, as recorded */
+    ropt->source_name = path;
+    if (several) snprintf(d->title, sizeof d->title, "device %d: cudalloc report (PyTorch snapshot)", device);
+    ropt->title = several ? d->title : "cudalloc report (PyTorch snapshot)";
+    ropt->device_unknown = args->capacity == 0;
+    ropt->device_total = args->capacity;
+    ropt->replay = &d->rep;
+    ropt->marks_name = s->steps_from == CA_SNAP_STEPS_PROFILER    ? "ProfilerStep annotations"
+                       : s->steps_from == CA_SNAP_STEPS_OPTIMIZER ? "Optimizer.step annotations"
+                                                                  : NULL;
+    ropt->no_trace = d->run.trace_entries == 0; /* segments only: _record_memory_history() was not called */
+    return 0;
+}
+
+/* Several devices as one run: the text (to --txt or stdout) and the HTML
+ * (--html) each in one piece, a table across the devices first. */
+static int several_devices(const char *path, const ca_torch_snapshot *s, uint64_t devices, const report_args *args) {
+    device_run *d = calloc(64, sizeof *d);
+    ca_tracker *t[64];
+    ca_report_options o[64];
+    size_t n = 0;
+    int rc = d ? 0 : 1;
+    for (int dev = 0; dev < 64 && !rc; dev++) {
+        if (!(devices >> dev & 1)) continue;
+        if ((rc = device_prepare(path, s, dev, 1, args, &d[n])) != 0) break;
+        t[n] = d[n].t, o[n] = d[n].ropt;
+        n++;
+    }
+    char err[1024];
+    const char *txt = args->out[0] ? args->out[0] : args->out[2] ? NULL : "-";
+    if (!rc && txt && ca_report_write_devices(t, o, n, CA_REPORT_TXT, txt, err, sizeof err) != 0) {
+        fprintf(stderr, "cudalloc-report: %s\n", err);
+        rc = 1;
+    }
+    if (!rc && args->out[2] && ca_report_write_devices(t, o, n, CA_REPORT_HTML, args->out[2], err, sizeof err) != 0) {
+        fprintf(stderr, "cudalloc-report: %s\n", err);
+        rc = 1;
+    }
+    for (size_t i = 0; i < n; i++) device_free(&d[i]);
+    free(d);
     return rc;
 }
 
@@ -155,19 +196,19 @@ int report_snapshot(const char *path, const report_args *args) {
     }
     if (args->device >= 0) devices = UINT64_C(1) << args->device;
     if (!devices) devices = 1; /* nothing recorded: device 0's empty report says so */
-    int several = (devices & (devices - 1)) != 0;
-    if (several && report_any_output(args)) {
-        fprintf(stderr, "%s: devices %s in the snapshot: pick one with --device to write report files\n", path, list);
-        ca_torch_snapshot_free(&s);
-        return 2;
-    }
-    rc = 0;
-    for (int d = 0; d < 64; d++) {
-        if (!(devices >> d & 1)) continue;
-        if (several) printf("%s=== device %d of %s\n\n", d == __builtin_ctzll(devices) ? "" : "\n", d, path);
-        fflush(stdout);
-        int r = one_device(path, &s, d, args);
-        if (r > rc) rc = r;
+    if (devices & (devices - 1)) { /* several: the text and one HTML page; the other files are per device */
+        if (args->out[1] || args->out[3] || args->out[4]) {
+            fprintf(stderr, "%s: devices %s in the snapshot: --json, --pickle and --folded are per device, pick one "
+                            "with --device (--txt and --html hold them all)\n", path, list);
+            rc = 2;
+        } else {
+            rc = several_devices(path, &s, devices, args);
+        }
+    } else {
+        device_run d;
+        rc = device_prepare(path, &s, __builtin_ctzll(devices), 0, args, &d);
+        if (!rc) rc = report_write(d.t, NULL, args, &d.ropt);
+        device_free(&d);
     }
     ca_torch_snapshot_free(&s);
     return rc;

@@ -79,18 +79,18 @@ static void list(FILE *f, const char *cls, char (*lines)[CA_FIX_LINE], size_t n)
     fprintf(f, "<ul class=\"%s\">\n", cls);
     for (size_t i = 0; i < n; i++) {
         fprintf(f, "<li>");
-        ca_html_escape(f, lines[i]);
+        ca_html_text(f, lines[i]);
         fprintf(f, "</li>\n");
     }
     fprintf(f, "</ul>\n");
 }
 
-int ca_fixes_html(FILE *f, const ca_fix_report *r, const char *const *names) {
+int ca_fixes_html(FILE *f, const ca_fix_report *r, const char *const *names, const char *id_suffix) {
     char a[32], b[160], c[320];
-    fprintf(f, "<h2 id=\"fixes\">What would fit</h2>\n");
+    fprintf(f, "<h2 id=\"fixes%s\">What would fit</h2>\n", id_suffix ? id_suffix : "");
     if (!r->have) {
         fprintf(f, "<p>No fix can be predicted for this run: ");
-        ca_html_escape(f, r->why);
+        ca_html_text(f, r->why);
         fprintf(f, ".</p>\n");
         return ferror(f) ? -1 : 0;
     }
@@ -117,10 +117,10 @@ int ca_fixes_html(FILE *f, const ca_fix_report *r, const char *const *names) {
         snprintf(c, sizeof c, "%s: %s", b, fig);
         bar(f, (int)i + 1, shrt, x->low, x->predicted, x->high, colour(x->fits, r->capacity), scale, c);
     }
-    if (r->capacity) {
+    if (r->capacity) { /* its label ends at the line: near the right edge, centred, it was cut ("GiE") */
         double x = px(r->capacity, scale);
         fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" stroke=\"#c00\" stroke-dasharray=\"5,3\"/>"
-                   "<text x=\"%.1f\" y=\"14\" font-size=\"12\" fill=\"#c00\" text-anchor=\"middle\">device %s</text>\n",
+                   "<text x=\"%.1f\" y=\"14\" font-size=\"12\" fill=\"#c00\" text-anchor=\"end\">device %s</text>\n",
                 x, x, TOP - 4, TOP + rows * ROW_H, x, sz((double)r->capacity, a));
     }
     fprintf(f, "</svg>\n");

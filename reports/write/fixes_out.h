@@ -18,7 +18,8 @@ int ca_fixes_json(ca_json *j, const ca_fix_report *r, const char *const *names);
 int ca_fixes_txt(FILE *f, const ca_fix_report *r, const char *const *names);
 
 /* The HTML page's section: one bar per fix (its range, the prediction
- * marked) against the device's line, the peak's breakdown stacked beside. */
-int ca_fixes_html(FILE *f, const ca_fix_report *r, const char *const *names);
+ * marked) against the device's line, the peak's breakdown stacked beside;
+ * its heading's id is "fixes" + id_suffix (NULL: none). */
+int ca_fixes_html(FILE *f, const ca_fix_report *r, const char *const *names, const char *id_suffix);
 
 #endif

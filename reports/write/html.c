@@ -49,6 +49,53 @@ int ca_html_escape(FILE *f, const char *s)
     return ca_html_escape_n(f, s, s ? strlen(s) : 0);
 }
 
+/* The abbreviations the reports' prose uses, and what each stands for (the
+ * units, on every line, are said once under the page). */
+static const struct {
+    const char *abbr, *title;
+} ABBRS[] = {
+    {"OOM", "out of memory: an allocation that failed after every retry"},
+    {"CUPTI", "CUDA Profiling Tools Interface: NVIDIA's library through which cudalloc sees device memory "
+              "allocated past it"},
+    {"NVTX", "NVIDIA Tools Extension: the ranges a program marks (torch.cuda.nvtx.range_push)"},
+    {"RMM", "RAPIDS Memory Manager, whose CSV trace format cudalloc writes and reads"},
+    {"bf16", "bfloat16: 16-bit floating point with float32's range"},
+    {"fp16", "16-bit floating point (half precision)"},
+    {"fp32", "32-bit floating point (single precision)"},
+    {"e.g.", "for example"},
+};
+
+static int word_char(unsigned char c) { return (c >= '0' && c <= '9') || ((c | 32) >= 'a' && (c | 32) <= 'z') || c == '_'; }
+
+int ca_html_text(FILE *f, const char *s)
+{
+    if (!f)
+        return -1;
+    if (!s)
+        return 0;
+    size_t n = strlen(s), from = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i && word_char((unsigned char)s[i - 1]))
+            continue;
+        for (size_t k = 0; k < sizeof ABBRS / sizeof ABBRS[0]; k++) {
+            size_t len = strlen(ABBRS[k].abbr);
+            if (strncmp(s + i, ABBRS[k].abbr, len) || word_char((unsigned char)s[i + len]))
+                continue;
+            ca_html_escape_n(f, s + from, i - from);
+            fputs("<abbr title=\"", f);
+            ca_html_escape(f, ABBRS[k].title);
+            fputs("\">", f);
+            ca_html_escape_n(f, s + i, len);
+            fputs("</abbr>", f);
+            from = i + len;
+            i = from - 1;
+            break;
+        }
+    }
+    ca_html_escape_n(f, s + from, n - from);
+    return ferror(f) ? -1 : 0;
+}
+
 int ca_html_begin(FILE *f, const char *title)
 {
     if (!f)

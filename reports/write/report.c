@@ -11,6 +11,7 @@
 #include "reports/write/fmt.h"
 #include "reports/capture/named_frames.h"
 #include "reports/diagnose/oom.h"
+#include "reports/diagnose/suppress.h"
 #include "reports/capture/pyframes.h"
 #include "reports/write/report_internal.h"
 
@@ -110,6 +111,50 @@ static void find_live_sites(ca_report_ctx *c) {
         c->live_sites[k] = st;
         if (c->n_live_sites < CA_LIVE_SITES_SHOWN) c->n_live_sites++;
     }
+}
+
+/* The growing sites, their findings, the rate of all leaks together and
+ * when they fill the device; what is live by call site. Again after
+ * suppressions took sites out. */
+static void find_leaks(ca_report_ctx *c) {
+    free(c->leaks), free(c->findings);
+    c->leaks = NULL, c->findings = NULL;
+    c->n_leaks = c->n_findings = c->n_leak_findings = c->n_live_sites = 0;
+    c->leak_rate = 0;
+    c->n_growing = ca_leaks_find(&c->snap, c->have_headroom, c->headroom, &c->leaks);
+    c->n_findings = ca_findings_find(&c->snap, c->leaks, c->n_growing, c->have_headroom, c->headroom,
+                                     &c->findings, &c->n_leaks);
+    if (c->n_growing && !c->n_findings) c->n_leaks = c->n_growing; /* out of memory grouping: sites as they are */
+    while (c->n_leak_findings < c->n_findings && !c->findings[c->n_leak_findings].note) c->n_leak_findings++;
+    for (size_t i = 0; i < c->n_leak_findings; i++) c->leak_rate += c->findings[i].bytes_per_iteration;
+    find_live_sites(c);
+    c->leak_oom_iteration = c->have_headroom && c->snap.iteration
+                                ? ca_leak_projection(c->snap.iteration - 1, c->headroom, c->leak_rate)
+                                : -1;
+    /* Written just after running out: what happened, not a projection. */
+    if (ca_report_ran_out(c)) {
+        c->leak_oom_iteration = -1;
+        for (size_t i = 0; i < c->n_growing; i++) c->leaks[i].projected_oom_iteration = -1;
+        for (size_t i = 0; i < c->n_findings; i++) c->findings[i].projected_oom_iteration = -1;
+    }
+}
+
+/* Sites whose frames match a suppression: out of the leaks and of what is
+ * live (their growth and live figures zeroed in the snapshot's copy),
+ * counted in c->suppressed. Their frames must be resolved. 1 when any was. */
+static int suppress(ca_report_ctx *c) {
+    if (!c->opt.suppressions || !c->opt.suppressions->n || c->snap.site_mode != CA_SITES_STACK) return 0;
+    for (size_t i = 0; i < c->snap.n_sites; i++) {
+        ca_site_stat *st = &c->snap.sites[i];
+        if (!st->live_bytes && !st->growths && !st->byte_streak) continue;
+        const ca_frame *fr[CA_STACK_MAX_FRAMES];
+        size_t n = ca_report_frames(c, st->site, fr, CA_STACK_MAX_FRAMES);
+        if (!ca_suppressions_match(c->opt.suppressions, fr, n)) continue;
+        c->suppressed.bytes += st->live_bytes, c->suppressed.count += st->live_count, c->suppressed.sites++;
+        st->live_bytes = st->live_count = 0;
+        st->growths = st->byte_streak = 0;
+    }
+    return c->suppressed.sites != 0;
 }
 
 static int copy_fixes(ca_fix_report *to, const ca_fix_report *from) {
@@ -214,13 +259,8 @@ int ca_report_ctx_init(ca_report_ctx *c, ca_tracker *t, ca_allocator *a, const c
         c->have_headroom = 1;
         c->headroom = ca_leak_headroom(&c->snap, c->frag.device_free + c->frag.cached_free);
     }
-    c->n_growing = ca_leaks_find(&c->snap, c->have_headroom, c->headroom, &c->leaks);
-    c->n_findings = ca_findings_find(&c->snap, c->leaks, c->n_growing, c->have_headroom, c->headroom,
-                                     &c->findings, &c->n_leaks);
-    if (c->n_growing && !c->n_findings) c->n_leaks = c->n_growing; /* out of memory grouping: sites as they are */
-    while (c->n_leak_findings < c->n_findings && !c->findings[c->n_leak_findings].note) c->n_leak_findings++;
     c->working_set = ca_leak_working_set(&c->snap);
-    for (size_t i = 0; i < c->n_leak_findings; i++) c->leak_rate += c->findings[i].bytes_per_iteration;
+    find_leaks(c);
     c->small_program = !c->snap.iteration && !c->snap.n_ooms && c->snap.n_allocs < CA_SMALL_PROGRAM_ALLOCS &&
                        !c->snap.time_is_index; /* offline: a single pass says more */
     detect_caching(c);
@@ -229,16 +269,6 @@ int ca_report_ctx_init(ca_report_ctx *c, ca_tracker *t, ca_allocator *a, const c
      * one pass say what the trace holds (a period search: not at every exit
      * summary of a live run). */
     if (c->snap.time_is_index && c->snap.iteration < 3) c->have_blocks = ca_tracker_blocks(t, &c->blocks);
-    find_live_sites(c);
-    c->leak_oom_iteration = c->have_headroom && c->snap.iteration
-                                ? ca_leak_projection(c->snap.iteration - 1, c->headroom, c->leak_rate)
-                                : -1;
-    /* Written just after running out: what happened, not a projection. */
-    if (ca_report_ran_out(c)) {
-        c->leak_oom_iteration = -1;
-        for (size_t i = 0; i < c->n_growing; i++) c->leaks[i].projected_oom_iteration = -1;
-        for (size_t i = 0; i < c->n_findings; i++) c->findings[i].projected_oom_iteration = -1;
-    }
     /* What would fit, against the device the run ran out on, else the device */
     uint64_t capacity = c->frag.have_device ? c->frag.device_total : 0;
     for (size_t i = c->snap.n_ooms; i-- > 0;)
@@ -271,11 +301,16 @@ int ca_report_ctx_init(ca_report_ctx *c, ca_tracker *t, ca_allocator *a, const c
         for (size_t i = 0; c->have_peak && i < c->peak.n_sites && i < CA_REPORT_PEAK_SITES; i++)
             want_site(c, c->peak.sites[i].site);
         for (size_t i = 0; i < c->n_live_sites; i++) want_site(c, c->live_sites[i]->site);
+        /* suppressions are matched on the frames of every site that holds or grows */
+        for (size_t i = 0; c->opt.suppressions && i < c->snap.n_sites; i++)
+            if (c->snap.sites[i].live_bytes || c->snap.sites[i].growths || c->snap.sites[i].byte_streak)
+                want_site(c, c->snap.sites[i].site);
         for (size_t i = 0; i < c->snap.n_ooms; i++) {
             want_site(c, c->snap.ooms[i].site);
             for (uint32_t k = 0; k < c->snap.ooms[i].n_top; k++) want_site(c, c->snap.ooms[i].top_site[k]);
         }
         ca_symtab_resolve(c->sym, c->opt.symbolize, c->opt.symbolize_timeout_ms);
+        if (suppress(c)) find_leaks(c);
         if (fix_frame_names(c) != 0) goto fail;
     }
     ca_report_peak_holders(c);
@@ -293,6 +328,7 @@ void ca_report_ctx_free(ca_report_ctx *c) {
     ca_track_snap_free(&c->snap);
     ca_frag_free(&c->frag);
     ca_peak_free(&c->peak);
+    free(c->peak_labels);
     free(c->leaks);
     free(c->findings);
     ca_symtab_free(c->sym);
@@ -307,9 +343,12 @@ static const struct {
 } writers[] = {
     {CA_REPORT_TXT, ".txt", ca_report_txt},       {CA_REPORT_JSON, ".json", ca_report_json},
     {CA_REPORT_PICKLE, ".pickle", ca_report_pickle}, {CA_REPORT_HTML, ".html", ca_report_html},
-    {CA_REPORT_CSV, ".csv", ca_report_csv},
+    {CA_REPORT_CSV, ".csv", ca_report_csv},       {CA_REPORT_FOLDED, ".folded", ca_report_folded},
 };
 #define N_WRITERS (sizeof writers / sizeof writers[0])
+
+/* The formats that name every site (the others only those they show). */
+#define CA_REPORT_FULL (CA_REPORT_PICKLE | CA_REPORT_HTML | CA_REPORT_FOLDED)
 
 /* One file through ca_out: temporary name, then rename. */
 static int write_one(const ca_report_ctx *c, writer_fn fn, const char *path, char *err, size_t errlen) {
@@ -341,7 +380,7 @@ int ca_report_write(ca_tracker *t, ca_allocator *a, const char *prefix, const ca
     ca_report_ctx c;
     if (!base) {
         failed = 1;
-    } else if (ca_report_ctx_init(&c, t, a, &opt, (opt.formats & (CA_REPORT_PICKLE | CA_REPORT_HTML)) != 0) != 0) {
+    } else if (ca_report_ctx_init(&c, t, a, &opt, (opt.formats & CA_REPORT_FULL) != 0) != 0) {
         snprintf(err, sizeof err, "out of memory preparing the report");
         failed = 1;
     } else {
@@ -369,7 +408,7 @@ int ca_report_write_file(ca_tracker *t, ca_allocator *a, unsigned format, const 
     for (size_t i = 0; i < N_WRITERS; i++) {
         if (writers[i].bit != format) continue;
         ca_report_ctx c;
-        if (ca_report_ctx_init(&c, t, a, o, format & (CA_REPORT_PICKLE | CA_REPORT_HTML)) != 0) {
+        if (ca_report_ctx_init(&c, t, a, o, (format & CA_REPORT_FULL) != 0) != 0) {
             snprintf(err, errlen, "out of memory preparing the report");
             return -1;
         }
@@ -379,6 +418,43 @@ int ca_report_write_file(ca_tracker *t, ca_allocator *a, unsigned format, const 
     }
     snprintf(err, errlen, "unknown report format %u", format);
     return -1;
+}
+
+void ca_report_suppressed_text(const ca_report_ctx *c, char *buf, size_t n) {
+    char b[32];
+    *buf = 0;
+    if (!c->opt.suppressions) return;
+    snprintf(buf, n, "suppressed (%s): %s in %llu allocation%s from %zu call site%s, not reported as leaks or live memory",
+             c->opt.suppressions_name ? c->opt.suppressions_name : "suppressions",
+             ca_report_bytes((double)c->suppressed.bytes, b, sizeof b), (unsigned long long)c->suppressed.count,
+             c->suppressed.count == 1 ? "" : "s", c->suppressed.sites, c->suppressed.sites == 1 ? "" : "s");
+}
+
+void ca_report_live_summary(const ca_report_ctx *c, FILE *f, size_t sites, size_t frames) {
+    char b1[32], label[1024];
+    const ca_track_snap *s = &c->snap;
+    uint64_t shown = 0;
+    for (size_t i = 0; i < c->n_live_sites; i++) shown += c->live_sites[i]->live_bytes;
+    fprintf(f, "cudalloc: still live: %s in %zu allocation%s, by call site, largest first:\n",
+            ca_report_bytes((double)s->allocated - (double)c->suppressed.bytes, b1, sizeof b1),
+            s->n_live - (size_t)c->suppressed.count, s->n_live - c->suppressed.count == 1 ? "" : "s");
+    for (size_t i = 0; i < c->n_live_sites && i < sites; i++) {
+        const ca_site_stat *st = c->live_sites[i];
+        ca_report_site_label(c, st->site, label, sizeof label);
+        fprintf(f, "cudalloc:   %s in %llu allocation%s: %s\n", ca_report_bytes((double)st->live_bytes, b1, sizeof b1),
+                (unsigned long long)st->live_count, st->live_count == 1 ? "" : "s", label);
+        const ca_frame *fr[16];
+        size_t n = ca_report_frames(c, st->site, fr, frames < 16 ? frames : 16);
+        for (size_t k = 1; k < n; k++) {
+            ca_report_frame_text(fr[k], label, sizeof label);
+            fprintf(f, "cudalloc:       from %s\n", label);
+        }
+    }
+    size_t more = c->n_live_sites > sites ? c->n_live_sites - sites : 0;
+    uint64_t rest = (uint64_t)((double)s->allocated - (double)c->suppressed.bytes) - shown;
+    for (size_t i = sites; i < c->n_live_sites; i++) rest += c->live_sites[i]->live_bytes;
+    if (more || rest) fprintf(f, "cudalloc:   and %s more elsewhere (every site in the report)\n",
+                              ca_report_bytes((double)rest, b1, sizeof b1));
 }
 
 /* The summary's lines on what would fit: the peak's parts and the single
@@ -433,9 +509,10 @@ static void fix_summary(const ca_report_ctx *c, FILE *f) {
     }
 }
 
-void ca_report_summary(ca_tracker *t, ca_allocator *a, FILE *f) {
+void ca_report_summary(ca_tracker *t, ca_allocator *a, const ca_report_options *given, FILE *f) {
     ca_report_options o;
-    ca_report_options_default(&o);
+    if (given) o = *given;
+    else ca_report_options_default(&o);
     o.symbolize_timeout_ms = 2000;
     ca_report_ctx c;
     if (ca_report_ctx_init(&c, t, a, &o, 0) != 0) {
@@ -445,6 +522,10 @@ void ca_report_summary(ca_tracker *t, ca_allocator *a, FILE *f) {
     const ca_track_snap *s = &c.snap;
     char b1[32], b2[32], b3[32], label[1024];
     fprintf(f, "cudalloc: %s\n", c.verdict_line);
+    /* a program with no loop: what it never freed, as valgrind and heaptrack list it */
+    if (!s->iteration && !s->time_is_index && s->n_live > c.suppressed.count) ca_report_live_summary(&c, f, 5, 4);
+    ca_report_suppressed_text(&c, label, sizeof label);
+    if (*label) fprintf(f, "cudalloc: %s\n", label);
     if (c.small_program) {
         if (*c.caching_warning) fprintf(f, "cudalloc: warning: %s\n", c.caching_warning);
         ca_report_ctx_free(&c);

@@ -5,7 +5,7 @@
  * one, its allocator). See REPORT.md for what each file holds.
  *
  *   ca_report_write(t, a, "run1", NULL) writes run1.txt, run1.json,
- *   run1.pickle, run1.html and run1.csv. The prefix is a template: %p is the
+ *   run1.pickle, run1.html, run1.csv and run1.folded. The prefix is a template: %p is the
  *   pid, %r the rank (RANK, else LOCAL_RANK), %% a '%'. Each file is written
  *   to a temporary name (mode 0600, O_NOFOLLOW) and renamed into place;
  *   when a file cannot be written, one warning goes to stderr (once per
@@ -27,7 +27,8 @@ enum {
     CA_REPORT_PICKLE = 4,
     CA_REPORT_HTML = 8,
     CA_REPORT_CSV = 16,
-    CA_REPORT_ALL = 31,
+    CA_REPORT_FOLDED = 32, /* the memory live at the peak by stack, for flame graphs */
+    CA_REPORT_ALL = 63,
 };
 
 /* Offline: the run replayed through cudalloc's allocator (cudalloc-report on
@@ -49,9 +50,10 @@ typedef struct ca_report_options {
     int symbolize;            /* 1: addr2line for file and line (default); 0: dladdr only */
     int symbolize_timeout_ms; /* all addr2line runs of one report (default 10000) */
     /* For the snapshot's allocator_settings: */
-    const char *alloc_conf;   /* the settings in force, CUDALLOC_CONF syntax, defaults
-                                 included; NULL: "expandable_segments:" + expandable */
-    const char *user_conf;    /* CUDALLOC_CONF as the user set it; NULL: unset */
+    const char *alloc_conf;   /* cudalloc's settings in force, CUDALLOC_CONF syntax, defaults
+                                 included (its "cudalloc" dict); NULL: none (offline) */
+    const char *user_conf;    /* PYTORCH_CUDA_ALLOC_CONF there: the user's own setting
+                                 (CUDALLOC_CONF as set; offline, the snapshot's); NULL: "" */
     int expandable;           /* 1 expandable, 0 classic, -1 unknown (default) */
     const char *title;        /* e.g. the program's name; NULL: "cudalloc report" */
     const char *source_name;  /* offline: the trace file the report comes from */
@@ -71,6 +73,10 @@ typedef struct ca_report_options {
     int external_known;       /* 1: the two figures below are measured */
     uint64_t external_alloc_bytes, external_pool_bytes;
     const char *external_note; /* else why not (e.g. "CUPTI is not loaded"); NULL: say nothing */
+    /* Call sites whose memory is known (reports/diagnose/suppress.h): not
+     * reported as leaks or live memory, their bytes counted; NULL: none. */
+    const struct ca_suppressions *suppressions;
+    const char *suppressions_name; /* the file, for the reports' line about them */
 } ca_report_options;
 
 void ca_report_options_default(ca_report_options *o);
@@ -83,7 +89,17 @@ int ca_report_write(ca_tracker *t, ca_allocator *a, const char *prefix, const ca
 int ca_report_write_file(ca_tracker *t, ca_allocator *a, unsigned format, const char *path,
                          const ca_report_options *o, char *err, size_t errlen);
 
-/* The exit summary: at most 15 lines, each starting with "cudalloc: ". */
-void ca_report_summary(ca_tracker *t, ca_allocator *a, FILE *f);
+/* Several devices' reports as one run (a snapshot of several devices): a
+ * table across the devices with each verdict first, then each device's
+ * report, those that ran out of memory first. t[i] with o[i] (its title
+ * names the device); format CA_REPORT_TXT or CA_REPORT_HTML (one page);
+ * path "-" is stdout. 0, or -1 with a one-line message in err. */
+int ca_report_write_devices(ca_tracker *const *t, const ca_report_options *o, size_t n, unsigned format,
+                            const char *path, char *err, size_t errlen);
+
+/* The exit summary: at most 15 lines, each starting with "cudalloc: ", and
+ * for a program with no loop what it still holds (5 call sites, 4 frames each). */
+/* o: NULL for the defaults (its suppressions are what the summary uses). */
+void ca_report_summary(ca_tracker *t, ca_allocator *a, const ca_report_options *o, FILE *f);
 
 #endif

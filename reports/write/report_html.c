@@ -23,7 +23,7 @@ static void td_bytes(FILE *f, double v) {
 
 static void row_bytes(FILE *f, const char *name, double v) {
     fputs("<tr><th>", f);
-    ca_html_escape(f, name);
+    ca_html_text(f, name);
     fputs("</th>", f);
     td_bytes(f, v);
     fputs("</tr>\n", f);
@@ -117,7 +117,7 @@ static void finding_box(const ca_report_ctx *c, FILE *f, size_t i) {
     fprintf(f, "<div class=\"finding%s\">\n<h3>", g->note ? " note" : "");
     if (g->note) fprintf(f, "Note %zu, %s: ", i - c->n_leak_findings + 1, g->handoff ? "hand-off" : "slow growth");
     else fprintf(f, "Finding %zu: ", i + 1);
-    ca_html_escape(f, title);
+    ca_html_text(f, title);
     fprintf(f, ": +%s every iteration</h3>\n<p>", ca_report_bytes(g->bytes_per_iteration, b1, sizeof b1));
     fprintf(f, "%.1f allocations per iteration, growing since iteration %u; live now %s in %" PRIu64
                " allocations (%s above the level before the growth); %.*f%% of the working set per iteration. ",
@@ -126,7 +126,7 @@ static void finding_box(const ca_report_ctx *c, FILE *f, size_t i) {
             ca_report_share_digits(g->working_set_share), g->working_set_share * 100);
     finding_when(c, f, g);
     fputs("</p>\n<p class=\"advice\"><strong>What to do:</strong> ", f);
-    ca_html_escape(f, g->advice);
+    ca_html_text(f, g->advice);
     fputs("</p>\n", f);
     if (g->n_sites > 1) {
         fprintf(f, "<details><summary>The %zu call sites, most bytes per iteration first</summary>\n", g->n_sites);
@@ -191,20 +191,42 @@ static void replay_section(const ca_report_ctx *c, FILE *f) {
     (void)b1;
 }
 
-/* What is live now, by call site: for a snapshot without a trace. */
-static void live_section(const ca_report_ctx *c, FILE *f) {
-    char label[512];
-    fputs("<h2>Live now, by call site</h2>\n<table>\n<tr><th>live</th><th>allocations</th><th>call site</th></tr>\n", f);
+/* What the suppressions left out, when there are some. */
+static void suppressed_html(const ca_report_ctx *c, FILE *f) {
+    char text[1024];
+    ca_report_suppressed_text(c, text, sizeof text);
+    if (!*text) return;
+    fputs("<p>", f);
+    text[0] = 'S';
+    ca_html_text(f, text);
+    fputs(".</p>\n", f);
+}
+
+/* What is live now, by call site, most bytes first, with the stacks: for a
+ * snapshot without a trace, and what a program still held at its end. */
+static void live_section(const ca_report_ctx *c, FILE *f, int folded) {
+    char b1[32];
+    if (!c->snap.n_live && !c->suppressed.count) return;
+    /* after a loop, the iterations said what grows: folded, one line */
+    fputs(folded ? "<details><summary><h2 style=\"display:inline\">Live now, by call site</h2></summary>\n"
+                 : "<h2>Live now, by call site</h2>\n",
+          f);
+    fprintf(f, "<p>%s in %zu allocations; the call sites holding the most, largest first (a program's end: what it "
+               "never freed).</p>\n",
+            ca_report_bytes((double)c->snap.allocated - (double)c->suppressed.bytes, b1, sizeof b1),
+            c->snap.n_live - (size_t)c->suppressed.count);
+    fputs("<table>\n<tr><th>live</th><th>allocations</th><th>call site</th></tr>\n", f);
     for (size_t i = 0; i < c->n_live_sites; i++) {
         const ca_site_stat *st = c->live_sites[i];
         fputs("<tr>", f);
         td_bytes(f, (double)st->live_bytes);
         fprintf(f, "<td class=\"num\">%" PRIu64 "</td><td>", st->live_count);
-        ca_report_site_label(c, st->site, label, sizeof label);
-        ca_html_escape(f, label);
+        frames_pre(c, f, st->site);
         fputs("</td></tr>\n", f);
     }
     fputs("</table>\n", f);
+    suppressed_html(c, f);
+    if (folded) fputs("</details>\n", f);
 }
 
 static void leak_section(const ca_report_ctx *c, FILE *f) {
@@ -212,9 +234,8 @@ static void leak_section(const ca_report_ctx *c, FILE *f) {
     fputs("<h2>Leaks</h2>\n", f);
     if (c->opt.no_trace) {
         fputs("<p>No trace: leaks show over time, and the snapshot holds its segments only. ", f);
-        ca_html_escape(f, CA_HOW_TO_RECORD);
+        ca_html_text(f, CA_HOW_TO_RECORD);
         fputs("</p>\n", f);
-        live_section(c, f);
         return;
     }
     if (c->base_verdict == CA_VERDICT_SINGLE_PASS)
@@ -226,18 +247,34 @@ static void leak_section(const ca_report_ctx *c, FILE *f) {
     for (size_t i = 0; i < c->n_findings; i++) finding_box(c, f, i);
 }
 
+const char *ca_report_verdict_class(const ca_report_ctx *c) {
+    return c->verdict == CA_VERDICT_OOM || c->verdict == CA_VERDICT_LEAK || c->verdict == CA_VERDICT_DOES_NOT_FIT ? "bad"
+           : c->verdict == CA_VERDICT_HEALTHY                                                                 ? "good"
+                                                                                                              : "";
+}
+
+void ca_report_html_units(FILE *f) {
+    fputs("<p class=\"note\">Sizes are binary: 1 KiB = 1024 bytes, 1 MiB = 1024 KiB, 1 GiB = 1024 MiB. An "
+          "abbreviation shows what it stands for when hovered.</p>\n",
+          f);
+}
+
 int ca_report_html(const ca_report_ctx *c, FILE *f) {
+    ca_html_begin(f, c->opt.title ? c->opt.title : "cudalloc report");
+    ca_report_html_body(c, f);
+    ca_report_html_units(f);
+    ca_html_end(f);
+    return ferror(f) ? -1 : 0;
+}
+
+void ca_report_html_body(const ca_report_ctx *c, FILE *f) {
     const ca_track_snap *s = &c->snap;
     char b1[32];
     const char *title = c->opt.title ? c->opt.title : "cudalloc report";
-    ca_html_begin(f, title);
-    fputs("<h1>", f);
+    fprintf(f, "<h1 id=\"report%s\">", c->id_suffix);
     ca_html_escape(f, title);
-    fprintf(f, "</h1>\n<p class=\"verdict %s\"><strong>Verdict:</strong> ",
-            c->verdict == CA_VERDICT_OOM || c->verdict == CA_VERDICT_LEAK || c->verdict == CA_VERDICT_DOES_NOT_FIT ? "bad"
-            : c->verdict == CA_VERDICT_HEALTHY                            ? "good"
-                                                                          : "");
-    ca_html_escape(f, c->verdict_line);
+    fprintf(f, "</h1>\n<p class=\"verdict %s\"><strong>Verdict:</strong> ", ca_report_verdict_class(c));
+    ca_html_text(f, c->verdict_line);
     fputs("</p>\n", f);
     if (c->opt.source_name) {
         fputs("<p>Trace: ", f);
@@ -252,7 +289,7 @@ int ca_report_html(const ca_report_ctx *c, FILE *f) {
         char text[512];
         ca_report_blocks_text(c, text, sizeof text);
         fputs("<tr><th>repeated blocks (not iterations)</th><td>", f);
-        ca_html_escape(f, text);
+        ca_html_text(f, text);
         fputs("</td></tr>\n", f);
     }
     row_bytes(f, "allocated now", (double)s->allocated);
@@ -268,6 +305,10 @@ int ca_report_html(const ca_report_ctx *c, FILE *f) {
     fputs("</table>\n", f);
 
     leak_section(c, f);
+    /* what is live answers a run with nothing over time to judge (no loop, a
+     * snapshot without a trace); after a loop it comes last */
+    int live_first = c->base_verdict == CA_VERDICT_NO_ITERATIONS || c->base_verdict == CA_VERDICT_NO_TRACE;
+    if (live_first) live_section(c, f, 0);
     /* what held the peak answers a run whose iterations say nothing (a single
      * pass, no loop, an OOM); a leak's page has its findings, a healthy one
      * its breakdown under "what would fit" */
@@ -293,7 +334,7 @@ int ca_report_html(const ca_report_ctx *c, FILE *f) {
     fprintf(f, "<tr><th>fragmentation</th><td class=\"num\">%.1f%%</td></tr>\n</table>\n", fr->fragmentation * 100);
     if (!c->opt.external_known && c->opt.external_note) {
         fputs("<p>Memory allocated past cudalloc: not measured (", f);
-        ca_html_escape(f, c->opt.external_note);
+        ca_html_text(f, c->opt.external_note);
         fputs(").</p>\n", f);
     }
     fputs("<table>\n<tr><th>free blocks of at least</th><th>count</th><th>bytes</th></tr>\n", f);
@@ -306,19 +347,19 @@ int ca_report_html(const ca_report_ctx *c, FILE *f) {
     fputs("</table>\n", f);
 
     replay_section(c, f);
-    ca_fixes_html(f, &c->fixes, (const char *const *)c->fix_frames);
+    ca_fixes_html(f, &c->fixes, (const char *const *)c->fix_frames, c->id_suffix);
 
     fputs("<h2>Out of memory</h2>\n", f);
     if (!s->n_ooms) fputs("<p>No allocation failed.</p>\n", f);
     for (size_t i = 0; i < s->n_ooms; i++) {
         const ca_oom_record *r = &s->ooms[i];
-        fprintf(f, "<h3>OOM %zu at iteration %u: %s requested</h3>\n", i + 1, r->iteration,
+        fprintf(f, "<h3>Out of memory %zu at iteration %u: %s requested</h3>\n", i + 1, r->iteration,
                 ca_report_bytes((double)r->requested, b1, sizeof b1));
         if (r->have_info) {
             fputs("<p><strong>", f);
-            ca_html_escape(f, ca_oom_verdict_name(r->verdict));
+            ca_html_text(f, ca_oom_verdict_name(r->verdict));
             fputs("</strong>: ", f);
-            ca_html_escape(f, ca_oom_verdict_text(r->verdict));
+            ca_html_text(f, ca_oom_verdict_text(r->verdict));
             fputs(".</p>\n<table>\n", f);
             if (!r->info.device_total) {
                 fputs("<tr><th>device</th><td>size and free memory not recorded (--capacity gives the size)</td></tr>\n", f);
@@ -338,7 +379,7 @@ int ca_report_html(const ca_report_ctx *c, FILE *f) {
             size_t n = ca_report_oom_advice(c, r, lines, CA_REPORT_ADVICE_MAX);
             for (size_t k = 0; k < n; k++) {
                 fputs("<li>", f);
-                ca_html_escape(f, lines[k]);
+                ca_html_text(f, lines[k]);
                 fputs("</li>\n", f);
             }
             fputs("</ul>\n", f);
@@ -356,6 +397,5 @@ int ca_report_html(const ca_report_ctx *c, FILE *f) {
         }
         if (r->n_top) fputs("</table>\n", f);
     }
-    ca_html_end(f);
-    return ferror(f) ? -1 : 0;
+    if (!live_first) live_section(c, f, 1);
 }

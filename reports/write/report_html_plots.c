@@ -16,12 +16,13 @@
 /* ---- memory event by event, with hover ---- */
 
 /* Shows, for the drawn point nearest the pointer, what the plot's data
- * (#events-data, written below) holds about it. */
+ * (#events-data, written below) holds about it. The ids end with the page's
+ * suffix (one page of several devices: "-dev1"), the argument at its end. */
 static const char HOVER_SCRIPT[] =
     "<script>\n"
-    "(function () {\n"
-    "  var svg = document.getElementById('events'), el = document.getElementById('events-data'),\n"
-    "      tip = document.getElementById('events-tip');\n"
+    "(function (sfx) {\n"
+    "  var svg = document.getElementById('events' + sfx), el = document.getElementById('events-data' + sfx),\n"
+    "      tip = document.getElementById('events-tip' + sfx);\n"
     "  if (!svg || !el || !tip) return;\n"
     "  var D = JSON.parse(el.textContent), n = D.x.length;\n"
     "  if (!n) return;\n"
@@ -69,8 +70,7 @@ static const char HOVER_SCRIPT[] =
     "    tip.style.top = (vy / k + 14) + 'px';\n"
     "  });\n"
     "  svg.addEventListener('mouseleave', hide);\n"
-    "})();\n"
-    "</script>\n";
+    "})";
 
 static const char *const KIND_NAMES[] = {"alloc", "free", "map", "unmap", "out of memory"};
 
@@ -200,13 +200,13 @@ static void hover_data(const ca_report_ctx *c, FILE *f, const size_t *pts, size_
     size_t len;
     const char *d = ca_json_data(j, &len);
     if (ca_json_error(j) || !d) goto out;
-    fputs("<script type=\"application/json\" id=\"events-data\">", f);
+    fprintf(f, "<script type=\"application/json\" id=\"events-data%s\">", c->id_suffix);
     for (size_t i = 0; i < len; i++) {
         if (d[i] == '<') fputs("\\u003c", f);
         else fputc(d[i], f);
     }
     fputs("</script>\n", f);
-    fputs(HOVER_SCRIPT, f);
+    fprintf(f, "%s('%s');\n</script>\n", HOVER_SCRIPT, c->id_suffix);
 out:
     frame_table_free(&ft);
     ca_json_free(j);
@@ -286,11 +286,13 @@ void ca_report_html_time(const ca_report_ctx *c, FILE *f) {
     o.alerts = alerts;
     o.alert_tips = tipp;
     o.n_alerts = na;
-    o.id = "events";
+    char id[32];
+    snprintf(id, sizeof id, "events%s", c->id_suffix);
+    o.id = id;
     size_t nd = 0;
     fputs("<div class=\"chart\">\n", f);
     ca_svg_plot_drawn(f, &o, ser, 2, drawn, &nd);
-    fputs("<pre class=\"hover-tip\" id=\"events-tip\" hidden></pre>\n</div>\n", f);
+    fprintf(f, "<pre class=\"hover-tip\" id=\"events-tip%s\" hidden></pre>\n</div>\n", c->id_suffix);
     fputs("<p class=\"note\">Hover over the chart for the nearest event: its time, allocated and reserved after it, "
           "and its call stack.",
           f);

@@ -67,6 +67,11 @@ typedef struct ca_report_ctx {
     int small_program;
     const ca_site_stat *live_sites[CA_LIVE_SITES_SHOWN]; /* most live bytes first */
     size_t n_live_sites;
+    /* What the suppressions took out (live when the report was made). */
+    struct {
+        uint64_t bytes, count;
+        size_t sites;
+    } suppressed;
     ca_symtab *sym;
     /* The peak and what held it (reports/diagnose/peak.h), by label, most
      * bytes first: holders[0 .. n_holders), the rest summed in others. */
@@ -74,6 +79,9 @@ typedef struct ca_report_ctx {
     ca_peak peak;
     ca_report_holder holders[CA_REPORT_HOLDERS];
     size_t n_holders;
+    /* every label, most bytes first (holders are its head; for --diff) */
+    ca_report_holder *peak_labels;
+    size_t n_peak_labels;
     uint64_t others_bytes, others_count;
     /* Blocks repeated inside one pass (ca_tracker_blocks), looked for when
      * there are fewer than two whole iterations. */
@@ -90,6 +98,7 @@ typedef struct ca_report_ctx {
     char **fix_frames;
     ca_verdict verdict;
     char verdict_line[1024];      /* the first line of the text report */
+    char id_suffix[16];           /* the HTML ids' ("" alone; one page of several devices: "-dev1") */
 } ca_report_ctx;
 
 /* full: symbolize every site (the snapshot needs them all), not only the
@@ -137,10 +146,24 @@ size_t ca_report_oom_advice(const ca_report_ctx *c, const ca_oom_record *r, char
 /* Seconds (or event numbers, offline) since the tracker started. */
 double ca_report_time(const ca_report_ctx *c, uint64_t ticks);
 
+/* "Suppressed (FILE): 4.00 MiB in 2 allocations from 1 call site, not
+ * reported as leaks or live memory." or "" without suppressions. */
+void ca_report_suppressed_text(const ca_report_ctx *c, char *buf, size_t n);
+/* The exit summary's list of what is live by call site, with their frames
+ * (a program with no loop: what it never freed). */
+void ca_report_live_summary(const ca_report_ctx *c, FILE *f, size_t sites, size_t frames);
+
 int ca_report_txt(const ca_report_ctx *c, FILE *f);
 int ca_report_json(const ca_report_ctx *c, FILE *f);
 int ca_report_pickle(const ca_report_ctx *c, FILE *f);
 int ca_report_html(const ca_report_ctx *c, FILE *f);
+/* The page's body (without <html>, <head>): one device's report, also in a
+ * page of several (report_devices.c). */
+void ca_report_html_body(const ca_report_ctx *c, FILE *f);
+/* The line under a page that says what its units are. */
+void ca_report_html_units(FILE *f);
+/* "bad", "good" or "": the verdict's colour on the page. */
+const char *ca_report_verdict_class(const ca_report_ctx *c);
 /* PREFIX.html's drawings (report_html_plots.c): memory event by event, with
  * hover; memory per iteration; the segment map. */
 void ca_report_html_time(const ca_report_ctx *c, FILE *f);
@@ -149,6 +172,7 @@ void ca_report_html_segments(const ca_report_ctx *c, FILE *f);
 /* "op_matmul at ops.c:101" / "fn in module", as the text report prints it. */
 void ca_report_frame_text(const ca_frame *fr, char *buf, size_t n);
 int ca_report_csv(const ca_report_ctx *c, FILE *f);
+int ca_report_folded(const ca_report_ctx *c, FILE *f);
 
 /* The verdict and its line (report_verdict.c), once everything else is
  * computed; the peak's holders by label (symbols resolved). */

@@ -142,6 +142,22 @@ static void blocks(const ca_report_ctx *c, ca_json *j) {
     ca_json_obj_end(j);
 }
 
+/* Holders by label under key: "site", "bytes", "allocations", and how many
+ * call sites each label gathers when with_sites. */
+static void holders(ca_json *j, const char *key, const ca_report_holder *h, size_t n, int with_sites) {
+    ca_json_key(j, key);
+    ca_json_arr_begin(j);
+    for (size_t i = 0; i < n; i++) {
+        ca_json_obj_begin(j);
+        ca_json_kv_str(j, "site", h[i].label);
+        ca_json_kv_uint(j, "bytes", h[i].bytes);
+        ca_json_kv_uint(j, "allocations", h[i].count);
+        if (with_sites) ca_json_kv_uint(j, "call_sites", h[i].sites);
+        ca_json_obj_end(j);
+    }
+    ca_json_arr_end(j);
+}
+
 /* The peak and what held it, by the frame that names each call site. */
 static void peak(const ca_report_ctx *c, ca_json *j) {
     ca_json_key(j, "peak");
@@ -154,18 +170,10 @@ static void peak(const ca_report_ctx *c, ca_json *j) {
     ca_json_kv_uint(j, "event", c->peak.seq);
     ca_json_kv_uint(j, "iteration", c->peak.iteration);
     ca_json_kv_uint(j, "live_allocations", c->peak.count);
-    ca_json_key(j, "holders");
-    ca_json_arr_begin(j);
-    for (size_t i = 0; i < c->n_holders; i++) {
-        ca_json_obj_begin(j);
-        ca_json_kv_str(j, "site", c->holders[i].label);
-        ca_json_kv_uint(j, "bytes", c->holders[i].bytes);
-        ca_json_kv_uint(j, "allocations", c->holders[i].count);
-        ca_json_kv_uint(j, "call_sites", c->holders[i].sites);
-        ca_json_obj_end(j);
-    }
-    ca_json_arr_end(j);
+    holders(j, "holders", c->holders, c->n_holders, 1);
     ca_json_kv_uint(j, "elsewhere_bytes", c->others_bytes);
+    /* every label, for comparing two runs (cudalloc-report --diff) */
+    holders(j, "sites", c->peak_labels, c->n_peak_labels, 0);
     ca_json_obj_end(j);
 }
 
@@ -377,6 +385,17 @@ int ca_report_json(const ca_report_ctx *c, FILE *f) {
         ca_json_obj_end(j);
     }
     ca_json_arr_end(j);
+    ca_json_key(j, "suppressed");
+    if (c->opt.suppressions) {
+        ca_json_obj_begin(j);
+        ca_json_kv_str(j, "file", c->opt.suppressions_name);
+        ca_json_kv_uint(j, "live_bytes", c->suppressed.bytes);
+        ca_json_kv_uint(j, "live_count", c->suppressed.count);
+        ca_json_kv_uint(j, "sites", c->suppressed.sites);
+        ca_json_obj_end(j);
+    } else {
+        ca_json_null(j);
+    }
 
     ca_json_key(j, "ooms");
     ca_json_arr_begin(j);

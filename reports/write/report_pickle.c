@@ -3,6 +3,8 @@
  * own state, copied under one lock with the event ring, so the two agree as
  * the viewer needs (it undoes the trace from the final state backwards). */
 #include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "reports/write/pickle.h"
@@ -88,6 +90,25 @@ static void trace_entry(const ca_report_ctx *c, ca_pkl *p, const char *action, c
     ca_pkl_dict_end(p);
 }
 
+/* cudalloc's settings ("key:value,key:value", every key) as a dict, each
+ * value typed: True/False a bool, digits an int, else the text. */
+static void settings(ca_pkl *p, const char *conf) {
+    ca_pkl_dict_begin(p);
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%s", conf);
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *v = strchr(item, ':');
+        if (!v) continue;
+        *v++ = 0;
+        size_t digits = strspn(v, "0123456789");
+        if (!strcmp(v, "True") || !strcmp(v, "False")) ca_pkl_kv_bool(p, item, !strcmp(v, "True"));
+        else if (*v && !v[digits] && digits < 19) ca_pkl_kv_int(p, item, strtoll(v, NULL, 10));
+        else ca_pkl_kv_str(p, item, v);
+    }
+    ca_pkl_dict_end(p);
+}
+
 int ca_report_pickle(const ca_report_ctx *c, FILE *f) {
     const ca_track_snap *s = &c->snap;
     ca_pkl *p = ca_pkl_new_file(f);
@@ -147,25 +168,32 @@ int ca_report_pickle(const ca_report_ctx *c, FILE *f) {
     ca_pkl_list_end(p);
     ca_pkl_list_end(p);
 
-    /* The settings in force, the conf string and the flag agreeing (cudalloc's
-     * default is expandable, PyTorch's is not: an empty string would say
-     * classic to a PyTorch reader). */
-    int expandable = c->opt.expandable != 0;
+    /* PyTorch's keys, as its _snapshot() writes them: PYTORCH_CUDA_ALLOC_CONF
+     * is the user's own setting (CUDALLOC_CONF as set; offline, the
+     * snapshot's), roundup_power2_divisions its 16 entries; memory_viz's
+     * "Allocator Settings" view prints the dict as indented JSON, so
+     * cudalloc's settings in force go in a dict of their own, one line each. */
     ca_pkl_key(p, "allocator_settings");
     ca_pkl_dict_begin(p);
-    ca_pkl_kv_str(p, "PYTORCH_CUDA_ALLOC_CONF", c->opt.alloc_conf ? c->opt.alloc_conf
-                                                : expandable  ? "expandable_segments:True"
-                                                              : "expandable_segments:False");
-    ca_pkl_kv_str(p, "CUDALLOC_CONF", c->opt.user_conf ? c->opt.user_conf : "");
+    ca_pkl_kv_str(p, "PYTORCH_CUDA_ALLOC_CONF", c->opt.user_conf ? c->opt.user_conf : "");
     ca_pkl_kv_int(p, "max_split_size", -1);
     ca_pkl_kv_float(p, "garbage_collection_threshold", 0.0);
-    ca_pkl_kv_bool(p, "expandable_segments", expandable);
+    ca_pkl_kv_bool(p, "expandable_segments", c->opt.expandable != 0);
     ca_pkl_kv_int(p, "pinned_num_register_threads", 1);
     ca_pkl_kv_bool(p, "release_lock_on_cudamalloc", 0);
     ca_pkl_kv_bool(p, "pinned_use_cuda_host_register", 0);
     ca_pkl_key(p, "roundup_power2_divisions");
     ca_pkl_dict_begin(p);
+    for (unsigned k = 1; k <= 32768; k *= 2) { /* "1" .. "32768": 0, rounding off */
+        char key[8];
+        snprintf(key, sizeof key, "%u", k);
+        ca_pkl_kv_int(p, key, 0);
+    }
     ca_pkl_dict_end(p);
+    if (c->opt.alloc_conf) {
+        ca_pkl_key(p, "cudalloc");
+        settings(p, c->opt.alloc_conf);
+    }
     ca_pkl_dict_end(p);
 
     ca_pkl_dict_end(p);

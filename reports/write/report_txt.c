@@ -10,7 +10,8 @@
 #define MAX_FRAMES_SHOWN 12
 #define MAX_SEGMENTS_SHOWN 20
 
-static void frames(const ca_report_ctx *c, FILE *f, uint32_t site, const char *indent) {
+/* The frames of a site, innermost first, at most `most` of them. */
+static void frames_upto(const ca_report_ctx *c, FILE *f, uint32_t site, const char *indent, size_t most) {
     char label[512];
     if (c->snap.site_mode == CA_SITES_SIZE) {
         ca_report_site_label(c, site, label, sizeof label);
@@ -18,7 +19,7 @@ static void frames(const ca_report_ctx *c, FILE *f, uint32_t site, const char *i
         return;
     }
     const ca_frame *fr[MAX_FRAMES_SHOWN];
-    size_t n = ca_report_frames(c, site, fr, MAX_FRAMES_SHOWN);
+    size_t n = ca_report_frames(c, site, fr, most < MAX_FRAMES_SHOWN ? most : MAX_FRAMES_SHOWN);
     if (!n) fprintf(f, "%s(no stack)\n", indent);
     for (size_t i = 0; i < n; i++) {
         if (fr[i]->line)
@@ -26,6 +27,10 @@ static void frames(const ca_report_ctx *c, FILE *f, uint32_t site, const char *i
         else
             fprintf(f, "%s#%zu %s in %s\n", indent, i, fr[i]->function, fr[i]->module);
     }
+}
+
+static void frames(const ca_report_ctx *c, FILE *f, uint32_t site, const char *indent) {
+    frames_upto(c, f, site, indent, MAX_FRAMES_SHOWN);
 }
 
 /* Wraps a paragraph at 90 columns: the first line after `first`, the others
@@ -162,17 +167,26 @@ static void peak(const ca_report_ctx *c, FILE *f) {
                 c->others_count);
 }
 
-/* What is live now, by call site. */
+/* What is live now, by call site, largest first, with the stacks (at a
+ * program's end: what it never freed). The answer of a run with nothing
+ * over time to judge: every site shown, 6 frames each; after a loop, whose
+ * iterations said what grows, the 5 largest with 3 (the JSON has them all). */
 static void live_sites(const ca_report_ctx *c, FILE *f) {
     char b1[32], label[512];
+    if (!c->snap.n_live && !c->suppressed.count) return;
+    int answer = c->base_verdict == CA_VERDICT_NO_ITERATIONS || c->base_verdict == CA_VERDICT_NO_TRACE;
+    size_t sites = answer ? c->n_live_sites : c->n_live_sites < 5 ? c->n_live_sites : 5;
     fprintf(f, "\n== Live now, by call site\n");
-    fprintf(f, "%s in %zu allocations", ca_report_bytes((double)c->snap.allocated, b1, sizeof b1), c->snap.n_live);
-    if (!c->n_live_sites) {
+    ca_report_suppressed_text(c, label, sizeof label);
+    if (*label) fprintf(f, "%s\n", label);
+    fprintf(f, "%s in %zu allocations", ca_report_bytes((double)c->snap.allocated - (double)c->suppressed.bytes, b1, sizeof b1),
+            c->snap.n_live - (size_t)c->suppressed.count);
+    if (!sites) {
         fprintf(f, ".\n");
         return;
     }
-    fprintf(f, "; the %zu call site%s holding the most:\n", c->n_live_sites, c->n_live_sites == 1 ? "" : "s");
-    for (size_t i = 0; i < c->n_live_sites; i++) {
+    fprintf(f, "; the %zu call site%s holding the most:\n", sites, sites == 1 ? "" : "s");
+    for (size_t i = 0; i < sites; i++) {
         const ca_site_stat *st = c->live_sites[i];
         ca_report_site_label(c, st->site, label, sizeof label);
         fprintf(f, "%zu. %s in %" PRIu64 " allocation%s: %s\n", i + 1,
@@ -180,7 +194,7 @@ static void live_sites(const ca_report_ctx *c, FILE *f) {
                 label);
         const ca_frame *fr[1];
         /* the frames, when there are some to show (not a site by size) */
-        if (ca_report_frames(c, st->site, fr, 1) && fr[0]->line) frames(c, f, st->site, "    ");
+        if (ca_report_frames(c, st->site, fr, 1)) frames_upto(c, f, st->site, "    ", answer ? 6 : 3);
     }
 }
 
@@ -254,7 +268,7 @@ int ca_report_txt(const ca_report_ctx *c, FILE *f) {
         fprintf(f, "\nAll leaks together (+%s per iteration): the device runs out at iteration %" PRId64 ".\n",
                 ca_report_bytes(c->leak_rate, b1, sizeof b1), c->leak_oom_iteration);
 
-    if (c->opt.no_trace) live_sites(c, f);
+    live_sites(c, f);
 
     const ca_frag *fr = &c->frag;
     fprintf(f, "\n== Fragmentation\n");

@@ -22,6 +22,11 @@
 int ca_html_escape(FILE *f, const char *s);
 int ca_html_escape_n(FILE *f, const char *s, size_t n);
 
+/* Element content of prose: escaped, and each abbreviation the reports use
+ * (OOM, CUPTI, NVTX, bf16, e.g., ...) in <abbr title="what it stands
+ * for">, so a reader learns it where it stands. Not for attributes or SVG. */
+int ca_html_text(FILE *f, const char *s);
+
 /* Doctype, <head> with charset, escaped <title> and the report's inline
  * CSS, then <body>. ca_html_end() closes body and html. */
 int ca_html_begin(FILE *f, const char *title);

@@ -325,11 +325,11 @@ snapshot_check() { # name, pickle, mapping function, expandable (True|False), co
 import pickle, sys
 s = pickle.load(open(sys.argv[1], 'rb'))
 st, exp = s['allocator_settings'], sys.argv[3] == 'True'
-conf = dict(kv.split(':', 1) for kv in st['PYTORCH_CUDA_ALLOC_CONF'].split(','))
-assert st['expandable_segments'] is exp and conf['expandable_segments'] == sys.argv[3], st
+conf = st['cudalloc']  # cudalloc's settings in force; PYTORCH_CUDA_ALLOC_CONF is CUDALLOC_CONF as set
+assert st['expandable_segments'] is exp and conf['expandable_segments'] is exp, st
 for kv in sys.argv[4:]:
     k, v = kv.split(':', 1)
-    assert conf.get(k) == v, (kv, conf)
+    assert str(conf.get(k)) == v, (kv, conf)
 assert all(g['segment_pool_id'] == (0, 0) for g in s['segments']), s['segments'][:1]
 # PyTorch's actions: expandable segments are mapped, classic ones allocated whole.
 act = 'segment_map' if exp else 'segment_alloc'

@@ -57,7 +57,7 @@ START_TEST(rejections_name_the_problem)
                 "CUDALLOC_CONF: unknown key 'expandable_segment': accepted: expandable_segments, sync_free, "
                 "max_reserved, release_after, report, nvtx_range, summary, trace_iterations, tracking, python_frames, "
                 "oom_message, context_fences, on_leak, on_oom, exit_code, error_exitcode, status, metrics, "
-                "metrics_every");
+                "metrics_every, suppressions");
     parse_fails("summary", "CUDALLOC_CONF: 'summary' is not key:value");
     parse_fails("release_after:-1",
                 "CUDALLOC_CONF: bad value '-1' for release_after: accepted: a count such as 10000, 0 for never");
@@ -68,6 +68,9 @@ START_TEST(rejections_name_the_problem)
                 "CUDALLOC_CONF: bad value 'lots' for max_reserved: accepted: a size of at least 2MiB, such as 512MiB, "
                 "20GiB");
     parse_fails("nvtx_range:", "CUDALLOC_CONF: bad value '' for nvtx_range: accepted: a name of 1 to 127 bytes");
+    parse_fails("suppressions:", "CUDALLOC_CONF: bad value '' for suppressions: accepted: a file name of 1 to 1023 bytes");
+    ck_assert_str_eq(parse_ok("suppressions:/etc/cudalloc.supp").suppressions, "/etc/cudalloc.supp");
+    ck_assert_str_eq(parse_ok("").suppressions, "");
 }
 END_TEST
 
@@ -108,7 +111,7 @@ START_TEST(control_bytes_in_values_are_escaped)
     parse_fails("summary\n:true", "CUDALLOC_CONF: unknown key 'summary\\x0a': accepted: expandable_segments, "
                                   "sync_free, max_reserved, release_after, report, nvtx_range, summary, trace_iterations, "
                                   "tracking, python_frames, oom_message, context_fences, on_leak, on_oom, "
-                                  "exit_code, error_exitcode, status, metrics, metrics_every");
+                                  "exit_code, error_exitcode, status, metrics, metrics_every, suppressions");
     parse_fails("a\nb", "CUDALLOC_CONF: 'a\\x0ab' is not key:value");
     /* a huge value is cut, the message still ends with what is accepted */
     char conf[3000] = "max_reserved:";

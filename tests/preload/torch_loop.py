@@ -8,7 +8,7 @@ import time
 import torch
 
 mode = sys.argv[1]
-if mode == "pluggable":  # with every hook cudalloc has (README: PyTorch)
+if mode == "pluggable":  # with every hook cudalloc has (docs/pytorch.md)
     import ctypes
 
     alloc = torch.cuda.memory.CUDAPluggableAllocator(sys.argv[2], "cudalloc_torch_malloc", "cudalloc_torch_free")

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# --help, --version, the man pages and the README agree:
+# --help, --version, the man pages and the docs (docs/settings.md, docs/reports.md) agree:
 #  - every program answers --help (status 0) and --version: one line, one version;
 #  - --help is complete: each option the source accepts is in it, and each option in
 #    it is accepted (options marked "internal" in the source excepted);
 #  - each man page renders without a warning; its SYNOPSIS is the help's usage lines,
 #    its OPTIONS the help's options and notes, word for word; cudalloc(7) holds every
-#    row of README's settings and report-file tables;
-#  - README's cudalloc-report options table names the options of its --help.
+#    row of the docs' settings and report-file tables;
+#  - docs/reports.md's cudalloc-report options table names the options of its --help.
 #   tests/tools/help_man.sh BUILD_DIR
 set -u
 build=${1:?usage: help_man.sh BUILD_DIR}
@@ -59,16 +59,16 @@ for page in cudalloc.1 cudalloc-report.1 cudalloc-replay.1 cudalloc.7; do
     [ "$got" = "$want" ] && ok || bad "$page: DESCRIPTION does not open with the help's" "$(diff <(echo "$want") <(echo "$got"))"
 done
 
-# cudalloc(7): each README row, its key and its text, in the section it belongs to.
+# cudalloc(7): each docs' row, its key and its text, in the section it belongs to.
 text=$(render "$build/man/cudalloc.7")
 md_plain() { sed -E 's/\\\|/|/g; s/\[([^]]*)\]\([^)]*\)/\1/g; s/`//g; s/\*\*//g'; }
-rows() { awk -v h="$1" '$0 ~ "^\\| " h " \\|" { on = 1; getline; next } on && /^\|/ { print; next } on { exit }' "$repo/README.md"; }
+rows() { awk -v h="$1" '$0 ~ "^\\| " h " \\|" { on = 1; getline; next } on && /^\|/ { print; next } on { exit }' "$repo/docs/settings.md" "$repo/docs/reports.md"; }
 check_row() { # section, row
     local key what flat
     key=$(cut -d'|' -f2 <<<"$2" | md_plain | sed -E 's/^ *(env )?//; s/ *$//')
     what=$(awk -F' \\| ' '{ print $NF }' <<<"$2" | sed 's/ |$//' | md_plain | words | tr '\n' ' ' | sed 's/ $//')
     flat=$(section "$text" "$1" | words | tr '\n' ' ')
-    if grep -qF -- "$key" <<<"$flat" && grep -qF -- "$what" <<<"$flat"; then ok; else bad "cudalloc(7) $1 lacks README's row '$key': $what"; fi
+    if grep -qF -- "$key" <<<"$flat" && grep -qF -- "$what" <<<"$flat"; then ok; else bad "cudalloc(7) $1 lacks the docs' row '$key': $what"; fi
 }
 n=0
 while read -r row; do
@@ -76,14 +76,14 @@ while read -r row; do
     n=$((n + 1))
 done < <(rows setting)
 while read -r row; do check_row REPORTS "$row"; n=$((n + 1)); done < <(rows file)
-[ $n -ge 15 ] && ok || bad "README's tables: only $n rows found"
+[ $n -ge 15 ] && ok || bad "the docs' tables: only $n rows found"
 
-# README's cudalloc-report options table names --help's options.
+# docs/reports.md's cudalloc-report options table names --help's options.
 readme=$(rows option | cut -d'|' -f2 | grep -oE -- '--[a-z][a-z-]*' | sort -u)
 helpopts=$("$build/bin/cudalloc-report" --help | grep -E '^  +-' | sed -E 's/^ +//; s/   *.*//' |
     grep -oE -- '--[a-z][a-z-]*' | grep -vx -- '--help\|--version' | sort -u)
 [ -n "$readme" ] && [ "$readme" = "$helpopts" ] && ok ||
-    bad "README's cudalloc-report options differ from --help" "$(diff <(echo "$helpopts") <(echo "$readme"))"
+    bad "docs/reports.md's cudalloc-report options differ from --help" "$(diff <(echo "$helpopts") <(echo "$readme"))"
 
 echo "help and man: $pass passed, $fail failed"
 [ $fail -eq 0 ]

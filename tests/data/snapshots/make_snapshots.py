@@ -401,6 +401,8 @@ FIXTURES = {
     'segments.pickle': ['--segments', '--iterations', '8', '--max-entries', '900'],
     'segments_no_trace.pickle': ['--segments', '--iterations', '4', '--params', '60', '--no-trace'],
     'three_devices_oom_on_1.pickle': ['--devices', '3', '--oom', '--oom-device', '1', '--iterations', '4'],
+    # issue 34: several devices read as one run, the one that ran out first
+    'two_devices_oom_on_1.pickle': ['--devices', '2', '--oom', '--oom-device', '1'],
     # issue 17: what a training loop's iterations are, and what they are not
     'forward_48_layers.pickle': ['--scenario', 'forward', '--layers', '48'],
     'forward_48_layers_no_frames.pickle': ['--scenario', 'forward', '--layers', '48', '--no-frames'],

@@ -110,7 +110,7 @@ static char *render(int html, const ca_fix_report *r) {
     char *buf;
     size_t len;
     FILE *f = open_memstream(&buf, &len);
-    ck_assert_int_eq(html ? ca_fixes_html(f, r, names) : ca_fixes_txt(f, r, names), 0);
+    ck_assert_int_eq(html ? ca_fixes_html(f, r, names, NULL) : ca_fixes_txt(f, r, names), 0);
     fclose(f);
     return buf;
 }

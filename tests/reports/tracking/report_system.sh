@@ -114,13 +114,25 @@ check_bad action "${H}1,0,allocate,0x1,10,0x0\n1,1,reallocate,0x1,10,0x0\n" 'act
 check_bad size "${H}1,0,allocate,0x1,ten,0x0\n" 'Size'
 check_bad unknown "${H}1,0,free,0x5,10,0x0\n" 'not live'
 check_bad empty "" 'empty'
-check_bad binary '\x00\x01\x02PNG\n' 'header'
+# A file that is no CSV at all is named as what it is, in one line (not "bad header").
+printf '\x00\x01\x02PNG\n' >"$tmp/binary.csv"
+msg=$("$report" "$tmp/binary.csv" 2>&1); rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <<<"$msg")" -eq 1 ] && grep -q "binary.csv: neither a CSV trace nor a PyTorch snapshot: binary content" <<<"$msg" && ok ||
+    no "binary: rc=$rc '$msg'"
+printf '# Notes\n\nSome text.\n' >"$tmp/notes.md"
+msg=$("$report" "$tmp/notes.md" 2>&1); rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <<<"$msg")" -eq 1 ] && grep -q "notes.md: neither a CSV trace nor a PyTorch snapshot: text whose first line has no comma" <<<"$msg" && ok ||
+    no "markdown: rc=$rc '$msg'"
 msg=$("$report" "$tmp/missing.csv" 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "missing.csv:0: cannot open" <<<"$msg" && ok || no "missing file: rc=$rc '$msg'"
 msg=$("$report" --capacity lots "$tmp/leak.csv" 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "bad --capacity" <<<"$msg" && ok || no "bad --capacity: rc=$rc '$msg'"
 msg=$("$report" 2>&1); rc=$?
-[ $rc -eq 2 ] && grep -q usage <<<"$msg" && ok || no "no file: rc=$rc"
+[ $rc -eq 2 ] && [ "$(wc -l <<<"$msg")" -eq 1 ] && grep -q "no input.*(see --help)" <<<"$msg" && ok || no "no file: rc=$rc '$msg'"
+# A misspelled option: one line and a pointer to --help, not the whole usage.
+msg=$("$report" --jsn out.json "$tmp/leak.csv" 2>&1); rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <<<"$msg")" -eq 1 ] && grep -q "unknown option '--jsn' (see --help)" <<<"$msg" && ok ||
+    no "misspelled option: rc=$rc '$msg'"
 msg=$("$report" "$tmp/leak.csv" --json "$tmp/no/such/dir/r.json" 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "cudalloc-report: " <<<"$msg" && ok || no "unwritable output: rc=$rc '$msg'"
 

@@ -78,7 +78,7 @@ PY
 
 # Several devices: files need --device; an absent device is named.
 msg=$("$report" "$data/two_devices_oom.pickle" --json "$tmp/x.json" 2>&1); rc=$?
-[ $rc = 2 ] && grep -q 'devices 0, 1 in the snapshot: pick one with --device' <<<"$msg" && ok || no "several devices: rc=$rc '$msg'"
+[ $rc = 2 ] && grep -q 'devices 0, 1 in the snapshot: --json, --pickle and --folded are per device, pick one with --device' <<<"$msg" && ok || no "several devices: rc=$rc '$msg'"
 "$report" "$data/two_devices_oom.pickle" --device 1 --json "$tmp/d1.json" && \
     python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['device'] == 1 and r['verdict']['code'] == 'oom'" "$tmp/d1.json" \
     && ok || no "--device 1"

@@ -353,7 +353,7 @@ START_TEST(summary_is_short) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    ca_report_summary(t, a, f);
+    ca_report_summary(t, a, NULL, f);
     fclose(f);
     int lines = 0;
     for (char *l = buf; *l; l = strchr(l, '\n') + 1) {
@@ -384,7 +384,7 @@ static char *summary_of(const int *mib, size_t n) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    ca_report_summary(t, a, f);
+    ca_report_summary(t, a, NULL, f);
     fclose(f);
     tracked_done(a, t);
     return buf;

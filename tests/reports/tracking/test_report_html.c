@@ -89,7 +89,7 @@ static const char *const PRELUDE =
     "m = re.search(r'<script type=\"application/json\" id=\"events-data\">(.*?)</script>', page, re.S)\n"
     "assert m, 'no hover data'\n"
     "D = json.loads(m.group(1))\n"
-    "assert re.search(r'<script>\\s*\\(function', page) and \"getElementById('events-data')\" in page, 'no hover script'\n";
+    "assert re.search(r'<script>\\s*\\(function', page) and \"getElementById('events-data' + sfx)\" in page and \"('');\" in page, 'no hover script'\n";
 
 static const char *const LEAK_CHECK =
     "assert rep['verdict']['code'] == 'leak', rep['verdict']\n"

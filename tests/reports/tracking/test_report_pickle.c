@@ -54,11 +54,19 @@ static const char *const CHECK =
     "        assert e.get('segment_pool_id') == (0, 0), e\n"
     "st = s['allocator_settings']\n"
     "assert st['expandable_segments'] is EXPECT_EXPANDABLE, st\n"
-    "conf = dict(kv.split(':', 1) for kv in st['PYTORCH_CUDA_ALLOC_CONF'].split(',') if kv)\n"
-    "assert conf.get('expandable_segments') == str(EXPECT_EXPANDABLE), (conf, st)\n"
+    "# PyTorch's keys and types, as its _snapshot() writes them (issue 34): the\n"
+    "# user's own setting, 16 power-of-two divisions; cudalloc's in a dict of its own\n"
+    "torch_keys = {'PYTORCH_CUDA_ALLOC_CONF': str, 'max_split_size': int, 'garbage_collection_threshold': float,\n"
+    "              'expandable_segments': bool, 'pinned_num_register_threads': int,\n"
+    "              'release_lock_on_cudamalloc': bool, 'pinned_use_cuda_host_register': bool,\n"
+    "              'roundup_power2_divisions': dict}\n"
+    "assert set(st) - {'cudalloc'} == set(torch_keys), set(st)\n"
+    "assert all(type(st[k]) is t for k, t in torch_keys.items()), st\n"
+    "assert st['roundup_power2_divisions'] == {str(1 << i): 0 for i in range(16)}, st['roundup_power2_divisions']\n"
+    "assert st['PYTORCH_CUDA_ALLOC_CONF'] == EXPECT_USER_CONF, st['PYTORCH_CUDA_ALLOC_CONF']\n"
+    "conf = st.get('cudalloc', {})\n"
     "for k, v in EXPECT_CONF.items():\n"
-    "    assert conf.get(k) == v, (k, conf)\n"
-    "assert st['CUDALLOC_CONF'] == EXPECT_USER_CONF, st['CUDALLOC_CONF']\n"
+    "    assert conf.get(k) == v and type(conf.get(k)) is type(v), (k, conf)\n"
     "# Expandable segments are mapped; classic ones allocated whole, as PyTorch's.\n"
     "made, gone = ('segment_map', 'segment_unmap') if EXPECT_EXPANDABLE else ('segment_alloc', 'segment_free')\n"
     "maps = [e for e in tr if e['action'] == made]\n"
@@ -106,13 +114,13 @@ static void check(int expandable, const char *alloc_conf, const char *user_conf,
 START_TEST(settings_from_the_conf_in_force) {
     check(0, "expandable_segments:False,sync_free:False,max_reserved:100663296", "expandable_segments:0,max_reserved:96MiB",
           "EXPECT_EXPANDABLE = False\n"
-          "EXPECT_CONF = {'max_reserved': '100663296', 'sync_free': 'False'}\n"
+          "EXPECT_CONF = {'max_reserved': 100663296, 'sync_free': False, 'expandable_segments': False}\n"
           "EXPECT_USER_CONF = 'expandable_segments:0,max_reserved:96MiB'\n");
 }
 END_TEST
 
-/* No conf string given (offline, tests): the flag and the string still agree,
- * expandable being cudalloc's default. */
+/* No conf string given (offline, tests): PyTorch's keys alone, the user's
+ * setting empty, expandable being cudalloc's default. */
 START_TEST(settings_without_a_conf_string) {
     check(1, NULL, NULL,
           "EXPECT_EXPANDABLE = True\n"
