@@ -96,8 +96,17 @@ function probe_view(name) {
   }
   return r;
 }
-let step = 0;
+let step = 0, waited = 0;
+function drawn() {
+  const div = visible_div();
+  return div && div.querySelector('svg polygon, svg rect');
+}
 function next() {
+  if (step > 0 && !drawn() && waited++ < 20) { // a long trace's state history draws late
+    setTimeout(next, 500);
+    return;
+  }
+  waited = 0;
   if (step > 0) {
     const name = VIEW_NAMES[step - 1];
     try { RESULT.views[name] = probe_view(name); }
@@ -112,7 +121,7 @@ function next() {
   const name = VIEW_NAMES[step++];
   try { add_local_files([{name: 'snapshot', base64: SNAPSHOT_B64}], name); }
   catch (e) { PAGE_ERRORS.push(name + ': ' + String((e && e.stack) || e)); }
-  setTimeout(next, 500); // the state history view draws on the next animation frame
+  setTimeout(next, 500); // the state history draws on the next animation frame
 }
 setTimeout(next, 0);
 '''
