@@ -29,7 +29,7 @@ static int first_found(int flags, int iterations, ca_live_figures *at) {
             char *text = NULL;
             size_t len = 0;
             FILE *f = open_memstream(&text, &len);
-            ca_report_summary(s.t, NULL, f);
+            ca_report_summary(s.t, NULL, NULL, f);
             fclose(f);
             ck_assert_msg(strstr(text, g.findings[0].title), "'%s' not in:\n%s", g.findings[0].title, text);
             free(text);
