@@ -32,13 +32,13 @@ void ca_snap_run_feed(const ca_snap_run *r, ca_tracker *t, uint64_t device_total
             ev.kind = CA_EV_SEGMENT_MAP;
             ev.requested = o->size;
             reserved += o->size;
-            ca_tracker_record_range(t, &ev, &r->kinds[o->range_kind], 0);
+            ca_tracker_record_range(t, &ev, &r->kinds[o->range_kind], o->site, 0);
             break;
         case CA_RUN_UNMAP:
             ev.kind = CA_EV_SEGMENT_UNMAP;
             ev.requested = o->size;
             reserved -= o->size < reserved ? o->size : reserved;
-            ca_tracker_record_range(t, &ev, &r->kinds[o->range_kind], 0);
+            ca_tracker_record_range(t, &ev, &r->kinds[o->range_kind], o->site, 0);
             break;
         case CA_RUN_ALLOC:
             ev.kind = CA_EV_ALLOC;

@@ -456,6 +456,13 @@ static int read_entry(sr *r, const ca_val *e, const char *where, ca_snap_entry *
         return -1;
     }
     if (out->action == CA_SNAP_ALLOC || out->action == CA_SNAP_OOM) return site_of(r, e, where, out->size, &out->site);
+    if (out->action == CA_SNAP_SEGMENT_ALLOC || out->action == CA_SNAP_SEGMENT_FREE ||
+        out->action == CA_SNAP_SEGMENT_MAP || out->action == CA_SNAP_SEGMENT_UNMAP) {
+        /* the call that mapped or unmapped, kept for --pickle; none when not recorded */
+        const ca_val *fr;
+        if (get_list(r, e, "frames", where, 0, &fr)) return -1;
+        if (fr && ca_val_len(fr)) return frames_site(r, fr, where, out->size, &out->site);
+    }
     return 0;
 }
 

@@ -73,7 +73,7 @@ typedef struct ca_snap_entry {
     uint64_t size;        /* requested bytes; segment events: bytes mapped */
     uint64_t stream;
     int64_t time_us;      /* -1 when not recorded */
-    uint32_t site;        /* ALLOC, OOM: the frames' stack id */
+    uint32_t site;        /* ALLOC, OOM, segment events with frames: the frames' stack id */
 } ca_snap_entry;
 
 enum { CA_SNAP_INACTIVE, CA_SNAP_ACTIVE_ALLOCATED, CA_SNAP_ACTIVE_PENDING_FREE };
@@ -153,7 +153,7 @@ typedef enum { CA_RUN_MAP, CA_RUN_UNMAP, CA_RUN_ALLOC, CA_RUN_FREE, CA_RUN_OOM, 
 
 typedef struct ca_run_op {
     ca_run_kind kind;
-    uint32_t site;            /* ALLOC, OOM */
+    uint32_t site;            /* ALLOC, OOM; MAP, UNMAP from the trace (0 when none) */
     uint32_t id;              /* ALLOC, FREE: dense allocation id (< n_ids), reused after a free */
     uint32_t range_kind;      /* MAP, UNMAP: the range's kind, an index in the run's kinds */
     uint64_t addr;            /* OOM: the device's free bytes PyTorch recorded */

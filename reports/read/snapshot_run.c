@@ -237,6 +237,7 @@ static int trace_op(builder *b, const ca_snap_entry *e, ca_run_op *op) {
         }
     } else if (is_map(e->action) || is_unmap(e->action)) {
         op->kind = is_map(e->action) ? CA_RUN_MAP : CA_RUN_UNMAP;
+        op->site = e->site;
         int whole = e->action == CA_SNAP_SEGMENT_ALLOC || e->action == CA_SNAP_SEGMENT_FREE;
         if ((op->range_kind = kind_index(b, e->addr, e->size, whole)) == UINT32_MAX) return b->nomem = 1, 0;
     } else if (e->action == CA_SNAP_OOM) {

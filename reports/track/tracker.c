@@ -333,8 +333,9 @@ void ca_tracker_record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, u
     record(t, ev, site, thread, ticks, &kind);
 }
 
-void ca_tracker_record_range(ca_tracker *t, const ca_trace_event *ev, const ca_range_kind *kind, uint64_t ticks) {
-    record(t, ev, CA_SITE_NONE, 0, ticks, kind);
+void ca_tracker_record_range(ca_tracker *t, const ca_trace_event *ev, const ca_range_kind *kind, uint32_t site,
+                             uint64_t ticks) {
+    record(t, ev, site, 0, ticks, kind);
 }
 
 void ca_tracker_observe(void *tracker, const ca_trace_event *ev) {

@@ -235,8 +235,10 @@ typedef struct ca_range {
 
 /* ca_tracker_record for a CA_EV_SEGMENT_MAP or CA_EV_SEGMENT_UNMAP whose
  * range's kind is known (offline: a snapshot's segments; ca_tracker_record
- * gives ranges ca_range_kind_default()'s, reports/track/ranges.h). */
-void ca_tracker_record_range(ca_tracker *t, const ca_trace_event *ev, const ca_range_kind *kind, uint64_t ticks);
+ * gives ranges ca_range_kind_default()'s, reports/track/ranges.h); site: the
+ * call that mapped or unmapped, CA_SITE_NONE when not known. */
+void ca_tracker_record_range(ca_tracker *t, const ca_trace_event *ev, const ca_range_kind *kind, uint32_t site,
+                             uint64_t ticks);
 
 #define CA_OOM_TOP 5
 /* BEYOND is a kind of NOT_THERE (same name, "not_there"): the request is

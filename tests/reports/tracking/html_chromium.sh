@@ -9,9 +9,15 @@
 #   - the same leak run until the device runs out: the page says when it ran
 #     out, the red out-of-memory marker is drawn;
 #   - with MEMORY_VIZ_DIR (a directory holding PyTorch's torch/utils/viz
-#     MemoryViz.js and process_alloc_data.js, not part of this repository),
-#     the demo's snapshot read by the viewer's own code: every allocation in
-#     pool (0, 0), the settings as written, stacks on segment maps.
+#     MemoryViz.js and, in versions that have it, process_alloc_data.js; not
+#     part of this repository), the demo's snapshot read by the viewer's own
+#     code: every allocation in pool (0, 0), the settings as written, stacks
+#     on segment maps;
+#   - with MEMORY_VIZ_D3 too (d3 v5's dist/d3.min.js, npm d3@5: the viewer
+#     imports d3 from a CDN), the viewer run whole on the demo's snapshot and
+#     on the same snapshot written again by cudalloc-report --pickle: every
+#     view it offers opens with no script error, draws, and hovering shows
+#     stacks, as many from the re-written file as from the preload's.
 # Skips, saying so, what it lacks (chromium; the trainer; the viewer's code).
 #   html_chromium.sh BIN_DIR [KEEP_DIR]   (KEEP_DIR: where to leave screenshots)
 set -u
@@ -177,8 +183,10 @@ else
     # The snapshot in memory_viz's own code, when it is at hand.
     if [ -z "${MEMORY_VIZ_DIR:-}" ]; then
         echo "SKIP: html_chromium: the snapshot in memory_viz: set MEMORY_VIZ_DIR to a torch/utils/viz directory"
-    elif [ ! -f "$MEMORY_VIZ_DIR/MemoryViz.js" ] || [ ! -f "$MEMORY_VIZ_DIR/process_alloc_data.js" ]; then
-        no "MEMORY_VIZ_DIR=$MEMORY_VIZ_DIR holds no MemoryViz.js and process_alloc_data.js"
+    elif [ ! -f "$MEMORY_VIZ_DIR/MemoryViz.js" ]; then
+        no "MEMORY_VIZ_DIR=$MEMORY_VIZ_DIR holds no MemoryViz.js"
+    elif [ ! -f "$MEMORY_VIZ_DIR/process_alloc_data.js" ]; then
+        echo "SKIP: html_chromium: memory_viz's pool ids: this MemoryViz.js comes without process_alloc_data.js (older viewer)"
     else
         python3 "$here/memory_viz_page.py" "$MEMORY_VIZ_DIR" "$tmp/leak.pickle" >"$tmp/viz.html" ||
             no "memory_viz page: cannot build it"
@@ -195,6 +203,52 @@ s = r['settings']
 assert s['expandable_segments'] is True and 'expandable_segments:True' in s['PYTORCH_CUDA_ALLOC_CONF'], s
 assert r['segment_maps'] > 0 and r['segment_maps_with_frames'] == r['segment_maps'], r
 PY
+    fi
+    # The viewer whole: every view, on the preload's pickle and on it written again.
+    if [ -n "${MEMORY_VIZ_DIR:-}" ] && [ -f "$MEMORY_VIZ_DIR/MemoryViz.js" ]; then
+        if [ -z "${MEMORY_VIZ_D3:-}" ] || [ ! -f "$MEMORY_VIZ_D3" ]; then
+            echo "SKIP: html_chromium: memory_viz's views: set MEMORY_VIZ_D3 to d3 v5's dist/d3.min.js"
+        else
+            "$bin/cudalloc-report" "$tmp/leak.pickle" --pickle "$tmp/again.pickle" >/dev/null 2>&1 ||
+                no "cudalloc-report --pickle of the demo's snapshot failed"
+            for p in leak again; do
+                python3 "$here/memory_viz_views.py" "$MEMORY_VIZ_DIR" "$MEMORY_VIZ_D3" "$tmp/$p.pickle" \
+                    >"$tmp/views_$p.html" || no "memory_viz views page: cannot build it"
+                timeout 120 "$browser" "${flags[@]}" --window-size=1400,1000 --virtual-time-budget=30000 \
+                    --dump-dom "file://$tmp/views_$p.html" >"$tmp/views_$p.dom" 2>"$tmp/views_$p.log"
+                attr "$tmp/views_$p.dom" data-result >"$tmp/views_$p.json"
+            done
+            python3 - "$tmp/views_leak.json" "$tmp/views_again.json" <<'PY' && ok || no "memory_viz's views"
+import json, sys
+runs = {name: json.load(open(f)) for name, f in zip(('preload', 'cudalloc-report --pickle'), sys.argv[1:])}
+for name, r in runs.items():
+    print('html_chromium: memory_viz views, %s pickle: script errors %s' % (name, r['errors'] or 'none'))
+    for view in r['view_names']:
+        v = r['views'][view]
+        print('  %-32s %s' % (view, {k: x for k, x in v.items() if k != 'sample'}))
+    assert not r['errors'] and len(r['view_names']) >= 3, r['errors']
+    for view in r['view_names']:
+        v = r['views'][view]
+        assert not v.get('error') and v['shapes'] > 0, (name, view, v)
+        # The segment timeline draws whole segments; the viewer gives those
+        # from the snapshot no frames, and an expandable segment (the demo's)
+        # has no segment_alloc event to take them from.
+        if 'Segment' not in view:
+            assert v['with_stack'] > 0, (name, view, v)
+    assert r['views']['Active Memory Timeline']['with_stack'] == r['views']['Active Memory Timeline']['hovered'], r
+a, b = runs.values()
+for view in a['view_names']:  # written again, nothing shows fewer stacks
+    assert b['views'][view]['with_stack'] == a['views'][view]['with_stack'], (view, a['views'][view], b['views'][view])
+PY
+            if [ -n "$keep" ]; then # what a user sees, each view
+                for view in "Active Memory Timeline" "Allocator State History" "Active Cached Segment Timeline"; do
+                    python3 "$here/memory_viz_views.py" "$MEMORY_VIZ_DIR" "$MEMORY_VIZ_D3" "$tmp/leak.pickle" "$view" \
+                        >"$tmp/one.html" || continue
+                    timeout 120 "$browser" "${flags[@]}" --window-size=1400,1000 --virtual-time-budget=10000 \
+                        --screenshot="$keep/memory_viz_${view// /_}.png" "file://$tmp/one.html" >/dev/null 2>&1
+                done
+            fi
+        fi
     fi
 fi
 [ $fail = 0 ] && echo "html_chromium: ok ($checks checks)"

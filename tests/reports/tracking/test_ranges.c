@@ -114,9 +114,9 @@ START_TEST(tracker_and_fragmentation) {
     ca_tracker *t = ca_tracker_new(NULL);
     ca_range_kind k = classic(2);
     ca_trace_event m = {CA_EV_SEGMENT_MAP, B, 20 * MIB, 20 * MIB, 0};
-    ca_tracker_record_range(t, &m, &k, 0);
+    ca_tracker_record_range(t, &m, &k, CA_SITE_NONE, 0);
     m.addr += 20 * MIB;
-    ca_tracker_record_range(t, &m, &k, 0);
+    ca_tracker_record_range(t, &m, &k, CA_SITE_NONE, 0);
     ca_trace_event e = {CA_EV_SEGMENT_MAP, B + 64 * MIB, 2 * MIB, 2 * MIB, 0};
     ca_tracker_record(t, &e, CA_SITE_NONE, 0, 0);
     e.addr += 2 * MIB;
@@ -139,7 +139,7 @@ START_TEST(tracker_and_fragmentation) {
     ca_frag_free(&f);
     ca_track_snap_free(&s);
     ca_trace_event u = {CA_EV_SEGMENT_UNMAP, B, 20 * MIB, 20 * MIB, 0};
-    ca_tracker_record_range(t, &u, &k, 0);
+    ca_tracker_record_range(t, &u, &k, CA_SITE_NONE, 0);
     ck_assert_int_eq(ca_tracker_snapshot(t, &s), 0);
     ck_assert_uint_eq(s.n_ranges, 2);
     ck_assert_uint_eq(s.ranges[0].addr, B + 20 * MIB);
