@@ -221,16 +221,26 @@ bool ca_cupti_external(int device, uint64_t *allocations, uint64_t *pools) {
     bool flush = !at_exit;
     pthread_mutex_unlock(&lock);
     if (flush) cupti.flush_all(0); /* outside our lock: it calls complete() */
-    ca_device *d = ca_device_by_ordinal(device);
-    uint64_t sum = 0;
-    if (d) ca_device_use(d); /* before our lock, as every use: a reset holding d takes it */
-    pthread_mutex_lock(&lock); /* then the allocator's locks (ca_contains): never the other way */
-    for (external *e = live; e; e = e->hh.next)
-        if (e->device == (uint32_t)device && !(d && ca_contains(d->alloc, (const void *)(uintptr_t)e->addr)))
-            sum += e->bytes;
-    *allocations = sum;
+    /* The device's records copied under our lock, then asked of the allocator
+     * outside it: complete() takes our lock under a classic pool's lock (the
+     * cuMemAlloc of a new segment fills a buffer), and ca_contains takes that
+     * pool's lock (issue 30: two threads stuck in a reset race). */
+    size_t n = 0, cap = 0;
+    pthread_mutex_lock(&lock);
+    for (external *e = live; e; e = e->hh.next) cap += e->device == (uint32_t)device;
+    uint64_t(*mine)[2] = cap ? malloc(cap * sizeof *mine) : NULL;
+    for (external *e = live; mine && e; e = e->hh.next)
+        if (e->device == (uint32_t)device) mine[n][0] = e->addr, mine[n++][1] = e->bytes;
     *pools = pool_bytes[device];
     pthread_mutex_unlock(&lock);
+    if (cap && !mine) return false; /* out of host memory: not known */
+    ca_device *d = ca_device_by_ordinal(device);
+    uint64_t sum = 0;
+    if (d) ca_device_use(d); /* a reset holding d replaces its allocator */
+    for (size_t i = 0; i < n; i++)
+        if (!(d && ca_contains(d->alloc, (const void *)(uintptr_t)mine[i][0]))) sum += mine[i][1];
     if (d) ca_device_done(d);
+    free(mine);
+    *allocations = sum;
     return true;
 }

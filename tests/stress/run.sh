@@ -55,6 +55,9 @@ run reset-reports CUDALLOC_REPORT="$rdir/reset" CUDALLOC_CONF=summary:false "$bu
 # cudaDeviceReset while other threads allocate and free (issue 30), both segment kinds.
 run reset-race "$(dirname "$0")/hang_guard.sh" 120 "$build/tests/stress/reset_race" "${RESET_RACE_RESETS:-100}" 6
 run reset-race-classic CUDALLOC_CONF=expandable_segments:false "$(dirname "$0")/hang_guard.sh" 120 "$build/tests/stress/reset_race" "${RESET_RACE_RESETS:-100}" 6
+# OOM explanations (they read what CUPTI saw) while classic segments grow:
+# it hung 4 runs in 6 before the fix (issue 30).
+run cupti-oom-race CUDALLOC_CONF=expandable_segments:false "$(dirname "$0")/hang_guard.sh" 60 "$build/tests/stress/cupti_oom_race" 1000 3
 run bad-frees CUDALLOC_CONF=summary:false "$bin" bad-frees
 case "${STRESS_RUNTIME:-}" in
 *libasan*) # GCC 12's ASan keeps no allocator lock across fork: a child that

@@ -24,6 +24,11 @@ $(RESET_RACE): tests/stress/reset_race.c $(SIM)/libcudart.so | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lpthread
 
+CUPTI_OOM_RACE := $(BUILD)/tests/stress/cupti_oom_race
+$(CUPTI_OOM_RACE): tests/stress/cupti_oom_race.c $(SIM)/libcudart.so | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -lpthread
+
 # A sanitized preload needs its sanitizer's runtime loaded first.
 STRESS_RUNTIME := $(if $(filter 1,$(SAN)),$(shell $(CC) -print-file-name=libasan.so)) \
                   $(if $(filter 1,$(TSAN)),$(shell $(CC) -print-file-name=libtsan.so))
@@ -31,11 +36,11 @@ STRESS_SECONDS ?= 3
 BENCH_STRESS_SECONDS ?= 30
 
 .PHONY: test-stress bench-stress sanitize-stress tsan tsan-run
-test-stress: $(LIBCUDALLOC) $(STRESS) $(RESET_REPORTS) $(RESET_RACE)
+test-stress: $(LIBCUDALLOC) $(STRESS) $(RESET_REPORTS) $(RESET_RACE) $(CUPTI_OOM_RACE)
 	@STRESS_RUNTIME="$(strip $(STRESS_RUNTIME))" bash tests/stress/run.sh $(BUILD) $(STRESS_SECONDS)
 SYSTEM_TESTS += test-stress
 
-bench-stress: $(LIBCUDALLOC) $(STRESS) $(RESET_REPORTS) $(RESET_RACE)
+bench-stress: $(LIBCUDALLOC) $(STRESS) $(RESET_REPORTS) $(RESET_RACE) $(CUPTI_OOM_RACE)
 	@bash tests/stress/run.sh $(BUILD) $(BENCH_STRESS_SECONDS)
 BENCHES += bench-stress
 
@@ -48,7 +53,7 @@ sanitize-stress:
 # simgpu would all show. Suppressions: tests/stress/tsan.supp (each justified).
 tsan:
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/tsan TSAN=1 OPT=-O1 tsan-run
-tsan-run: $(TESTS_BIN)/test_allocator $(TESTS_BIN)/test_stress $(TESTS_BIN)/test_pools $(LIBCUDALLOC) $(STRESS) $(RESET_REPORTS) $(RESET_RACE)
+tsan-run: $(TESTS_BIN)/test_allocator $(TESTS_BIN)/test_stress $(TESTS_BIN)/test_pools $(LIBCUDALLOC) $(STRESS) $(RESET_REPORTS) $(RESET_RACE) $(CUPTI_OOM_RACE)
 	@set -e; export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(abspath tests/stress/tsan.supp)"; \
 	for t in $(TESTS_BIN)/test_allocator $(TESTS_BIN)/test_stress $(TESTS_BIN)/test_pools; do echo "== $$t (TSan)"; CK_FORK=yes $$t; done; \
 	STRESS_RUNTIME="$(strip $(STRESS_RUNTIME))" STRESS_FORKS=8 bash tests/stress/run.sh $(BUILD) $(STRESS_SECONDS)
