@@ -227,8 +227,11 @@ static void sweep_pool(ca_allocator *a, ca_pool *p) {
     if (a->opt.expandable) ca_exp_sweep(a, p);
 }
 
-static inline __attribute__((always_inline)) int alloc_block(ca_allocator *a, size_t size, ca_stream stream, void **ptr,
-                                                            ca_oom_info *oom, bool ordered) {
+/* Named ca_ though file-private: where a build keeps it a frame of its own
+ * (-O1 under ASan), the reports still know it for cudalloc's and name the
+ * program's caller. */
+static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a, size_t size, ca_stream stream,
+                                                               void **ptr, ca_oom_info *oom, bool ordered) {
     if (!size || !ptr) return CA_ERR_INVALID;
     /* Each thread remembers its last pool: the next request is usually the same. */
     ca_pool *p = tl_pool;
@@ -305,11 +308,11 @@ static inline __attribute__((always_inline)) int alloc_block(ca_allocator *a, si
 }
 
 int ca_malloc(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom_info *oom) {
-    return alloc_block(a, size, stream, ptr, oom, false);
+    return ca_alloc_block(a, size, stream, ptr, oom, false);
 }
 
 int ca_malloc_ordered(ca_allocator *a, size_t size, ca_stream stream, void **ptr, ca_oom_info *oom) {
-    return alloc_block(a, size, stream, ptr, oom, true);
+    return ca_alloc_block(a, size, stream, ptr, oom, true);
 }
 
 /* b is free: merge it with free neighbours and index the result. */

@@ -152,7 +152,7 @@ ca_device *ca_device_by_ordinal(int ordinal) { return get(ordinal, NULL); }
 ca_device *ca_device_by_ctx(CUcontext ctx) {
     int n = atomic_load_explicit(&nmade, memory_order_acquire);
     for (int i = 0; i < n; i++)
-        if (made[i]->ctx == ctx) return made[i];
+        if (__atomic_load_n(&made[i]->ctx, __ATOMIC_ACQUIRE) == ctx) return made[i]; /* a reset may be replacing it */
     return NULL;
 }
 

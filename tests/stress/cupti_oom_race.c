@@ -7,7 +7,7 @@
  * Here one thread asks for more than the device holds, over and over (each
  * answer explains itself, with what CUPTI saw), while the others allocate
  * and give their segments back (cudalloc_empty_cache), so that buffers fill
- * in threads that hold a pool's lock. Run under hang_guard.sh, classic.
+ * in threads that hold a pool's lock. Run classic, under timeout(1).
  *
  * usage: cupti_oom_race [ROUNDS] [THREADS]  (one line; exit status 1 on a
  * failed check) */

@@ -53,11 +53,11 @@ fi
 # cudaDeviceReset while the reporter thread writes what SIGUSR1 asked for.
 run reset-reports CUDALLOC_REPORT="$rdir/reset" CUDALLOC_CONF=summary:false "$build/tests/stress/reset_reports" 1
 # cudaDeviceReset while other threads allocate and free (issue 30), both segment kinds.
-run reset-race "$(dirname "$0")/hang_guard.sh" 120 "$build/tests/stress/reset_race" "${RESET_RACE_RESETS:-100}" 6
-run reset-race-classic CUDALLOC_CONF=expandable_segments:false "$(dirname "$0")/hang_guard.sh" 120 "$build/tests/stress/reset_race" "${RESET_RACE_RESETS:-100}" 6
+run reset-race timeout 120 "$build/tests/stress/reset_race" "${RESET_RACE_RESETS:-100}" 6
+run reset-race-classic CUDALLOC_CONF=expandable_segments:false timeout 120 "$build/tests/stress/reset_race" "${RESET_RACE_RESETS:-100}" 6
 # OOM explanations (they read what CUPTI saw) while classic segments grow:
 # it hung 4 runs in 6 before the fix (issue 30).
-run cupti-oom-race CUDALLOC_CONF=expandable_segments:false "$(dirname "$0")/hang_guard.sh" 60 "$build/tests/stress/cupti_oom_race" 1000 3
+run cupti-oom-race CUDALLOC_CONF=expandable_segments:false timeout 60 "$build/tests/stress/cupti_oom_race" 1000 3
 run bad-frees CUDALLOC_CONF=summary:false "$bin" bad-frees
 case "${STRESS_RUNTIME:-}" in
 *libasan*) # GCC 12's ASan keeps no allocator lock across fork: a child that
