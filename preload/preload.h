@@ -349,7 +349,7 @@ CA_EXPORT CUresult cuCtxDisablePeerAccess(CUcontext peerContext);
 extern _Atomic size_t ca_ipc_nexports;
 void ca_ipc_export_freed(const void *ptr);
 static inline void ca_ipc_block_freed(const void *ptr) {
-    if (__atomic_load_n(&ca_ipc_nexports, __ATOMIC_RELAXED)) ca_ipc_export_freed(ptr);
+    if (atomic_load_explicit(&ca_ipc_nexports, memory_order_relaxed)) ca_ipc_export_freed(ptr);
 }
 void ca_ipc_device_reset(int ordinal);
 void ca_ipc_after_fork(void);
@@ -447,7 +447,7 @@ void ca_streams_after_fork(void);
 /* A capture is under way somewhere in the process (a relaxed read: every
  * allocation and free asks). */
 extern _Atomic int ca_capture_active;
-static inline bool ca_capture_any(void) { return __atomic_load_n(&ca_capture_active, __ATOMIC_RELAXED) != 0; }
+static inline bool ca_capture_any(void) { return atomic_load_explicit(&ca_capture_active, memory_order_relaxed) != 0; }
 /* Around device work of ours (fences, event records and waits, synchronizes):
  * enter is false while a capture is under way, and then nothing is issued. */
 bool ca_capture_guard_enter(void);
