@@ -265,11 +265,13 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
     ca_block *b = NULL;
     ca_lock_acquire(&p->lock);
     int rc = CA_ERR_OOM;
-    /* Plain frees not fenced yet are fenced when the free memory cannot serve
-     * the request without growing (fence.c). */
-    if (ca_pool_has_pending(p) && ca_pending_collect_lazily(a, p) && !never &&
-        (rc = try_alloc_in_place(a, h, rounded, &b)) != CA_OK)
-        ca_pending_collect(a, p);
+    if (ca_pool_has_pending(p)) {
+        if (!ca_pending_lazy(p)) ca_pending_collect(a, p);
+        else { /* fenced when the free memory cannot serve the request without growing */
+            ca_pending_poll(a, p);
+            if (!never && (rc = try_alloc_in_place(a, h, rounded, &b)) != CA_OK) ca_pending_collect(a, p);
+        }
+    }
     if (rc != CA_OK && !never) rc = try_alloc(a, h, rounded, &b);
     /* Short of memory: wait for this pool's plain frees, oldest first, before
      * giving cached memory back. */

@@ -27,12 +27,6 @@
  * that the blocks of a long run of frees do not wait for work queued after it. */
 #define CA_FENCE_BATCH 64
 
-/* Unfenced bytes past which allocations fence at once even while fences pass
- * at record: an allocation served around them is placed otherwise than best
- * fit would place it with them free, which costs density (tests/preload
- * remap-torch: 0.926 utilization with no bound); this bounds what is set aside. */
-#define CA_LAZY_BYTES ((size_t)256 << 10)
-
 struct ca_batch {
     ca_fence fence;
     ca_block *blocks;    /* linked by pending_next */
@@ -105,22 +99,13 @@ static void pop_oldest(ca_allocator *a, ca_pool *p) {
     batch_done(a, p, bt);
 }
 
-static void collect_passed(ca_allocator *a, ca_pool *p) {
+void ca_pending_poll(ca_allocator *a, ca_pool *p) {
     while (p->oldest && a->be->fence_query(a->be->self, p->oldest->fence)) pop_oldest(a, p);
 }
 
 void ca_pending_collect(ca_allocator *a, ca_pool *p) {
     fence_unfenced(a, p);
-    collect_passed(a, p);
-}
-
-bool ca_pending_collect_lazily(ca_allocator *a, ca_pool *p) {
-    if (!p->fence_lazily || !p->unfenced || p->unfenced_bytes > CA_LAZY_BYTES) {
-        ca_pending_collect(a, p);
-        return false;
-    }
-    collect_passed(a, p);
-    return true;
+    ca_pending_poll(a, p);
 }
 
 bool ca_pending_wait_oldest(ca_allocator *a, ca_pool *p) {
