@@ -187,6 +187,7 @@ START_TEST(ordered_fences_are_recorded_when_the_memory_is_needed) {
             void *p = must_alloc(a, 4096, 0);
             if (fk.records != records) n = 0; /* fenced: the blocks freed before are free again */
             for (int k = 0; k < n; k++) ck_assert_ptr_ne(p, unfenced[k]);
+            records = fk.records;
             ck_assert_int_eq(ca_free_device(a, p, 0), CA_OK);
             if (fk.records != records) n = 0; /* the free made a batch of 64 */
             else unfenced[n++] = p;
