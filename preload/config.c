@@ -37,6 +37,9 @@ static const struct option {
     {"oom_message", BOOL, offsetof(ca_config, oom_message), "print the OOM explanation on stderr (default true)"},
     {"context_fences", BOOL, offsetof(ca_config, context_fences),
      "one cuCtxRecordEvent per plain-free fence where the driver has it; false: an event per stream (default true)"},
+    {"membarrier", BOOL, offsetof(ca_config, membarrier),
+     "a device reset fences every thread with membarrier(2) so that allocator calls need no fence of their own; "
+     "false: each call fences itself (default true)"},
     {"on_leak", ACTION, offsetof(ca_config, on_leak),
      "when a leak is sure: warn (a line; the reports too at the first with a report prefix), report (the "
      "reports at each warning), exit (the reports, then exit with exit_code) (default warn)"},
@@ -164,7 +167,7 @@ static int set_option(ca_config *c, const char *src, const char *key, const char
 }
 
 int ca_config_parse(const char *conf, ca_config *out, char *err, size_t errlen) {
-    ca_config c = {.expandable = true, .release_after = CA_RELEASE_AFTER, .summary = true, .tracking = true, .python_frames = true, .trace_iterations = true, .oom_message = true, .context_fences = true, .nvtx_range = "step", .exit_code = 75, .status = true, .metrics_every = 5};
+    ca_config c = {.expandable = true, .release_after = CA_RELEASE_AFTER, .summary = true, .tracking = true, .python_frames = true, .trace_iterations = true, .oom_message = true, .context_fences = true, .membarrier = true, .nvtx_range = "step", .exit_code = 75, .status = true, .metrics_every = 5};
     unsigned given = 0, from_env = 0;
     const char *report = getenv("CUDALLOC_REPORT");
     if (report && *report && set_option(&c, "CUDALLOC_REPORT", "report", report, &from_env, err, errlen) != 0)

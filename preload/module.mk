@@ -56,6 +56,12 @@ $(PRELOAD_TEST_BIN)/test_config: $(OBJ)/tests/preload/test_config.o $(OBJ)/prelo
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK)
 UNIT_TESTS += $(PRELOAD_TEST_BIN)/test_config
+# Threads inside a device's allocator and its holder (users.c), alone (Check).
+$(OBJ)/tests/preload/test_users.o: ALL_CFLAGS += -I$(CUDA_INC) -D_GNU_SOURCE
+$(PRELOAD_TEST_BIN)/test_users: $(OBJ)/tests/preload/test_users.o $(OBJ)/preload/users.o $(OBJ)/preload/config.o $(UTIL_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
+UNIT_TESTS += $(PRELOAD_TEST_BIN)/test_users
 $(PRELOAD_TEST_BIN)/prog_loop: tests/preload/prog_loop.c $(SIM)/libcudart.so
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart

@@ -177,6 +177,7 @@ typedef struct ca_config {
     char nvtx_range[128]; /* the NVTX range that is one iteration */
     bool oom_message;     /* the OOM message on stderr */
     bool context_fences;  /* fences are one cuCtxRecordEvent where the driver has it */
+    bool membarrier;      /* a reset's membarrier(2) stands for the fence of every allocator call (users.c) */
     ca_on on_leak, on_oom; /* warn, write the reports, or exit with exit_code after writing them */
     size_t exit_code;     /* the status on_leak:exit and on_oom:exit end the program with */
     size_t error_exitcode; /* the program's status at exit when a leak or an OOM was seen; 0: its own */
@@ -251,13 +252,16 @@ void ca_device_ctx_went(CUcontext ctx);
 /* ---- users.c: threads inside a device's allocator ---- */
 /* Around every use of d->alloc or d->backend (nested uses are fine); waits
  * while another thread holds the device. Cheap: a store and a load on the
- * thread's own slot. */
+ * thread's own slot, fenced by the holder (ca_users_asymmetric) or itself. */
 void ca_device_use(ca_device *d);
 void ca_device_done(ca_device *d);
 /* The device to this thread alone (recursive): waits until no other thread
  * uses it, and keeps them off until ca_device_unhold. */
 void ca_device_hold(ca_device *d);
 void ca_device_unhold(ca_device *d);
+/* True when the holder's membarrier(2) stands for the users' fences (the
+ * membarrier setting, where the kernel has it). */
+bool ca_users_asymmetric(void);
 void ca_users_after_fork(void);
 
 /* ---- alloc.c: what every entry point shares ---- */

@@ -28,17 +28,17 @@ START_TEST(defaults_and_every_key)
     unsetenv("CUDALLOC_REPORT");
     ca_config c = parse_ok(NULL);
     ck_assert(c.expandable && !c.sync_free && c.summary && c.tracking && c.trace_iterations && c.oom_message &&
-              c.context_fences);
+              c.context_fences && c.membarrier);
     ck_assert_uint_eq(c.max_reserved, 0);
     ck_assert_uint_eq(c.release_after, CA_RELEASE_AFTER);
     ck_assert_str_eq(c.report, "");
     ck_assert_str_eq(c.nvtx_range, "step");
     c = parse_ok(" expandable_segments:false, sync_free:1 ,max_reserved:1.5GiB,report:/tmp/r-%p,nvtx_range:iter,"
-                 "summary:no,trace_iterations:0,tracking:FALSE,oom_message:false,release_after:0,context_fences:0,,");
+                 "summary:no,trace_iterations:0,tracking:FALSE,oom_message:false,release_after:0,context_fences:0,membarrier:0,,");
     ck_assert_uint_eq(c.release_after, 0);
     ck_assert_uint_eq(parse_ok("release_after:250").release_after, 250);
     ck_assert(!c.expandable && c.sync_free && !c.summary && !c.tracking && !c.trace_iterations && !c.oom_message &&
-              !c.context_fences);
+              !c.context_fences && !c.membarrier);
     ck_assert_uint_eq(c.max_reserved, 3ull << 29);
     ck_assert_str_eq(c.report, "/tmp/r-%p");
     ck_assert_str_eq(c.nvtx_range, "iter");
@@ -56,7 +56,7 @@ START_TEST(rejections_name_the_problem)
     parse_fails("expandable_segment:true",
                 "CUDALLOC_CONF: unknown key 'expandable_segment': accepted: expandable_segments, sync_free, "
                 "max_reserved, release_after, report, nvtx_range, summary, trace_iterations, tracking, python_frames, "
-                "oom_message, context_fences, on_leak, on_oom, exit_code, error_exitcode, status, metrics, "
+                "oom_message, context_fences, membarrier, on_leak, on_oom, exit_code, error_exitcode, status, metrics, "
                 "metrics_every, suppressions");
     parse_fails("summary", "CUDALLOC_CONF: 'summary' is not key:value");
     parse_fails("release_after:-1",
@@ -110,7 +110,7 @@ START_TEST(control_bytes_in_values_are_escaped)
                 "CUDALLOC_CONF: bad value 't\\x0d\\x0drue' for expandable_segments: accepted: true, false, 1, 0");
     parse_fails("summary\n:true", "CUDALLOC_CONF: unknown key 'summary\\x0a': accepted: expandable_segments, "
                                   "sync_free, max_reserved, release_after, report, nvtx_range, summary, trace_iterations, "
-                                  "tracking, python_frames, oom_message, context_fences, on_leak, on_oom, "
+                                  "tracking, python_frames, oom_message, context_fences, membarrier, on_leak, on_oom, "
                                   "exit_code, error_exitcode, status, metrics, metrics_every, suppressions");
     parse_fails("a\nb", "CUDALLOC_CONF: 'a\\x0ab' is not key:value");
     /* a huge value is cut, the message still ends with what is accepted */

@@ -55,6 +55,8 @@ run reset-reports CUDALLOC_REPORT="$rdir/reset" CUDALLOC_CONF=summary:false "$bu
 # cudaDeviceReset while other threads allocate and free (issue 30), both segment kinds.
 run reset-race timeout 120 "$build/tests/stress/reset_race" "${RESET_RACE_RESETS:-100}" 6
 run reset-race-classic CUDALLOC_CONF=expandable_segments:false timeout 120 "$build/tests/stress/reset_race" "${RESET_RACE_RESETS:-100}" 6
+# The same with every allocator call fencing itself (no membarrier(2): users.c).
+run reset-race-fenced CUDALLOC_CONF=membarrier:false timeout 120 "$build/tests/stress/reset_race" "${RESET_RACE_RESETS:-100}" 6
 # OOM explanations (they read what CUPTI saw) while classic segments grow:
 # it hung 4 runs in 6 before the fix (issue 30).
 run cupti-oom-race CUDALLOC_CONF=expandable_segments:false timeout 60 "$build/tests/stress/cupti_oom_race" 1000 3
