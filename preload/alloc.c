@@ -15,11 +15,28 @@ static CUresult capture_probe(ca_device *d) {
     return capture_error(r) ? r : CUDA_SUCCESS;
 }
 
+/* What a failed allocation answers (an OOM explained first). */
+__attribute__((noinline, cold)) static CUresult malloc_failed(ca_device *d, int rc, const ca_oom_info *oom) {
+    if (rc == CA_ERR_OOM) {
+        ca_report_oom(d, oom);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return rc == CA_ERR_STREAM ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_UNKNOWN;
+}
+
+/* While a capture is under way: the graph's allocation, or what the capture
+ * forbids; CUDA_ERROR_NOT_FOUND when neither (the allocator's then). */
+__attribute__((noinline)) static CUresult malloc_in_capture(ca_device *d, CUdeviceptr *dptr, size_t size,
+                                                            CUstream stream, bool async) {
+    if (async && ca_stream_capturing(stream)) return ca_capture_malloc(d, dptr, size, stream); /* the graph's */
+    CUresult r = async ? CUDA_SUCCESS : capture_probe(d);
+    return r != CUDA_SUCCESS ? r : CUDA_ERROR_NOT_FOUND;
+}
+
 static CUresult malloc_on(ca_device *d, CUdeviceptr *dptr, size_t size, CUstream stream, bool async) {
     if (ca_capture_any()) {
-        if (async && ca_stream_capturing(stream)) return ca_capture_malloc(d, dptr, size, stream); /* the graph's */
-        CUresult r = async ? CUDA_SUCCESS : capture_probe(d);
-        if (r != CUDA_SUCCESS) return r;
+        CUresult r = malloc_in_capture(d, dptr, size, stream, async);
+        if (r != CUDA_ERROR_NOT_FOUND) return r;
     }
     void *p;
     ca_oom_info oom;
@@ -27,22 +44,9 @@ static CUresult malloc_on(ca_device *d, CUdeviceptr *dptr, size_t size, CUstream
     if (ca_is_ptds_key(key)) ca_ptds_pool_used(d);
     /* stream-ordered memory answers pointer queries as pool memory (pointer_query.c) */
     int rc = async ? ca_malloc_ordered(d->alloc, size, key, &p, &oom) : ca_malloc(d->alloc, size, key, &p, &oom);
-    if (rc == CA_OK) {
-        *dptr = (CUdeviceptr)p;
-        return CUDA_SUCCESS;
-    }
-    if (rc == CA_ERR_OOM) {
-        ca_report_oom(d, &oom);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    return rc == CA_ERR_STREAM ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_UNKNOWN;
-}
-
-CUresult ca_do_malloc_on(ca_device *d, CUdeviceptr *dptr, size_t size, CUstream stream, bool async) {
-    ca_device_use(d);
-    CUresult r = malloc_on(d, dptr, size, stream, async);
-    ca_device_done(d);
-    return r;
+    if (__builtin_expect(rc != CA_OK, 0)) return malloc_failed(d, rc, &oom);
+    *dptr = (CUdeviceptr)p;
+    return CUDA_SUCCESS;
 }
 
 CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream, bool async) {
@@ -50,7 +54,10 @@ CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream, bool asyn
     CUresult err;
     ca_device *d = ca_current_device(&err);
     if (!d) return err;
-    return ca_do_malloc_on(d, dptr, size, stream, async);
+    ca_device_use(d);
+    CUresult r = malloc_on(d, dptr, size, stream, async);
+    ca_device_done(d);
+    return r;
 }
 
 CUresult ca_do_malloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, size_t depth) {
@@ -67,22 +74,35 @@ CUresult ca_do_malloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size
     return r;
 }
 
-/* ptr freed by the device that owns it; CA_ERR_INVALID when none does, and
- * *contains then names a device with ptr inside one of its blocks (a bad free). */
-static int free_on_owner(void *ptr, ca_stream stream, bool plain, bool device_idle, ca_device **contains) {
+/* ptr freed by device d if it owns it: CA_ERR_INVALID when it does not. */
+static int free_on(ca_device *d, void *ptr, ca_stream stream, bool plain, bool device_idle) {
+    ca_device_use(d); /* d->alloc is read only in between: a reset replaces it */
+    int rc = plain ? ca_free_device(d->alloc, ptr, device_idle) : ca_free(d->alloc, ptr, stream);
+    ca_device_done(d);
+    return rc;
+}
+
+/* The devices other than `tried`, in turn. */
+__attribute__((noinline)) static int free_on_another(ca_device *tried, void *ptr, ca_stream stream, bool plain,
+                                                     bool device_idle) {
     int n;
     ca_device *const *devs = ca_devices_made(&n);
-    *contains = NULL;
     for (int i = 0; i < n; i++) {
-        ca_device *d = devs[i];
-        ca_device_use(d); /* d->alloc is read only in between: a reset replaces it */
-        int rc = plain ? ca_free_device(d->alloc, ptr, device_idle) : ca_free(d->alloc, ptr, stream);
-        bool inside = rc != CA_OK && rc != CA_ERR_STREAM && !*contains && ca_contains(d->alloc, ptr);
-        ca_device_done(d);
+        int rc = devs[i] == tried ? CA_ERR_INVALID : free_on(devs[i], ptr, stream, plain, device_idle);
         if (rc == CA_OK || rc == CA_ERR_STREAM) return rc; /* CA_ERR_STREAM: not a stream, nothing freed */
-        if (inside) *contains = d;
     }
     return CA_ERR_INVALID;
+}
+
+/* ptr freed by the device that owns it; CA_ERR_INVALID when none does. The
+ * thread's current device first: nearly always the owner. */
+static int free_on_owner(void *ptr, ca_stream stream, bool plain, bool device_idle) {
+    ca_device *mine = ca_tl_device.dev;
+    if (mine) {
+        int rc = free_on(mine, ptr, stream, plain, device_idle);
+        if (rc == CA_OK || rc == CA_ERR_STREAM) return rc;
+    }
+    return free_on_another(mine, ptr, stream, plain, device_idle);
 }
 
 /* cudaFree's own semantics: the owning device's work done first (its
@@ -99,36 +119,51 @@ static bool sync_owner(ca_device *d) {
     return done;
 }
 
-/* A plain free (cudaFree, cuMemFree) is ordered against the whole device
- * that owns the pointer, whichever device is current: its block waits for a
- * fence of that device (allocator/fence.c, cuda_backend.c). While a capture
- * is under way, a plain free answers what the capture lets this thread do,
- * and a free in a capturing stream's order is the driver's to answer: a
- * free node for memory that is not the graph's is refused (capture.c). */
-CUresult ca_do_free(CUdeviceptr ptr, CUstream stream, bool plain) {
-    ca_device *owner = NULL, *contains;
-    bool device_idle = false;
+/* What comes before a free while a capture is under way, or with sync_free:
+ * true when that answered the free (*r). While a capture is under way, a
+ * plain free answers what the capture lets this thread do, and a free in a
+ * capturing stream's order is the driver's to answer: a free node for memory
+ * that is not the graph's is refused (capture.c). */
+__attribute__((noinline)) static bool free_first(CUdeviceptr ptr, CUstream stream, bool plain, bool *device_idle,
+                                                 CUresult *r) {
+    ca_device *owner;
     if (ca_capture_any() && (owner = ca_owner((void *)ptr))) {
-        if (!plain && ca_stream_capturing(stream)) return ca_drv()->cuMemFreeAsync(ptr, stream);
+        if (!plain && ca_stream_capturing(stream)) return *r = ca_drv()->cuMemFreeAsync(ptr, stream), true;
         ca_device_use(owner);
-        CUresult r = plain ? capture_probe(owner) : CUDA_SUCCESS;
+        *r = plain ? capture_probe(owner) : CUDA_SUCCESS;
         ca_device_done(owner);
-        if (r != CUDA_SUCCESS) return r;
-    } else if (plain && ca_conf.sync_free && (owner = ca_owner((void *)ptr))) {
-        device_idle = sync_owner(owner); /* not synchronized: the block waits for a fence */
+        return *r != CUDA_SUCCESS;
     }
-    int rc = free_on_owner((void *)ptr, ca_stream_key(stream), plain, device_idle, &contains);
-    if (rc == CA_OK) {
-        ca_ipc_block_freed((void *)ptr);
-        return CUDA_SUCCESS;
-    }
-    if (rc == CA_ERR_STREAM) return CUDA_ERROR_INVALID_HANDLE;
-    if (contains) {
+    if (plain && ca_conf.sync_free && (owner = ca_owner((void *)ptr)))
+        *device_idle = sync_owner(owner); /* not synchronized: the block waits for a fence */
+    return false;
+}
+
+/* No device freed ptr: a bad free if it is inside one's blocks, else not ours. */
+__attribute__((noinline, cold)) static CUresult free_not_found(CUdeviceptr ptr) {
+    if (ca_owner((void *)ptr)) {
         ca_warn("bad free of device pointer %p: not the start of a live allocation (freed already, or inside "
                 "a block); ignored", (void *)ptr);
         return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_ERROR_NOT_FOUND;
+}
+
+/* A plain free (cudaFree, cuMemFree) is ordered against the whole device
+ * that owns the pointer, whichever device is current: its block waits for a
+ * fence of that device (allocator/fence.c, cuda_backend.c). */
+CUresult ca_do_free(CUdeviceptr ptr, CUstream stream, bool plain) {
+    bool device_idle = false;
+    CUresult r;
+    if (__builtin_expect(ca_capture_any() || (plain && ca_conf.sync_free), 0) &&
+        free_first(ptr, stream, plain, &device_idle, &r))
+        return r;
+    int rc = free_on_owner((void *)ptr, ca_stream_key(stream), plain, device_idle);
+    if (__builtin_expect(rc == CA_OK, 1)) {
+        ca_ipc_block_freed((void *)ptr);
+        return CUDA_SUCCESS;
+    }
+    return rc == CA_ERR_STREAM ? CUDA_ERROR_INVALID_HANDLE : free_not_found(ptr);
 }
 
 CUresult ca_do_mem_info(size_t *free_bytes, size_t *total_bytes) {

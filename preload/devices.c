@@ -19,12 +19,11 @@ static ca_device *devices[MAX_DEVICES]; /* by ordinal */
 static ca_device *made[MAX_DEVICES];    /* in the order they were made, for walks */
 static _Atomic int nmade;
 static ca_lock devices_lock = CA_LOCK_INIT;
-/* Bumped in a forked child, so thread caches made before the fork go stale. */
-static unsigned generation = 1;
+/* Bumped in a forked child (and when a context ends), so thread caches made
+ * before go stale. */
+unsigned ca_devices_generation = 1;
 
-static __thread __attribute__((tls_model("initial-exec"))) CUcontext tl_ctx;
-static __thread __attribute__((tls_model("initial-exec"))) ca_device *tl_dev;
-static __thread __attribute__((tls_model("initial-exec"))) unsigned tl_generation;
+__thread __attribute__((tls_model("initial-exec"))) ca_thread_device ca_tl_device;
 
 /* One call-stack table for every device's tracker. */
 static ca_stacks *stacks;
@@ -109,42 +108,30 @@ static ca_device *get(int ordinal, CUcontext ctx) {
 
 static void rebind(ca_device *d, CUcontext ctx);
 
-/* The context's device, looked up and remembered by the thread: kept out of
- * ca_current_device so that its fast path saves no registers. */
-static __attribute__((noinline)) ca_device *bind_current(const ca_driver *drv, CUcontext ctx, CUresult *err) {
+/* The context's device, looked up and remembered by the thread. */
+ca_device *ca_current_device_bind(const ca_driver *drv, CUresult r, CUcontext ctx, CUresult *err) {
+    if (!drv) {
+        *err = CUDA_ERROR_NO_DEVICE;
+        return NULL;
+    }
+    if (r != CUDA_SUCCESS || !ctx) {
+        *err = r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_CONTEXT;
+        return NULL;
+    }
     CUdevice dev;
-    CUresult r = drv->cuCtxGetDevice(&dev);
-    if (r != CUDA_SUCCESS) {
+    if ((r = drv->cuCtxGetDevice(&dev)) != CUDA_SUCCESS) {
         *err = r;
         return NULL;
     }
-    unsigned gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+    unsigned gen = __atomic_load_n(&ca_devices_generation, __ATOMIC_ACQUIRE);
     ca_device *d = get((int)dev, ctx);
     if (d && __atomic_load_n(&d->unbound, __ATOMIC_ACQUIRE)) rebind(d, ctx);
     if (!d) {
         *err = CUDA_ERROR_OUT_OF_MEMORY; /* no allocator could be made: nothing can be allocated */
         return NULL;
     }
-    tl_ctx = ctx;
-    tl_dev = d;
-    tl_generation = gen;
+    ca_tl_device = (ca_thread_device){.ctx = ctx, .dev = d, .generation = gen};
     return d;
-}
-
-ca_device *ca_current_device(CUresult *err) {
-    const ca_driver *drv = ca_drv();
-    if (!drv) {
-        *err = CUDA_ERROR_NO_DEVICE;
-        return NULL;
-    }
-    CUcontext ctx = NULL;
-    CUresult r = drv->cuCtxGetCurrent(&ctx);
-    if (r != CUDA_SUCCESS || !ctx) {
-        *err = r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_CONTEXT;
-        return NULL;
-    }
-    if (ctx == tl_ctx && tl_generation == __atomic_load_n(&generation, __ATOMIC_ACQUIRE)) return tl_dev;
-    return bind_current(drv, ctx, err);
 }
 
 ca_device *ca_device_by_ordinal(int ordinal) { return get(ordinal, NULL); }
@@ -283,7 +270,7 @@ static void ctx_ends(CUcontext ctx, bool alive) {
     if (!alive) ca_backend_cuda_context_went(d->backend);
     empty_device(d, alive);
     __atomic_store_n(&d->unbound, true, __ATOMIC_RELEASE);
-    __atomic_fetch_add(&generation, 1, __ATOMIC_RELEASE); /* threads' cached contexts are stale */
+    __atomic_fetch_add(&ca_devices_generation, 1, __ATOMIC_RELEASE); /* threads' cached contexts are stale */
     ca_device_unhold(d);
 }
 
@@ -329,7 +316,7 @@ static void after_fork_in_child(void) {
     ca_named_frames_fork_child();
     ca_py_fork_child();
     ca_lock_init(&devices_lock);
-    __atomic_fetch_add(&generation, 1, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&ca_devices_generation, 1, __ATOMIC_RELEASE);
 }
 
 static void fail_config(const char *msg) {

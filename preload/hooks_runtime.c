@@ -42,6 +42,16 @@ static bool init_runtime(void) {
     return real_cudaFree && real_cudaFree(NULL) == cudaSuccess;
 }
 
+/* A failed allocation: again once cudart made its context current, if that
+ * was what was missing; else the runtime's error. */
+__attribute__((noinline, cold)) static cudaError_t malloc_failed(void **devPtr, size_t size, cudaStream_t stream,
+                                                                 bool async, CUresult r) {
+    CUdeviceptr p;
+    if (needs_runtime_init(r) && init_runtime()) r = ca_do_malloc(&p, size, (CUstream)stream, async);
+    if (r == CUDA_SUCCESS) *devPtr = (void *)p;
+    return runtime_error(r);
+}
+
 static cudaError_t do_malloc(void **devPtr, size_t size, cudaStream_t stream, bool async) {
     if (!devPtr) return ca_rt_answered(cudaErrorInvalidValue);
     if (!size) {
@@ -50,17 +60,20 @@ static cudaError_t do_malloc(void **devPtr, size_t size, cudaStream_t stream, bo
     }
     CUdeviceptr p;
     CUresult r = ca_do_malloc(&p, size, (CUstream)stream, async);
-    if (needs_runtime_init(r) && init_runtime()) r = ca_do_malloc(&p, size, (CUstream)stream, async);
-    if (r == CUDA_SUCCESS) *devPtr = (void *)p;
-    return runtime_error(r);
+    if (__builtin_expect(r != CUDA_SUCCESS, 0)) return malloc_failed(devPtr, size, stream, async, r);
+    *devPtr = (void *)p;
+    return cudaSuccess;
+}
+
+__attribute__((noinline, cold)) static cudaError_t malloc_without_driver(void **devPtr, size_t size) {
+    if (ca_drv()) return do_malloc(devPtr, size, NULL, false);
+    CA_REAL(cudaMalloc);
+    return real_cudaMalloc ? real_cudaMalloc(devPtr, size) : cudaErrorInitializationError;
 }
 
 CA_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size) {
-    if (!ca_drv()) {
-        CA_REAL(cudaMalloc);
-        return real_cudaMalloc ? real_cudaMalloc(devPtr, size) : cudaErrorInitializationError;
-    }
-    return do_malloc(devPtr, size, NULL, false);
+    if (ca_drv_ready()) return do_malloc(devPtr, size, NULL, false);
+    return malloc_without_driver(devPtr, size);
 }
 
 /* cudaMallocPitch and cudaMalloc3D: ours when there is something to
@@ -96,35 +109,43 @@ CA_EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct 
     return e;
 }
 
-CA_EXPORT cudaError_t cudaFree(void *devPtr) {
-    CA_REAL(cudaFree);
-    if (devPtr && ca_drv()) {
-        CUresult r = ca_do_free((CUdeviceptr)devPtr, NULL, true);
-        if (r != CUDA_ERROR_NOT_FOUND) return runtime_error(r);
+/* A free that is not ours (or no driver): cudart's, and a capture hears of it. */
+__attribute__((noinline)) static cudaError_t free_elsewhere(void *devPtr, cudaStream_t stream, bool async) {
+    cudaError_t e;
+    if (async) {
+        CA_REAL(cudaFreeAsync);
+        e = real_cudaFreeAsync ? real_cudaFreeAsync(devPtr, stream) : cudaErrorInitializationError;
+    } else {
+        CA_REAL(cudaFree);
+        e = real_cudaFree ? real_cudaFree(devPtr) : cudaErrorInitializationError;
     }
-    cudaError_t e = real_cudaFree ? real_cudaFree(devPtr) : cudaErrorInitializationError;
-    if (e == cudaSuccess && devPtr && ca_drv()) ca_capture_freed((CUdeviceptr)devPtr, NULL);
-    return e;
-}
-
-CA_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t stream) {
-    if (!ca_drv()) {
-        CA_REAL(cudaMallocAsync);
-        return real_cudaMallocAsync ? real_cudaMallocAsync(devPtr, size, stream) : cudaErrorInitializationError;
-    }
-    return do_malloc(devPtr, size, stream, true);
-}
-
-CA_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream) {
-    CA_REAL(cudaFreeAsync);
-    if (devPtr && ca_drv()) {
-        CUresult r = ca_do_free((CUdeviceptr)devPtr, (CUstream)stream, false);
-        if (r != CUDA_ERROR_NOT_FOUND) return runtime_error(r);
-    }
-    cudaError_t e = real_cudaFreeAsync ? real_cudaFreeAsync(devPtr, stream) : cudaErrorInitializationError;
     if (e == cudaSuccess && devPtr && ca_drv()) ca_capture_freed((CUdeviceptr)devPtr, (CUstream)stream);
     return e;
 }
+
+static cudaError_t do_free(void *devPtr, cudaStream_t stream, bool async) {
+    if (devPtr && (ca_drv_ready() || ca_drv())) {
+        CUresult r = ca_do_free((CUdeviceptr)devPtr, (CUstream)stream, !async);
+        if (r != CUDA_ERROR_NOT_FOUND) return runtime_error(r);
+    }
+    return free_elsewhere(devPtr, stream, async);
+}
+
+CA_EXPORT cudaError_t cudaFree(void *devPtr) { return do_free(devPtr, NULL, false); }
+
+__attribute__((noinline, cold)) static cudaError_t malloc_async_without_driver(void **devPtr, size_t size,
+                                                                               cudaStream_t stream) {
+    if (ca_drv()) return do_malloc(devPtr, size, stream, true);
+    CA_REAL(cudaMallocAsync);
+    return real_cudaMallocAsync ? real_cudaMallocAsync(devPtr, size, stream) : cudaErrorInitializationError;
+}
+
+CA_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t stream) {
+    if (ca_drv_ready()) return do_malloc(devPtr, size, stream, true);
+    return malloc_async_without_driver(devPtr, size, stream);
+}
+
+CA_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream) { return do_free(devPtr, stream, true); }
 
 /* --default-stream per-thread: stream 0 means the calling thread's stream. */
 static cudaStream_t per_thread(cudaStream_t s) { return s ? s : (cudaStream_t)CU_STREAM_PER_THREAD; }

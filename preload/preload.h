@@ -156,6 +156,10 @@ static inline const ca_driver *ca_drv(void) {
     const ca_driver *d = __atomic_load_n(&ca_drv_loaded, __ATOMIC_ACQUIRE);
     return d ? d : ca_drv_load();
 }
+/* The same question where the answer is nearly always yes: a hook that
+ * tests this first and ca_drv() only when it is false keeps its hot path free
+ * of the register saves that the loading call needs. */
+static inline bool ca_drv_ready(void) { return __atomic_load_n(&ca_drv_loaded, __ATOMIC_ACQUIRE) != NULL; }
 /* Is the driver simgpu's simulated one? */
 bool ca_on_simulated_device(void);
 
@@ -213,8 +217,28 @@ typedef struct ca_device {
 
 /* The allocator of the calling thread's current device. Sets *err to the
  * driver's answer when there is no usable context (not initialized, none
- * current) and returns NULL. */
-ca_device *ca_current_device(CUresult *err);
+ * current) and returns NULL. Inline: every allocation asks. The driver is
+ * asked every time (the program, the driver itself and cudart's private
+ * tables all change the current context unseen); its device is the thread's
+ * last answer while the context and the generation are the same. */
+typedef struct ca_thread_device {
+    CUcontext ctx;
+    struct ca_device *dev;
+    unsigned generation;
+} ca_thread_device;
+extern __thread __attribute__((tls_model("initial-exec"))) ca_thread_device ca_tl_device;
+extern unsigned ca_devices_generation;
+ca_device *ca_current_device_bind(const ca_driver *drv, CUresult r, CUcontext ctx, CUresult *err);
+static inline ca_device *ca_current_device(CUresult *err) {
+    const ca_driver *drv = ca_drv();
+    CUcontext ctx = NULL;
+    CUresult r = drv ? drv->cuCtxGetCurrent(&ctx) : CUDA_ERROR_NO_DEVICE;
+    if (__builtin_expect(r == CUDA_SUCCESS && ctx && ctx == ca_tl_device.ctx &&
+                             ca_tl_device.generation == __atomic_load_n(&ca_devices_generation, __ATOMIC_ACQUIRE),
+                         1))
+        return ca_tl_device.dev;
+    return ca_current_device_bind(drv, r, ctx, err);
+}
 ca_device *ca_device_by_ordinal(int ordinal);
 ca_device *ca_device_by_ctx(CUcontext ctx);
 /* The device whose allocator manages ptr (live or not), or NULL. */
@@ -268,8 +292,6 @@ void ca_users_after_fork(void);
 /* stream: CUstream as given, 0 for the legacy default stream; async: in the
  * stream's order (cudaMallocAsync), else a plain cudaMalloc. */
 CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream, bool async);
-/* The same on a given device (PyTorch's pluggable allocator). */
-CUresult ca_do_malloc_on(ca_device *d, CUdeviceptr *dptr, size_t size, CUstream stream, bool async);
 /* Pitched memory (cuMemAllocPitch, cudaMallocPitch, cudaMalloc3D): `rows`
  * rows of `width` bytes rounded up to CA_PITCH, rows = height x depth; sizes
  * nonzero. A pitch or a size past 2^64 - 1 is more than any device: out of
