@@ -150,7 +150,7 @@ typedef struct ca_driver {
 
 /* The driver, loaded on first use; NULL when libcuda.so.1 cannot be loaded.
  * Every hook asks: once loaded, the answer is one load (ca_drv_loaded). */
-extern const ca_driver *ca_drv_loaded;
+extern CA_HIDDEN const ca_driver *ca_drv_loaded;
 const ca_driver *ca_drv_load(void);
 static inline const ca_driver *ca_drv(void) {
     const ca_driver *d = __atomic_load_n(&ca_drv_loaded, __ATOMIC_ACQUIRE);
@@ -190,7 +190,7 @@ typedef struct ca_config {
     size_t metrics_every; /* seconds between rewrites of it */
     char suppressions[1024]; /* call-site patterns not reported (reports/diagnose/suppress.h); empty: none */
 } ca_config;
-extern ca_config ca_conf;
+extern CA_HIDDEN ca_config ca_conf;
 /* Parse CUDALLOC_CONF (and CUDALLOC_REPORT); on a bad value write one line to
  * err and return -1. */
 int ca_config_parse(const char *conf, ca_config *out, char *err, size_t errlen);
@@ -227,7 +227,7 @@ typedef struct ca_thread_device {
     unsigned generation;
 } ca_thread_device;
 extern __thread __attribute__((tls_model("initial-exec"))) ca_thread_device ca_tl_device;
-extern unsigned ca_devices_generation;
+extern CA_HIDDEN unsigned ca_devices_generation;
 ca_device *ca_current_device_bind(const ca_driver *drv, CUresult r, CUcontext ctx, CUresult *err);
 static inline ca_device *ca_current_device(CUresult *err) {
     const ca_driver *drv = ca_drv();
@@ -274,11 +274,54 @@ void ca_device_ctx_gone(CUcontext ctx);
 void ca_device_ctx_went(CUcontext ctx);
 
 /* ---- users.c: threads inside a device's allocator ---- */
+/* Each thread's slot: the devices it is inside (bit i: device i), a cache
+ * line of its own that only it writes. */
+typedef struct ca_user_slot {
+    _Alignas(64) _Atomic uint64_t using;
+    atomic_bool taken; /* by a live thread; a dead one's is taken by the next new one */
+    struct ca_user_slot *next;
+} ca_user_slot;
+/* The calling thread's side, in one place (one TLS look-up). */
+typedef struct ca_user {
+    ca_user_slot *slot; /* every device in use until the thread has one: its first use is the slow one */
+    uint64_t slow;      /* devices whose next ca_device_done is not the plain one: nested, held or locked */
+    uint64_t holding;   /* devices this thread holds (ca_device_hold) */
+    uint64_t locked;    /* devices it uses through their hold_lock (no slot could be had) */
+    uint16_t depth[CA_MAX_DEVICES]; /* uses inside a use (or a hold) */
+} ca_user;
+extern __thread __attribute__((tls_model("initial-exec"))) ca_user ca_user_me;
+extern CA_HIDDEN bool ca_users_light; /* set once, before any thread has a slot: the holder fences for the users */
+void ca_device_use_slowly(ca_device *d, uint64_t bit);
+void ca_device_done_slowly(ca_device *d, uint64_t bit);
+
 /* Around every use of d->alloc or d->backend (nested uses are fine); waits
- * while another thread holds the device. Cheap: a store and a load on the
- * thread's own slot, fenced by the holder (ca_users_asymmetric) or itself. */
-void ca_device_use(ca_device *d);
-void ca_device_done(ca_device *d);
+ * while another thread holds the device. Cheap, inline: a store and a load on
+ * the thread's own slot, fenced by the holder (ca_users_asymmetric) or itself. */
+static inline void ca_device_use(ca_device *d) {
+    ca_user_slot *s = ca_user_me.slot;
+    uint64_t bit = (uint64_t)1 << d->ordinal;
+    uint64_t was = atomic_load_explicit(&s->using, memory_order_relaxed);
+    if (__builtin_expect(!(was & bit), 1)) {
+        if (__builtin_expect(ca_users_light, 1)) {
+            atomic_store_explicit(&s->using, was | bit, memory_order_relaxed);
+            __asm__ volatile("" ::: "memory"); /* the holder's membarrier is the fence */
+        } else {
+            atomic_store(&s->using, was | bit);
+        }
+        if (__builtin_expect(!atomic_load_explicit(&d->held, memory_order_acquire), 1)) return;
+        atomic_store_explicit(&s->using, was, memory_order_release);
+    }
+    ca_device_use_slowly(d, bit);
+}
+static inline void ca_device_done(ca_device *d) {
+    uint64_t bit = (uint64_t)1 << d->ordinal;
+    if (__builtin_expect(ca_user_me.slow & bit, 0)) {
+        ca_device_done_slowly(d, bit);
+        return;
+    }
+    ca_user_slot *s = ca_user_me.slot;
+    atomic_store_explicit(&s->using, atomic_load_explicit(&s->using, memory_order_relaxed) & ~bit, memory_order_release);
+}
 /* The device to this thread alone (recursive): waits until no other thread
  * uses it, and keeps them off until ca_device_unhold. */
 void ca_device_hold(ca_device *d);
@@ -372,7 +415,7 @@ CA_EXPORT CUresult cuCtxDisablePeerAccess(CUcontext peerContext);
 /* ---- ipc.c: CUDA IPC of blocks (ipc.h has the inside) ---- */
 /* A block was freed: an export of it goes (one relaxed read when nothing is
  * exported, inline: every free asks). */
-extern _Atomic size_t ca_ipc_nexports;
+extern CA_HIDDEN _Atomic size_t ca_ipc_nexports;
 void ca_ipc_export_freed(const void *ptr);
 static inline void ca_ipc_block_freed(const void *ptr) {
     if (atomic_load_explicit(&ca_ipc_nexports, memory_order_relaxed)) ca_ipc_export_freed(ptr);
@@ -472,7 +515,7 @@ void ca_streams_after_fork(void);
 /* ---- capture.c: stream capture (CUDA graphs) ---- */
 /* A capture is under way somewhere in the process (a relaxed read: every
  * allocation and free asks). */
-extern _Atomic int ca_capture_active;
+extern CA_HIDDEN _Atomic int ca_capture_active;
 static inline bool ca_capture_any(void) { return atomic_load_explicit(&ca_capture_active, memory_order_relaxed) != 0; }
 /* Around device work of ours (fences, event records and waits, synchronizes):
  * enter is false while a capture is under way, and then nothing is issued. */

@@ -24,11 +24,7 @@
 
 #include "preload/preload.h"
 
-typedef struct slot {
-    _Alignas(64) _Atomic uint64_t using; /* bit i: this thread is inside device i's allocator */
-    atomic_bool taken;      /* by a live thread; a dead one's is taken by the next new one */
-    struct slot *next;
-} slot; /* a cache line each: no two threads write one */
+typedef ca_user_slot slot;
 
 static _Atomic(slot *) slots; /* never freed: the holder walks them without a lock */
 static pthread_key_t exit_key;
@@ -37,18 +33,10 @@ static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
  * the first use takes the slow path (which makes the slot). Never written. */
 static slot outside = {.using = ~(uint64_t)0};
 
-/* The calling thread's side, in one place (one TLS look-up on the hot path). */
-typedef struct user {
-    slot *slot;
-    uint64_t slow;    /* devices whose next ca_device_done is not the plain one: nested, held or locked */
-    uint64_t holding; /* devices this thread holds (ca_device_hold) */
-    uint64_t locked;  /* devices it uses through their hold_lock (no slot could be had) */
-    uint16_t depth[CA_MAX_DEVICES]; /* uses inside a use (or a hold) */
-} user;
-static __thread __attribute__((tls_model("initial-exec"))) user me = {.slot = &outside};
+__thread __attribute__((tls_model("initial-exec"))) ca_user ca_user_me = {.slot = &outside};
 
 /* Set once, before any thread leaves `outside` (join): users skip their fence. */
-static bool asymmetric;
+bool ca_users_light;
 static pthread_once_t asymmetric_once = PTHREAD_ONCE_INIT;
 
 static int membarrier(int cmd) { return (int)syscall(SYS_membarrier, cmd, 0, 0); }
@@ -63,19 +51,19 @@ static void fence_every_thread(void) {
 }
 
 static void decide_fence(void) {
-    asymmetric = ca_conf.membarrier && membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+    ca_users_light = ca_conf.membarrier && membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
 }
 
 bool ca_users_asymmetric(void) {
     pthread_once(&asymmetric_once, decide_fence);
-    return asymmetric;
+    return ca_users_light;
 }
 
 static void thread_exit(void *s) {
     slot *mine = s;
     atomic_store_explicit(&mine->using, 0, memory_order_release);
     atomic_store_explicit(&mine->taken, false, memory_order_release);
-    me.slot = &outside; /* a later destructor that allocates takes one again */
+    ca_user_me.slot = &outside; /* a later destructor that allocates takes one again */
 }
 
 static void make_exit_key(void) { pthread_key_create(&exit_key, thread_exit); }
@@ -96,28 +84,28 @@ static slot *join(void) {
         while (!atomic_compare_exchange_weak_explicit(&slots, &s->next, s, memory_order_release, memory_order_relaxed)) {}
     }
     pthread_setspecific(exit_key, s);
-    return me.slot = s;
+    return ca_user_me.slot = s;
 }
 
 /* d's next done is the plain one again once nothing but the slot's bit is left. */
 static void settle(int o, uint64_t bit) {
-    if (!me.depth[o] && !((me.holding | me.locked) & bit)) me.slow &= ~bit;
+    if (!ca_user_me.depth[o] && !((ca_user_me.holding | ca_user_me.locked) & bit)) ca_user_me.slow &= ~bit;
 }
 
 /* Out of the hot path: a use inside a use or a hold, the first use by a
  * thread, a device held by another. Fences in full whatever the mode. */
-__attribute__((noinline, cold)) static void use_slowly(ca_device *d, uint64_t bit) {
-    slot *s = me.slot;
+void ca_device_use_slowly(ca_device *d, uint64_t bit) {
+    slot *s = ca_user_me.slot;
     if ((s != &outside && atomic_load_explicit(&s->using, memory_order_relaxed) & bit) ||
-        (me.holding | me.locked) & bit) {
-        me.depth[d->ordinal]++;
-        me.slow |= bit;
+        (ca_user_me.holding | ca_user_me.locked) & bit) {
+        ca_user_me.depth[d->ordinal]++;
+        ca_user_me.slow |= bit;
         return;
     }
     if (s == &outside && !(s = join())) { /* no memory for a slot: take turns with the holder instead */
         pthread_mutex_lock(&d->hold_lock);
-        me.locked |= bit;
-        me.slow |= bit;
+        ca_user_me.locked |= bit;
+        ca_user_me.slow |= bit;
         return;
     }
     for (;;) {
@@ -130,61 +118,34 @@ __attribute__((noinline, cold)) static void use_slowly(ca_device *d, uint64_t bi
     }
 }
 
-void ca_device_use(ca_device *d) {
-    slot *s = me.slot;
-    uint64_t bit = (uint64_t)1 << d->ordinal;
-    uint64_t was = atomic_load_explicit(&s->using, memory_order_relaxed);
-    if (__builtin_expect(!(was & bit), 1)) {
-        if (__builtin_expect(asymmetric, 1)) {
-            atomic_store_explicit(&s->using, was | bit, memory_order_relaxed);
-            __asm__ volatile("" ::: "memory"); /* the holder's membarrier is the fence */
-        } else {
-            atomic_store(&s->using, was | bit);
-        }
-        if (__builtin_expect(!atomic_load_explicit(&d->held, memory_order_acquire), 1)) return;
-        atomic_store_explicit(&s->using, was, memory_order_release);
-    }
-    use_slowly(d, bit);
-}
-
-__attribute__((noinline, cold)) static void done_slowly(ca_device *d, uint64_t bit) {
+void ca_device_done_slowly(ca_device *d, uint64_t bit) {
     int o = d->ordinal;
-    if (me.depth[o]) {
-        me.depth[o]--;
-    } else if (me.locked & bit) {
-        me.locked &= ~bit;
+    if (ca_user_me.depth[o]) {
+        ca_user_me.depth[o]--;
+    } else if (ca_user_me.locked & bit) {
+        ca_user_me.locked &= ~bit;
         pthread_mutex_unlock(&d->hold_lock);
     } else { /* a use begun before this thread held d */
-        slot *s = me.slot;
+        slot *s = ca_user_me.slot;
         atomic_store_explicit(&s->using, atomic_load_explicit(&s->using, memory_order_relaxed) & ~bit, memory_order_release);
     }
     settle(o, bit);
 }
 
-void ca_device_done(ca_device *d) {
-    uint64_t bit = (uint64_t)1 << d->ordinal;
-    if (__builtin_expect(me.slow & bit, 0)) {
-        done_slowly(d, bit);
-        return;
-    }
-    slot *s = me.slot;
-    atomic_store_explicit(&s->using, atomic_load_explicit(&s->using, memory_order_relaxed) & ~bit, memory_order_release);
-}
-
 void ca_device_hold(ca_device *d) {
     uint64_t bit = (uint64_t)1 << d->ordinal;
     pthread_mutex_lock(&d->hold_lock); /* recursive: cudaDeviceReset holds it around cuDevicePrimaryCtxReset */
-    if (me.holding & bit) {
+    if (ca_user_me.holding & bit) {
         d->hold_depth++;
         return;
     }
-    me.holding |= bit;
-    me.slow |= bit;
+    ca_user_me.holding |= bit;
+    ca_user_me.slow |= bit;
     atomic_store(&d->held, true);
     if (ca_users_asymmetric()) /* the users' fence: each has seen `held`, or its use shows */
         fence_every_thread();
     for (slot *s = atomic_load(&slots); s; s = s->next)
-        for (int spins = 0; s != me.slot && atomic_load(&s->using) & bit; spins++) {
+        for (int spins = 0; s != ca_user_me.slot && atomic_load(&s->using) & bit; spins++) {
             if (spins < 100) { sched_yield(); continue; }
             nanosleep(&(struct timespec){0, 100000}, NULL); /* a user waiting on the device's work */
         }
@@ -195,7 +156,7 @@ void ca_device_unhold(ca_device *d) {
     if (d->hold_depth) {
         d->hold_depth--;
     } else {
-        me.holding &= ~bit;
+        ca_user_me.holding &= ~bit;
         settle(d->ordinal, bit);
         atomic_store(&d->held, false);
     }
@@ -205,5 +166,5 @@ void ca_device_unhold(ca_device *d) {
 /* In a fork child only the forking thread is left, using no allocator. */
 void ca_users_after_fork(void) {
     for (slot *s = atomic_load(&slots); s; s = s->next)
-        if (s != me.slot) atomic_store(&s->using, 0), atomic_store(&s->taken, false);
+        if (s != ca_user_me.slot) atomic_store(&s->using, 0), atomic_store(&s->taken, false);
 }

@@ -3,4 +3,7 @@
 #ifndef CA_EXPORT_H
 #define CA_EXPORT_H
 #define CA_EXPORT __attribute__((visibility("default")))
+/* On the declaration of a variable another file reads on a hot path: code
+ * compiled with -fPIC then reads it straight, not through the GOT. */
+#define CA_HIDDEN __attribute__((visibility("hidden")))
 #endif
