@@ -74,6 +74,7 @@ static ca_device *create(int ordinal, CUcontext ctx) {
         return NULL;
     }
     d->ordinal = ordinal;
+    d->bit = (uint64_t)1 << ordinal;
     d->ctx = ctx;
     pthread_mutexattr_t recursive;
     pthread_mutexattr_init(&recursive);

@@ -205,6 +205,7 @@ size_t ca_config_format(const ca_config *c, char *buf, size_t n);
 #define CA_MAX_DEVICES 64
 typedef struct ca_device {
     int ordinal;
+    uint64_t bit;         /* 1 << ordinal: the device in a thread's slot (users.c) */
     CUcontext ctx;        /* the context the allocator was made in */
     bool unbound;         /* that context went: the next one used on the device takes over */
     ca_allocator *alloc;  /* read only between ca_device_use and ca_device_done */
@@ -299,7 +300,7 @@ void ca_device_done_slowly(ca_device *d, uint64_t bit);
  * the thread's own slot, fenced by the holder (ca_users_asymmetric) or itself. */
 static inline void ca_device_use(ca_device *d) {
     ca_user_slot *s = ca_user_me.slot;
-    uint64_t bit = (uint64_t)1 << d->ordinal;
+    uint64_t bit = d->bit;
     uint64_t was = atomic_load_explicit(&s->using, memory_order_relaxed);
     if (__builtin_expect(!(was & bit), 1)) {
         if (__builtin_expect(ca_users_light, 1)) {
@@ -314,7 +315,7 @@ static inline void ca_device_use(ca_device *d) {
     ca_device_use_slowly(d, bit);
 }
 static inline void ca_device_done(ca_device *d) {
-    uint64_t bit = (uint64_t)1 << d->ordinal;
+    uint64_t bit = d->bit;
     if (__builtin_expect(ca_user_me.slow & bit, 0)) {
         ca_device_done_slowly(d, bit);
         return;

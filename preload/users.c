@@ -133,7 +133,7 @@ void ca_device_done_slowly(ca_device *d, uint64_t bit) {
 }
 
 void ca_device_hold(ca_device *d) {
-    uint64_t bit = (uint64_t)1 << d->ordinal;
+    uint64_t bit = d->bit;
     pthread_mutex_lock(&d->hold_lock); /* recursive: cudaDeviceReset holds it around cuDevicePrimaryCtxReset */
     if (ca_user_me.holding & bit) {
         d->hold_depth++;
@@ -152,7 +152,7 @@ void ca_device_hold(ca_device *d) {
 }
 
 void ca_device_unhold(ca_device *d) {
-    uint64_t bit = (uint64_t)1 << d->ordinal;
+    uint64_t bit = d->bit;
     if (d->hold_depth) {
         d->hold_depth--;
     } else {

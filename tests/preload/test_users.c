@@ -23,6 +23,7 @@ static void make_device(int ordinal) {
     pthread_mutexattr_settype(&recursive, PTHREAD_MUTEX_RECURSIVE);
     pthread_mutex_init(&dev.hold_lock, &recursive);
     dev.ordinal = ordinal;
+    dev.bit = (uint64_t)1 << ordinal;
 }
 
 static bool kernel_has_membarrier(void) {
