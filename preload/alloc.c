@@ -50,7 +50,6 @@ static CUresult malloc_on(ca_device *d, CUdeviceptr *dptr, size_t size, CUstream
 }
 
 CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream, bool async) {
-    if (!dptr || !size) return CUDA_ERROR_INVALID_VALUE;
     CUresult err;
     ca_device *d = ca_current_device(&err);
     if (!d) return err;

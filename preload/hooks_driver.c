@@ -9,8 +9,14 @@
 
 static CUresult no_driver(void) { return CUDA_ERROR_NOT_INITIALIZED; }
 
+static CUresult driver_malloc(CUdeviceptr *dptr, size_t bytesize, CUstream stream, bool async) {
+    if (!ca_drv()) return no_driver();
+    if (!dptr || !bytesize) return CUDA_ERROR_INVALID_VALUE; /* nowhere to write, nothing to allocate */
+    return ca_do_malloc(dptr, bytesize, stream, async);
+}
+
 CA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
-    return ca_drv() ? ca_do_malloc(dptr, bytesize, NULL, false) : no_driver();
+    return driver_malloc(dptr, bytesize, NULL, false);
 }
 
 /* Pitched memory is ours like any other (C programs use it for 2D data).
@@ -40,7 +46,7 @@ CA_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
 }
 
 CA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-    return ca_drv() ? ca_do_malloc(dptr, bytesize, hStream, true) : no_driver();
+    return driver_malloc(dptr, bytesize, hStream, true);
 }
 
 static CUresult free_async(CUdeviceptr dptr, CUstream s, CUresult (*real)(CUdeviceptr, CUstream)) {
@@ -60,7 +66,7 @@ CA_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
 static CUstream per_thread(CUstream s) { return s ? s : CU_STREAM_PER_THREAD; }
 
 CA_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-    return ca_drv() ? ca_do_malloc(dptr, bytesize, per_thread(hStream), true) : no_driver();
+    return driver_malloc(dptr, bytesize, per_thread(hStream), true);
 }
 
 CA_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {

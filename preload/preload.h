@@ -236,8 +236,11 @@ static inline ca_device *ca_current_device(CUresult *err) {
     CUresult r = drv ? drv->cuCtxGetCurrent(&ctx) : CUDA_ERROR_NO_DEVICE;
     if (__builtin_expect(r == CUDA_SUCCESS && ctx && ctx == ca_tl_device.ctx &&
                              ca_tl_device.generation == __atomic_load_n(&ca_devices_generation, __ATOMIC_ACQUIRE),
-                         1))
-        return ca_tl_device.dev;
+                         1)) {
+        ca_device *d = ca_tl_device.dev;
+        if (!d) __builtin_unreachable(); /* set with its context, which is not NULL here */
+        return d;
+    }
     return ca_current_device_bind(drv, r, ctx, err);
 }
 ca_device *ca_device_by_ordinal(int ordinal);
@@ -334,7 +337,8 @@ void ca_users_after_fork(void);
 
 /* ---- alloc.c: what every entry point shares ---- */
 /* stream: CUstream as given, 0 for the legacy default stream; async: in the
- * stream's order (cudaMallocAsync), else a plain cudaMalloc. */
+ * stream's order (cudaMallocAsync), else a plain cudaMalloc. dptr is not
+ * NULL and size not 0: the hooks answer those (as their API does) first. */
 CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream, bool async);
 /* Pitched memory (cuMemAllocPitch, cudaMallocPitch, cudaMalloc3D): `rows`
  * rows of `width` bytes rounded up to CA_PITCH, rows = height x depth; sizes
@@ -560,9 +564,10 @@ extern __thread __attribute__((tls_model("initial-exec"))) uint64_t ca_tl_ptds_a
 static inline ca_stream ca_ptds_key(void) { return (ca_stream)(uintptr_t)&ca_tl_ptds_anchor | 1; }
 static inline bool ca_is_ptds_key(ca_stream k) { return k & 1; }
 static inline ca_stream ca_stream_key(CUstream s) {
-    if (s == CU_STREAM_LEGACY) return 0;
+    if (__builtin_expect((uintptr_t)s > (uintptr_t)CU_STREAM_PER_THREAD, 1)) /* a stream made */
+        return (ca_stream)(uintptr_t)s;
     if (s == CU_STREAM_PER_THREAD) return ca_ptds_key();
-    return (ca_stream)(uintptr_t)s;
+    return 0; /* NULL or CU_STREAM_LEGACY */
 }
 
 #endif
