@@ -65,15 +65,21 @@ static cudaError_t do_malloc(void **devPtr, size_t size, cudaStream_t stream, bo
     return cudaSuccess;
 }
 
-__attribute__((noinline, cold)) static cudaError_t malloc_without_driver(void **devPtr, size_t size) {
-    if (ca_drv()) return do_malloc(devPtr, size, NULL, false);
+/* The driver not loaded yet (ours once it loads), or not there (cudart's). */
+__attribute__((noinline, cold)) static cudaError_t malloc_without_driver(void **devPtr, size_t size,
+                                                                         cudaStream_t stream, bool async) {
+    if (ca_drv()) return do_malloc(devPtr, size, stream, async);
+    if (async) {
+        CA_REAL(cudaMallocAsync);
+        return real_cudaMallocAsync ? real_cudaMallocAsync(devPtr, size, stream) : cudaErrorInitializationError;
+    }
     CA_REAL(cudaMalloc);
     return real_cudaMalloc ? real_cudaMalloc(devPtr, size) : cudaErrorInitializationError;
 }
 
 CA_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size) {
     if (ca_drv_ready()) return do_malloc(devPtr, size, NULL, false);
-    return malloc_without_driver(devPtr, size);
+    return malloc_without_driver(devPtr, size, NULL, false);
 }
 
 /* cudaMallocPitch and cudaMalloc3D: ours when there is something to
@@ -133,16 +139,9 @@ static cudaError_t do_free(void *devPtr, cudaStream_t stream, bool async) {
 
 CA_EXPORT cudaError_t cudaFree(void *devPtr) { return do_free(devPtr, NULL, false); }
 
-__attribute__((noinline, cold)) static cudaError_t malloc_async_without_driver(void **devPtr, size_t size,
-                                                                               cudaStream_t stream) {
-    if (ca_drv()) return do_malloc(devPtr, size, stream, true);
-    CA_REAL(cudaMallocAsync);
-    return real_cudaMallocAsync ? real_cudaMallocAsync(devPtr, size, stream) : cudaErrorInitializationError;
-}
-
 CA_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t stream) {
     if (ca_drv_ready()) return do_malloc(devPtr, size, stream, true);
-    return malloc_async_without_driver(devPtr, size, stream);
+    return malloc_without_driver(devPtr, size, stream, true);
 }
 
 CA_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream) { return do_free(devPtr, stream, true); }
