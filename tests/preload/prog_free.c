@@ -339,7 +339,7 @@ static int cross_device(void) {
     CHECK(cudaGetDeviceCount(&n) == cudaSuccess && n == 2, "run with CUDALLOC_SIM_DEVICES=2: %d", n);
     if (n != 2) CHECK_DONE("cross-device");
     cudaStream_t s0, s1;
-    void *p, *q, *r, *x;
+    void *p, *q, *r, *x, *y;
     CHECK(cudaSetDevice(0) == cudaSuccess && cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking) == cudaSuccess,
           "device 0 stream");
     CHECK(cudaMalloc(&x, MIB) == cudaSuccess && hold(s0, 1) == 0, "device 0 busy for good");
@@ -347,7 +347,9 @@ static int cross_device(void) {
           "device 1 stream");
     CHECK(cudaMalloc(&p, 4 * MIB) == cudaSuccess, "cudaMalloc on device 1");
     CHECK(hold(s1, 1) == 0 && cudaMemsetAsync(p, 1, 4 * MIB, s1) == cudaSuccess, "work queued on device 1");
-    CHECK(cudaSetDevice(0) == cudaSuccess && cudaFree(p) == cudaSuccess, "cudaFree with device 0 current");
+    /* device 0 current, and the thread's last allocation there: the free is tried there first */
+    CHECK(cudaSetDevice(0) == cudaSuccess && cudaMalloc(&y, MIB) == cudaSuccess && cudaFree(p) == cudaSuccess,
+          "cudaFree with device 0 current");
     CHECK(cudaSetDevice(1) == cudaSuccess, "device 1");
     CHECK(cudaMalloc(&q, 4 * MIB) == cudaSuccess && q != p, "not reused while device 1's stream has work queued");
     CHECK(hold(s1, 0) == 0, "device 1's stream runs");
@@ -356,7 +358,7 @@ static int cross_device(void) {
     cudaFree(r);
     all_back(1, "cross-device");
     hold(s0, 0);
-    CHECK(cudaSetDevice(0) == cudaSuccess && cudaFree(x) == cudaSuccess, "device 0");
+    CHECK(cudaSetDevice(0) == cudaSuccess && cudaFree(x) == cudaSuccess && cudaFree(y) == cudaSuccess, "device 0");
     CHECK_DONE("cross-device");
 }
 
