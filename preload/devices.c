@@ -328,6 +328,7 @@ static void fail_config(const char *msg) {
 __attribute__((constructor)) static void preload_init(void) {
     char err[512];
     if (ca_config_parse(getenv("CUDALLOC_CONF"), &ca_conf, err, sizeof err) != 0) fail_config(err);
+    ca_users_init();
     pthread_atfork(NULL, NULL, after_fork_in_child);
     ca_report_signal_init();
     atexit(ca_report_exit);

@@ -294,7 +294,7 @@ typedef struct ca_user {
     uint16_t depth[CA_MAX_DEVICES]; /* uses inside a use (or a hold) */
 } ca_user;
 extern __thread __attribute__((tls_model("initial-exec"))) ca_user ca_user_me;
-extern CA_HIDDEN bool ca_users_light; /* set once, before any thread has a slot: the holder fences for the users */
+extern CA_HIDDEN bool ca_users_light; /* set by ca_users_init: the holder fences for the users */
 void ca_device_use_slowly(ca_device *d, uint64_t bit);
 void ca_device_done_slowly(ca_device *d, uint64_t bit);
 
@@ -330,8 +330,10 @@ static inline void ca_device_done(ca_device *d) {
  * uses it, and keeps them off until ca_device_unhold. */
 void ca_device_hold(ca_device *d);
 void ca_device_unhold(ca_device *d);
-/* True when the holder's membarrier(2) stands for the users' fences (the
- * membarrier setting, where the kernel has it). */
+/* Chooses the users' fence, once ca_conf is read and before any device is
+ * used: the holder's membarrier(2) where the setting and the kernel allow. */
+void ca_users_init(void);
+/* True when the holder's membarrier(2) stands for the users' fences. */
 bool ca_users_asymmetric(void);
 void ca_users_after_fork(void);
 

@@ -35,9 +35,9 @@ static slot outside = {.using = ~(uint64_t)0};
 
 __thread __attribute__((tls_model("initial-exec"))) ca_user ca_user_me = {.slot = &outside};
 
-/* Set once, before any thread leaves `outside` (join): users skip their fence. */
+/* Set at the library's start (ca_users_init), before any thread uses a
+ * device: users skip their fence. */
 bool ca_users_light;
-static pthread_once_t asymmetric_once = PTHREAD_ONCE_INIT;
 
 static int membarrier(int cmd) { return (int)syscall(SYS_membarrier, cmd, 0, 0); }
 
@@ -50,14 +50,14 @@ static void fence_every_thread(void) {
     membarrier(MEMBARRIER_CMD_GLOBAL);
 }
 
-static void decide_fence(void) {
+/* Registered while the process is young (nearly always one thread then: the
+ * kernel's cheap case), not on a thread's first use, where it would stall
+ * threads starting up. */
+void ca_users_init(void) {
     ca_users_light = ca_conf.membarrier && membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
 }
 
-bool ca_users_asymmetric(void) {
-    pthread_once(&asymmetric_once, decide_fence);
-    return ca_users_light;
-}
+bool ca_users_asymmetric(void) { return ca_users_light; }
 
 static void thread_exit(void *s) {
     slot *mine = s;
@@ -70,7 +70,6 @@ static void make_exit_key(void) { pthread_key_create(&exit_key, thread_exit); }
 
 static slot *join(void) {
     pthread_once(&exit_key_once, make_exit_key);
-    pthread_once(&asymmetric_once, decide_fence);
     slot *s;
     for (s = atomic_load_explicit(&slots, memory_order_acquire); s; s = s->next) {
         bool free_one = false;
@@ -163,8 +162,10 @@ void ca_device_unhold(ca_device *d) {
     pthread_mutex_unlock(&d->hold_lock);
 }
 
-/* In a fork child only the forking thread is left, using no allocator. */
+/* In a fork child only the forking thread is left, using no allocator; the
+ * child's address space is registered anew (alone, it may change the mode). */
 void ca_users_after_fork(void) {
     for (slot *s = atomic_load(&slots); s; s = s->next)
         if (s != ca_user_me.slot) atomic_store(&s->using, 0), atomic_store(&s->taken, false);
+    if (ca_users_light) ca_users_init();
 }

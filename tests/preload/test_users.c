@@ -3,7 +3,7 @@
  * each use fencing itself (membarrier:false); nested uses, and a use that
  * spans its own thread's hold, leave no mark behind that would keep a later
  * holder waiting. Each test runs in its own process (CK_FORK): the fence is
- * chosen once a process. */
+ * chosen once a process (ca_users_init). */
 #include <check.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
@@ -63,6 +63,7 @@ static void *user_loop(void *arg) {
 
 static void race(bool membarrier, double seconds) {
     ca_conf.membarrier = membarrier;
+    ca_users_init();
     make_device(3);
     ck_assert(ca_users_asymmetric() == (membarrier && kernel_has_membarrier()));
     pthread_t t[USERS];
@@ -117,6 +118,7 @@ static void another_thread_can_hold(void) {
 START_TEST(nested_uses_and_a_use_across_a_hold_leave_no_mark)
 {
     ca_conf.membarrier = _i;
+    ca_users_init();
     make_device(5);
     ca_device_use(&dev); /* nested */
     ca_device_use(&dev);
