@@ -54,9 +54,8 @@ bool ca_livetab_add(ca_livetab *t, live *l) {
     return true;
 }
 
-void ca_livetab_remove(ca_livetab *t, live *l) {
-    size_t i = home(t, l->addr);
-    while (t->slot[i] != l) i = (i + 1) & t->mask;
+/* Empties slot i, which holds l. */
+static void remove_at(ca_livetab *t, size_t i, live *l) {
     /* Backward shift: a later entry of the run moves into the hole when the
      * hole lies on its probe path (between its home and where it sits). */
     for (size_t j = (i + 1) & t->mask; t->slot[j]; j = (j + 1) & t->mask) {
@@ -72,6 +71,24 @@ void ca_livetab_remove(ca_livetab *t, live *l) {
     else t->head = l->next;
     if (l->next) l->next->prev = l->prev;
     else t->tail = l->prev;
+}
+
+void ca_livetab_remove(ca_livetab *t, live *l) {
+    size_t i = home(t, l->addr);
+    while (t->slot[i] != l) i = (i + 1) & t->mask;
+    remove_at(t, i, l);
+}
+
+live *ca_livetab_take(ca_livetab *t, uintptr_t addr) {
+    if (!t->slot) return NULL;
+    for (size_t i = home(t, addr);; i = (i + 1) & t->mask) {
+        live *l = t->slot[i];
+        if (!l) return NULL;
+        if (l->addr == addr) {
+            remove_at(t, i, l);
+            return l;
+        }
+    }
 }
 
 size_t ca_livetab_memory(const ca_livetab *t) { return t->slot ? (t->mask + 1) * sizeof *t->slot : 0; }

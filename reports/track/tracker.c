@@ -147,7 +147,7 @@ static uint32_t who_index(ca_tracker *t, uint32_t thread, uint32_t stream) {
     return t->last_who = ca_idtab_index(&t->whos, key);
 }
 
-static ca_site_stat *site_stat(ca_tracker *t, uint32_t site) {
+static ca_site_stat *site_stat_slow(ca_tracker *t, uint32_t site) {
     if (site >= t->cap_sites) {
         uint32_t cap = t->cap_sites ? t->cap_sites : 256;
         while (cap <= site) cap *= 2;
@@ -168,6 +168,13 @@ static ca_site_stat *site_stat(ca_tracker *t, uint32_t site) {
         t->dirty_list[t->n_dirty++] = site;
     }
     return &t->sites[site];
+}
+
+/* A site already counted since the last boundary (marked dirty) has its
+ * room and is in the list: the common case, inline. */
+static inline ca_site_stat *site_stat(ca_tracker *t, uint32_t site) {
+    if (__builtin_expect(site < t->cap_sites && t->dirty[site], 1)) return &t->sites[site];
+    return site_stat_slow(t, site);
 }
 
 static live *live_new(ca_tracker *t) {
@@ -195,8 +202,9 @@ static void live_put(ca_tracker *t, live *e) {
 
 /* ---- the ring ---- */
 
-/* The event logged, or NULL when no ring is kept. */
-static ca_ev *log_event(ca_tracker *t, ca_evk kind, uint64_t addr, uint64_t bytes, uint64_t block,
+/* The event logged, or NULL when no ring is kept. Inline: nine arguments
+ * through a call cost more than its body. */
+static inline __attribute__((always_inline)) ca_ev *log_event(ca_tracker *t, ca_evk kind, uint64_t addr, uint64_t bytes, uint64_t block,
                         uint64_t ticks, uint32_t site, uint32_t thread, uint32_t stream) {
     t->seq++;
     if (!t->ring_cap) return NULL;
@@ -239,9 +247,8 @@ static void record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint6
             ca_track_boundary(t, ticks);
         }
         t->pending = 0;
-        live *l = ca_livetab_find(&t->live, ev->addr);
+        live *l = ca_livetab_take(&t->live, ev->addr);
         if (l) { /* missed a free: forget the old one */
-            ca_livetab_remove(&t->live, l);
             t->n_live--;
             ca_site_stat *st = site_stat(t, l->site);
             if (st && st->live_count) st->live_count--, st->live_bytes -= l->size;
@@ -271,12 +278,11 @@ static void record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint6
         break;
     }
     case CA_EV_FREE: {
-        live *l = ca_livetab_find(&t->live, ev->addr);
+        live *l = ca_livetab_take(&t->live, ev->addr);
         if (!l) {
             t->n_unknown_frees++; /* made before the tracker was attached */
             break;
         }
-        ca_livetab_remove(&t->live, l);
         t->n_live--;
         ca_site_stat *st = site_stat(t, l->site);
         if (st && st->live_count) st->live_count--, st->live_bytes -= l->size;
@@ -328,6 +334,10 @@ static void record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint6
 
 void ca_tracker_record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint64_t thread,
                        uint64_t ticks) {
+    if (ev->kind != CA_EV_SEGMENT_MAP && ev->kind != CA_EV_SEGMENT_UNMAP) {
+        record(t, ev, site, thread, ticks, NULL); /* the kind is a range's alone */
+        return;
+    }
     ca_range_kind kind = ca_range_kind_default();
     if (ev->classic_pool) kind.whole = 1, kind.pool = ev->classic_pool, kind.expandable = 0;
     record(t, ev, site, thread, ticks, &kind);

@@ -1,6 +1,7 @@
 /* The tracker's table of live allocations: every entry found after adds
- * and removes in any order (removal shifts later entries of a probe run
- * back), growth keeps them all, and the list keeps the order of adding. */
+ * and removes in any order (removal, by entry or by address, shifts later
+ * entries of a probe run back), growth keeps them all, and the list keeps
+ * the order of adding. */
 #include "tests/reports/helpers.h" /* first: it defines _GNU_SOURCE */
 #include <check.h>
 #include <stdlib.h>
@@ -39,8 +40,12 @@ START_TEST(finds_what_is_in_after_any_removals) {
     for (int round = 0; round < 4; round++) {
         for (int k = 0; k < N / 2; k++) {
             int i = rand() % N;
-            if (in[i]) ca_livetab_remove(&t, &e[i]);
-            else ck_assert(ca_livetab_add(&t, &e[i]));
+            if (in[i] && round % 2) ca_livetab_remove(&t, &e[i]);
+            else if (in[i]) ck_assert_ptr_eq(ca_livetab_take(&t, e[i].addr), &e[i]); /* the free's way */
+            else {
+                ck_assert_ptr_null(ca_livetab_take(&t, e[i].addr));
+                ck_assert(ca_livetab_add(&t, &e[i]));
+            }
             in[i] = !in[i];
         }
         check_all(&t, e, in);
