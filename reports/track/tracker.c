@@ -332,15 +332,19 @@ static void record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint6
     ca_lock_release(&t->lock);
 }
 
+/* A segment's range kind from its event; NULL for other events (the kind is
+ * a range's alone). */
+static const ca_range_kind *range_kind(const ca_trace_event *ev, ca_range_kind *kind) {
+    if (ev->kind != CA_EV_SEGMENT_MAP && ev->kind != CA_EV_SEGMENT_UNMAP) return NULL;
+    *kind = ca_range_kind_default();
+    if (ev->classic_pool) kind->whole = 1, kind->pool = ev->classic_pool, kind->expandable = 0;
+    return kind;
+}
+
 void ca_tracker_record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint64_t thread,
                        uint64_t ticks) {
-    if (ev->kind != CA_EV_SEGMENT_MAP && ev->kind != CA_EV_SEGMENT_UNMAP) {
-        record(t, ev, site, thread, ticks, NULL); /* the kind is a range's alone */
-        return;
-    }
-    ca_range_kind kind = ca_range_kind_default();
-    if (ev->classic_pool) kind.whole = 1, kind.pool = ev->classic_pool, kind.expandable = 0;
-    record(t, ev, site, thread, ticks, &kind);
+    ca_range_kind kind;
+    record(t, ev, site, thread, ticks, range_kind(ev, &kind));
 }
 
 void ca_tracker_record_range(ca_tracker *t, const ca_trace_event *ev, const ca_range_kind *kind, uint32_t site,
@@ -356,7 +360,8 @@ void ca_tracker_observe(void *tracker, const ca_trace_event *ev) {
                                      : ca_tracker_size_site(t, ev->requested ? ev->requested : ev->size);
     else if ((ev->kind == CA_EV_SEGMENT_MAP || ev->kind == CA_EV_SEGMENT_UNMAP) && t->opt.capture_stacks)
         site = ca_stacks_capture(t->stacks); /* the call that made the allocator map (an allocation) or unmap */
-    ca_tracker_record(t, ev, site, 0, 0);
+    ca_range_kind kind;
+    record(t, ev, site, 0, 0, range_kind(ev, &kind));
 }
 
 /* ---- OOM records ---- */
