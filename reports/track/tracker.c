@@ -207,10 +207,12 @@ static void live_put(ca_tracker *t, live *e) {
 static inline __attribute__((always_inline)) ca_ev *log_event(ca_tracker *t, ca_evk kind, uint64_t addr, uint64_t bytes, uint64_t block,
                         uint64_t ticks, uint32_t site, uint32_t thread, uint32_t stream) {
     t->seq++;
-    if (!t->ring_cap) return NULL;
-    if (!t->ring && !(t->ring = malloc(t->ring_cap * sizeof *t->ring))) {
-        t->ring_cap = 0;
-        return NULL;
+    if (__builtin_expect(!t->ring, 0)) { /* none kept, or the first event */
+        if (!t->ring_cap) return NULL;
+        if (!(t->ring = malloc(t->ring_cap * sizeof *t->ring))) {
+            t->ring_cap = 0;
+            return NULL;
+        }
     }
     const uint64_t max48 = (UINT64_C(1) << 48) - 1;
     uint64_t b = bytes > max48 ? max48 : bytes;
