@@ -249,24 +249,24 @@ static void record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint6
             ca_track_boundary(t, ticks);
         }
         t->pending = 0;
-        live *l = ca_livetab_take(&t->live, ev->addr);
-        if (l) { /* missed a free: forget the old one */
-            t->n_live--;
-            ca_site_stat *st = site_stat(t, l->site);
-            if (st && st->live_count) st->live_count--, st->live_bytes -= l->size;
-            t->allocated -= l->size;
-            t->requested -= l->requested;
-            live_put(t, l);
-        }
         ca_site_stat *st = site_stat(t, site);
         if (!st) st = site_stat(t, site = CA_SITE_NONE);
-        if (st) st->live_count++, st->live_bytes += ev->size, st->allocs++;
-        if ((l = live_new(t))) {
+        live *l = live_new(t), *old = NULL;
+        if (l) {
             *l = (live){.addr = ev->addr, .size = ev->size, .requested = ev->requested, .birth_ticks = ticks,
                         .site = site, .birth_iter = t->iteration, .thread = th, .stream = sm};
-            if (!ca_livetab_add(&t->live, l)) live_put(t, l); /* no memory: not tracked */
-            else t->n_live++;
+            if (ca_livetab_add(&t->live, l, &old)) t->n_live += !old;
+            else live_put(t, l), l = NULL; /* no memory: not tracked */
         }
+        if (!l) old = ca_livetab_take(&t->live, ev->addr), t->n_live -= !!old;
+        if (old) { /* missed a free: forget the old one (its site has its room: st stays put) */
+            ca_site_stat *ost = site_stat(t, old->site);
+            if (ost && ost->live_count) ost->live_count--, ost->live_bytes -= old->size;
+            t->allocated -= old->size;
+            t->requested -= old->requested;
+            live_put(t, old);
+        }
+        if (st) st->live_count++, st->live_bytes += ev->size, st->allocs++;
         t->n_allocs++;
         t->allocated += ev->size;
         t->requested += ev->requested;

@@ -72,6 +72,39 @@ START_TEST(bookkeeping) {
 }
 END_TEST
 
+/* An allocation at an address still live (its free was missed): the old
+ * one is forgotten first, so it counts in no figure, peak included. */
+START_TEST(allocation_at_a_live_address) {
+    ca_tracker *t = sim_tracker(0);
+    uint32_t sa = sim_site(t, 1), sb = sim_site(t, 2);
+    ca_trace_event a = {CA_EV_ALLOC, 0x10000, 1024, 1000, 7};
+    ca_trace_event b = {CA_EV_ALLOC, 0x10000, 4096, 4000, 7};
+    ca_trace_event fb = {CA_EV_FREE, 0x10000, 4096, 4000, 7};
+    ca_tracker_record(t, &a, sa, 0, 0);
+    ca_tracker_record(t, &b, sb, 0, 0);
+    ca_track_snap s;
+    ck_assert_int_eq(ca_tracker_snapshot(t, &s), 0);
+    ck_assert_uint_eq(s.n_live, 1);
+    ck_assert_uint_eq(s.live[0].site, sb);
+    ck_assert_uint_eq(s.live[0].size, 4096);
+    ck_assert_uint_eq(s.allocated, 4096);
+    ck_assert_uint_eq(s.requested, 4000);
+    ck_assert_uint_eq(s.peak_allocated, 4096);
+    for (size_t i = 0; i < s.n_sites; i++) {
+        if (s.sites[i].site == sa) ck_assert_uint_eq(s.sites[i].live_count, 0);
+        if (s.sites[i].site == sb) ck_assert_uint_eq(s.sites[i].live_count, 1);
+    }
+    ca_track_snap_free(&s);
+    ca_tracker_record(t, &fb, 0, 0, 0);
+    ck_assert_int_eq(ca_tracker_snapshot(t, &s), 0);
+    ck_assert_uint_eq(s.n_live, 0);
+    ck_assert_uint_eq(s.allocated, 0);
+    ck_assert_uint_eq(s.n_unknown_frees, 0);
+    ca_track_snap_free(&s);
+    ca_tracker_destroy(t);
+}
+END_TEST
+
 START_TEST(ranges_merge_and_split) {
     ca_tracker *t = sim_tracker(0);
     const uintptr_t B = 0x7000000000;
@@ -430,6 +463,7 @@ static Suite *suite(void) {
     TCase *tc = tcase_create("tracker");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, bookkeeping);
+    tcase_add_test(tc, allocation_at_a_live_address);
     tcase_add_test(tc, ranges_merge_and_split);
     tcase_add_test(tc, sources_in_order_of_trust);
     tcase_add_test(tc, step_marked_both_ways_counts_once);
