@@ -6,7 +6,11 @@
 #include <pthread.h>
 #include <sys/syscall.h>
 
+#include <stdio.h>
+#include <string.h>
+
 #include "allocator/allocator.h"
+#include "reports/track/tracker_internal.h"
 #include "reports/diagnose/oom.h"
 #include "tests/reports/tracking/sim.h"
 
@@ -101,6 +105,52 @@ START_TEST(allocation_at_a_live_address) {
     ck_assert_uint_eq(s.allocated, 0);
     ck_assert_uint_eq(s.n_unknown_frees, 0);
     ca_track_snap_free(&s);
+    ca_tracker_destroy(t);
+}
+END_TEST
+
+/* Does the kernel give transparent huge pages on request ("[madvise]" or
+ * "[always]")? */
+static int thp_on_request(void) {
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    char line[128] = "";
+    if (!f) return 0;
+    if (!fgets(line, sizeof line, f)) line[0] = 0;
+    fclose(f);
+    return strstr(line, "[madvise]") || strstr(line, "[always]");
+}
+
+/* The mapping's THPeligible flag in /proc/self/smaps; -1 when not shown. */
+static int thp_eligible(uintptr_t addr) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[256];
+    int in = 0, flag = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) in = addr >= lo && addr < hi;
+        else if (in && sscanf(line, "THPeligible: %d", &flag) == 1) break;
+    }
+    if (f) fclose(f);
+    return flag;
+}
+
+/* The event ring (4 MiB here) starts on a huge page boundary and asks for
+ * huge pages: filled once, it takes a page fault each 65536 events rather
+ * than each 128. */
+START_TEST(ring_asks_for_huge_pages) {
+    ca_tracker_options o;
+    ca_tracker_options_default(&o);
+    o.trace_events = (size_t)1 << 17;
+    o.detect = 0;
+    ca_tracker *t = ca_tracker_new(&o);
+    ca_trace_event a = {CA_EV_ALLOC, 0x10000, 1024, 1000, 7};
+    ca_tracker_record(t, &a, CA_SITE_NONE, 0, 0);
+    ck_assert_ptr_nonnull(t->ring);
+    ck_assert_uint_eq((uintptr_t)t->ring % ((size_t)2 << 20), 0);
+    if (thp_on_request()) {
+        int eligible = thp_eligible((uintptr_t)t->ring);
+        if (eligible >= 0) ck_assert_int_eq(eligible, 1); /* older kernels do not say */
+    }
     ca_tracker_destroy(t);
 }
 END_TEST
@@ -464,6 +514,7 @@ static Suite *suite(void) {
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, bookkeeping);
     tcase_add_test(tc, allocation_at_a_live_address);
+    tcase_add_test(tc, ring_asks_for_huge_pages);
     tcase_add_test(tc, ranges_merge_and_split);
     tcase_add_test(tc, sources_in_order_of_trust);
     tcase_add_test(tc, step_marked_both_ways_counts_once);
