@@ -222,8 +222,9 @@ static ca_ev *ring_new(size_t events) {
 
 /* The event logged, or NULL when no ring is kept. Inline: nine arguments
  * through a call cost more than its body. */
-static inline __attribute__((always_inline)) ca_ev *log_event(ca_tracker *t, ca_evk kind, uint64_t addr, uint64_t bytes, uint64_t block,
-                        uint64_t ticks, uint32_t site, uint32_t thread, uint32_t stream) {
+static inline __attribute__((always_inline)) ca_ev *log_event(ca_tracker *t, ca_evk kind, uint64_t addr,
+                                                              uint64_t bytes, uint64_t block, uint64_t ticks,
+                                                              uint32_t site, uint32_t thread, uint32_t stream) {
     t->seq++;
     if (__builtin_expect(!t->ring, 0)) { /* none kept, or the first event */
         if (!t->ring_cap) return NULL;

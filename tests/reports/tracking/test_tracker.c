@@ -127,7 +127,8 @@ static int thp_eligible(uintptr_t addr) {
     int in = 0, flag = -1;
     while (f && fgets(line, sizeof line, f)) {
         unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) in = addr >= lo && addr < hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            in = addr >= lo && addr < hi; /* a mapping's first line */
         else if (in && sscanf(line, "THPeligible: %d", &flag) == 1) break;
     }
     if (f) fclose(f);
