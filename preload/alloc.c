@@ -73,20 +73,12 @@ CUresult ca_do_malloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size
     return r;
 }
 
-/* ptr freed by device d if it owns it: CA_ERR_INVALID when it does not. */
-static int free_on(ca_device *d, void *ptr, ca_stream stream, bool plain, bool device_idle) {
-    ca_device_use(d); /* d->alloc is read only in between: a reset replaces it */
-    int rc = plain ? ca_free_device(d->alloc, ptr, device_idle) : ca_free(d->alloc, ptr, stream);
-    ca_device_done(d);
-    return rc;
-}
-
 /* ptr freed by the device that owns it, each in turn; CA_ERR_INVALID when none does. */
 static int free_on_owner(void *ptr, ca_stream stream, bool plain, bool device_idle) {
     int n;
     ca_device *const *devs = ca_devices_made(&n);
     for (int i = 0; i < n; i++) {
-        int rc = free_on(devs[i], ptr, stream, plain, device_idle);
+        int rc = ca_free_on(devs[i], ptr, stream, plain, device_idle);
         if (rc == CA_OK || rc == CA_ERR_STREAM) return rc; /* CA_ERR_STREAM: not a stream, nothing freed */
     }
     return CA_ERR_INVALID;
@@ -136,9 +128,7 @@ __attribute__((noinline, cold)) static CUresult free_not_found(CUdeviceptr ptr) 
     return CUDA_ERROR_NOT_FOUND;
 }
 
-/* The free in full: what a capture or sync_free asks first, then each device
- * in turn. */
-__attribute__((noinline)) static CUresult free_slowly(CUdeviceptr ptr, CUstream stream, bool plain) {
+CUresult ca_free_slowly(CUdeviceptr ptr, CUstream stream, bool plain) {
     bool device_idle = false;
     CUresult r;
     if ((ca_capture_any() || (plain && ca_conf.sync_free)) && free_first(ptr, stream, plain, &device_idle, &r))
@@ -149,23 +139,6 @@ __attribute__((noinline)) static CUresult free_slowly(CUdeviceptr ptr, CUstream 
         return CUDA_SUCCESS;
     }
     return rc == CA_ERR_STREAM ? CUDA_ERROR_INVALID_HANDLE : free_not_found(ptr);
-}
-
-/* A plain free (cudaFree, cuMemFree) is ordered against the whole device
- * that owns the pointer, whichever device is current: its block waits for a
- * fence of that device (allocator/fence.c, cuda_backend.c). Tried first on
- * the thread's current device, nearly always the owner; anything else (no
- * such device, a capture, sync_free, another owner, a bad free) is the slow
- * path's, from the start. */
-CUresult ca_do_free(CUdeviceptr ptr, CUstream stream, bool plain) {
-    ca_device *d = ca_tl_device.dev;
-    if (__builtin_expect(!d || ca_capture_any() || (plain && ca_conf.sync_free), 0))
-        return free_slowly(ptr, stream, plain);
-    int rc = free_on(d, (void *)ptr, ca_stream_key(stream), plain, false);
-    if (__builtin_expect(rc != CA_OK, 0))
-        return rc == CA_ERR_STREAM ? CUDA_ERROR_INVALID_HANDLE : free_slowly(ptr, stream, plain);
-    ca_ipc_block_freed((void *)ptr);
-    return CUDA_SUCCESS;
 }
 
 CUresult ca_do_mem_info(size_t *free_bytes, size_t *total_bytes) {

@@ -348,9 +348,11 @@ CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream, bool asyn
  * memory, with one line saying so (the allocator never sees such a size). */
 #define CA_PITCH 512 /* what GPUs give (cudaMallocPitch's rows are 512-byte multiples) */
 CUresult ca_do_malloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, size_t depth);
-/* CUDA_ERROR_NOT_FOUND when ptr is not ours (the caller passes it through,
- * then tells ca_capture_freed when the real free succeeded). */
-CUresult ca_do_free(CUdeviceptr ptr, CUstream stream, bool plain);
+/* The free in full (ca_do_free, inline at the end of this header, is its
+ * fast path): what a capture or sync_free asks first, then each device in
+ * turn; a pointer inside a block is a bad free (CUDA_ERROR_INVALID_VALUE, with
+ * a warning), one no device holds CUDA_ERROR_NOT_FOUND. */
+CUresult ca_free_slowly(CUdeviceptr ptr, CUstream stream, bool plain);
 CUresult ca_do_mem_info(size_t *free_bytes, size_t *total_bytes);
 
 /* ---- steps.c: iteration boundaries, in order of trust (ca_iter_source:
@@ -570,6 +572,35 @@ static inline ca_stream ca_stream_key(CUstream s) {
         return (ca_stream)(uintptr_t)s;
     if (s == CU_STREAM_PER_THREAD) return ca_ptds_key();
     return 0; /* NULL or CU_STREAM_LEGACY */
+}
+
+/* ---- alloc.c: the free's fast path, inline (the hook is then one frame from
+ * the program to the allocator) ---- */
+/* ptr freed by device d if it owns it: CA_ERR_INVALID when it does not. */
+static inline int ca_free_on(ca_device *d, void *ptr, ca_stream stream, bool plain, bool device_idle) {
+    ca_device_use(d); /* d->alloc is read only in between: a reset replaces it */
+    int rc = plain ? ca_free_device(d->alloc, ptr, device_idle) : ca_free(d->alloc, ptr, stream);
+    ca_device_done(d);
+    return rc;
+}
+
+/* A plain free (cudaFree, cuMemFree) is ordered against the whole device
+ * that owns the pointer, whichever device is current: its block waits for a
+ * fence of that device (allocator/fence.c, cuda_backend.c). Tried first on
+ * the thread's current device, nearly always the owner; anything else (no
+ * such device, a capture, sync_free, another owner, a bad free) is
+ * ca_free_slowly's, from the start. CUDA_ERROR_NOT_FOUND when ptr is not ours
+ * (the caller passes it through, then tells ca_capture_freed when the real
+ * free succeeded). */
+static inline CUresult ca_do_free(CUdeviceptr ptr, CUstream stream, bool plain) {
+    ca_device *d = ca_tl_device.dev;
+    if (__builtin_expect(!d || ca_capture_any() || (plain && ca_conf.sync_free), 0))
+        return ca_free_slowly(ptr, stream, plain);
+    int rc = ca_free_on(d, (void *)ptr, ca_stream_key(stream), plain, false);
+    if (__builtin_expect(rc != CA_OK, 0))
+        return rc == CA_ERR_STREAM ? CUDA_ERROR_INVALID_HANDLE : ca_free_slowly(ptr, stream, plain);
+    ca_ipc_block_freed((void *)ptr);
+    return CUDA_SUCCESS;
 }
 
 #endif
