@@ -287,9 +287,7 @@ typedef struct ca_user_slot {
 } ca_user_slot;
 /* The calling thread's side, in one place (one TLS look-up). */
 typedef struct ca_user {
-    ca_user_slot *slot; /* NULL until the thread's first use */
-    uint64_t using;     /* what this thread last wrote in its slot, read here without the slot's line; every
-                         * device until it has a slot, so that its first use is the slow one */
+    ca_user_slot *slot; /* every device in use until the thread has one: its first use is the slow one */
     uint64_t slow;      /* devices whose next ca_device_done is not the plain one: nested, held or locked */
     uint64_t holding;   /* devices this thread holds (ca_device_hold) */
     uint64_t locked;    /* devices it uses through their hold_lock (no slot could be had) */
@@ -304,10 +302,10 @@ void ca_device_done_slowly(ca_device *d, uint64_t bit);
  * while another thread holds the device. Cheap, inline: a store and a load on
  * the thread's own slot, fenced by the holder (ca_users_asymmetric) or itself. */
 static inline void ca_device_use(ca_device *d) {
-    uint64_t bit = d->bit, was = ca_user_me.using;
+    ca_user_slot *s = ca_user_me.slot;
+    uint64_t bit = d->bit;
+    uint64_t was = atomic_load_explicit(&s->using, memory_order_relaxed);
     if (__builtin_expect(!(was & bit), 1)) {
-        ca_user_slot *s = ca_user_me.slot;
-        ca_user_me.using = was | bit;
         if (__builtin_expect(ca_users_light, 1)) {
             atomic_store_explicit(&s->using, was | bit, memory_order_relaxed);
             __asm__ volatile("" ::: "memory"); /* the holder's membarrier is the fence */
@@ -315,7 +313,6 @@ static inline void ca_device_use(ca_device *d) {
             atomic_store(&s->using, was | bit);
         }
         if (__builtin_expect(!atomic_load_explicit(&d->held, memory_order_acquire), 1)) return;
-        ca_user_me.using = was;
         atomic_store_explicit(&s->using, was, memory_order_release);
     }
     ca_device_use_slowly(d, bit);
@@ -326,9 +323,8 @@ static inline void ca_device_done(ca_device *d) {
         ca_device_done_slowly(d, bit);
         return;
     }
-    uint64_t now = ca_user_me.using & ~bit;
-    ca_user_me.using = now;
-    atomic_store_explicit(&ca_user_me.slot->using, now, memory_order_release);
+    ca_user_slot *s = ca_user_me.slot;
+    atomic_store_explicit(&s->using, atomic_load_explicit(&s->using, memory_order_relaxed) & ~bit, memory_order_release);
 }
 /* The device to this thread alone (recursive): waits until no other thread
  * uses it, and keeps them off until ca_device_unhold. */

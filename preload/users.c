@@ -29,7 +29,11 @@ typedef ca_user_slot slot;
 static _Atomic(slot *) slots; /* never freed: the holder walks them without a lock */
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
-__thread __attribute__((tls_model("initial-exec"))) ca_user ca_user_me = {.using = ~(uint64_t)0};
+/* A thread's slot until it has one of its own: every device in use, so that
+ * the first use takes the slow path (which makes the slot). Never written. */
+static slot outside = {.using = ~(uint64_t)0};
+
+__thread __attribute__((tls_model("initial-exec"))) ca_user ca_user_me = {.slot = &outside};
 
 /* Set at the library's start (ca_users_init), before any thread uses a
  * device: users skip their fence. */
@@ -59,8 +63,7 @@ static void thread_exit(void *s) {
     slot *mine = s;
     atomic_store_explicit(&mine->using, 0, memory_order_release);
     atomic_store_explicit(&mine->taken, false, memory_order_release);
-    ca_user_me.slot = NULL; /* a later destructor that allocates takes one again */
-    ca_user_me.using = ~(uint64_t)0;
+    ca_user_me.slot = &outside; /* a later destructor that allocates takes one again */
 }
 
 static void make_exit_key(void) { pthread_key_create(&exit_key, thread_exit); }
@@ -80,7 +83,6 @@ static slot *join(void) {
         while (!atomic_compare_exchange_weak_explicit(&slots, &s->next, s, memory_order_release, memory_order_relaxed)) {}
     }
     pthread_setspecific(exit_key, s);
-    ca_user_me.using = 0;
     return ca_user_me.slot = s;
 }
 
@@ -93,23 +95,22 @@ static void settle(int o, uint64_t bit) {
  * thread, a device held by another. Fences in full whatever the mode. */
 void ca_device_use_slowly(ca_device *d, uint64_t bit) {
     slot *s = ca_user_me.slot;
-    if ((s && ca_user_me.using & bit) || (ca_user_me.holding | ca_user_me.locked) & bit) {
+    if ((s != &outside && atomic_load_explicit(&s->using, memory_order_relaxed) & bit) ||
+        (ca_user_me.holding | ca_user_me.locked) & bit) {
         ca_user_me.depth[d->ordinal]++;
         ca_user_me.slow |= bit;
         return;
     }
-    if (!s && !(s = join())) { /* no memory for a slot: take turns with the holder instead */
+    if (s == &outside && !(s = join())) { /* no memory for a slot: take turns with the holder instead */
         pthread_mutex_lock(&d->hold_lock);
         ca_user_me.locked |= bit;
         ca_user_me.slow |= bit;
         return;
     }
     for (;;) {
-        uint64_t was = ca_user_me.using;
-        ca_user_me.using = was | bit;
+        uint64_t was = atomic_load_explicit(&s->using, memory_order_relaxed);
         atomic_store(&s->using, was | bit);
         if (!atomic_load(&d->held)) return;
-        ca_user_me.using = was;
         atomic_store_explicit(&s->using, was, memory_order_release);
         pthread_mutex_lock(&d->hold_lock); /* until the holder is done */
         pthread_mutex_unlock(&d->hold_lock);
@@ -124,8 +125,8 @@ void ca_device_done_slowly(ca_device *d, uint64_t bit) {
         ca_user_me.locked &= ~bit;
         pthread_mutex_unlock(&d->hold_lock);
     } else { /* a use begun before this thread held d */
-        ca_user_me.using &= ~bit;
-        atomic_store_explicit(&ca_user_me.slot->using, ca_user_me.using, memory_order_release);
+        slot *s = ca_user_me.slot;
+        atomic_store_explicit(&s->using, atomic_load_explicit(&s->using, memory_order_relaxed) & ~bit, memory_order_release);
     }
     settle(o, bit);
 }
