@@ -42,6 +42,11 @@ static void set_limits(ca_allocator *a) {
      * limit, so that every request the device could hold has room. */
     size_t reserve = device <= TIB ? 4 * device : 4 * TIB;
     if (reserve < a->limit) reserve = a->limit;
+    /* A block counts its unmapped granules in 32 bits (ca_block): no range,
+     * and so no limit, beyond 2^32 - 1 granules (16 TiB of 4 KiB ones). */
+    if (reserve / g > UINT32_MAX) reserve = (size_t)UINT32_MAX * g;
+    if (a->limit > reserve) a->limit = reserve;
+    if (a->cap > reserve) a->cap = reserve;
     a->reserve = reserve < g ? g : reserve & ~(g - 1);
     /* That much is what a heap may take in all; it starts with one range of
      * CA_FIRST_RANGE (twice the limit on a smaller device: room for what it
@@ -253,6 +258,10 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
     ca_heap *h = &p->heap[small && !a->opt.expandable]; /* see ca_heap */
     ca_block *b = NULL;
     ca_lock_acquire(&p->lock);
+    if (!ca_live_reserve(&p->live)) { /* no host memory for the live table */
+        ca_lock_release(&p->lock);
+        return CA_ERR_OOM;
+    }
     if (ca_pool_has_pending(p)) ca_pending_collect(a, p);
     int rc = never ? CA_ERR_OOM : try_alloc(a, h, rounded, &b);
     /* Short of memory: wait for this pool's plain frees, oldest first, before
@@ -282,7 +291,7 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
     b->requested = size;
     b->ordered = ordered;
     b->id = 0; /* a new allocation: a new id when asked */
-    ca_live_add(&p->live, b);
+    ca_live_add(&p->live, b->addr, b);
     b->small = small;
     int kind = small ? CA_POOL_SMALL : CA_POOL_LARGE;
     bool rose_n = ca_stat_update(p->st.allocation, kind, 1);
@@ -415,7 +424,7 @@ void ca_block_release(ca_allocator *a, ca_pool *p, ca_block *b, bool idle) {
 /* b, found live in pool p (locked), out of the live table with the
  * statistics of a free applied. */
 static void take_live(ca_allocator *a, ca_pool *p, ca_block *b, ca_stream stream) {
-    ca_live_remove(&p->live, b);
+    ca_live_remove(&p->live, b->addr);
     int kind = b->small ? CA_POOL_SMALL : CA_POOL_LARGE;
     ca_totals_block(a, kind, -1, b);
     /* (a free raises no peak) */
@@ -506,7 +515,7 @@ static ca_block *find_covering(ca_allocator *a, uintptr_t addr, ca_pool **pool) 
                 if (addr - seg->base >= seg->span) continue;
                 ca_block *b = seg->expandable ? start_at_or_before(seg, addr) : seg->first;
                 while (b && b->addr + b->size <= addr) b = b->next;
-                if (b && b->requested && addr - b->addr < b->requested) { /* live: requested is 0 once freed */
+                if (b && ca_block_live(b) && addr - b->addr < b->requested) {
                     *pool = p;
                     return b;
                 }

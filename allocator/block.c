@@ -20,7 +20,7 @@ ca_block *ca_block_new(ca_pool *a) {
             a->chunks_cap = cap;
         }
         size_t n = a->nchunks < 4 ? (size_t)SLAB_FIRST << a->nchunks : SLAB_BLOCKS;
-        ca_block *slab = calloc(n, sizeof *slab);
+        ca_block *slab = aligned_alloc(_Alignof(ca_block), n * sizeof *slab); /* a block a line pair */
         if (!slab) return NULL;
         a->chunks[a->nchunks++] = slab;
         for (size_t i = 0; i < n; i++) {
