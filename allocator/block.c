@@ -1,5 +1,6 @@
 /* Block structs come from per-pool slabs: no malloc per allocation on the hot
  * path, and no memory shared between pools. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,7 +31,9 @@ ca_block *ca_block_new(ca_pool *a) {
     }
     ca_block *b = a->spare;
     a->spare = b->next;
-    memset(b, 0, sizeof *b);
+    /* the first line only: the second (a treap's parent) is set when the
+     * block joins a treap */
+    memset(b, 0, offsetof(ca_block, parent));
     b->bin = -1;
     return b;
 }

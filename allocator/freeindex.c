@@ -99,8 +99,8 @@ void ca_free_index_remove(ca_free_index *fi, ca_block *x) {
     if (child) child->parent = x->parent;
     if (!x->parent) *root = child;
     else if (x->parent->left == x) x->parent->left = child;
-    else x->parent->right = child;
-    x->parent = NULL;
+    else x->parent->right = child; /* (x->parent is left as it is: only a treap reads it, and
+                                      * an insert sets it; clearing it cost a line) */
 out:
     if (!*root) fi->bitmap[bin / 64] &= ~(1ull << (bin % 64));
     x->bin = -1;
