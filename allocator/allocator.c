@@ -68,6 +68,11 @@ int ca_allocator_new(ca_backend *be, const ca_options *opt, ca_allocator **out) 
         free(a);
         return CA_ERR_OOM;
     }
+    if (ca_addr_index_init(&a->addrs) != CA_OK) {
+        ca_pools_destroy(a);
+        free(a);
+        return CA_ERR_OOM;
+    }
     a->be = be;
     if (opt) a->opt = *opt;
     else ca_options_default(&a->opt);
@@ -85,6 +90,7 @@ int ca_allocator_new(ca_backend *be, const ca_options *opt, ca_allocator **out) 
 void ca_allocator_destroy(ca_allocator *a) {
     if (!a) return;
     ca_pools_destroy(a);
+    ca_addr_index_destroy(&a->addrs);
     if (a->be->destroy) a->be->destroy(a->be);
     free(a);
 }
@@ -399,19 +405,11 @@ static inline __attribute__((always_inline)) ca_block *find_live(ca_allocator *a
         *pool = its;
         return b;
     }
-    ca_pool *const *arr;
-    size_t n = ca_pools(a, &arr);
-    for (size_t i = 0; i < n; i++) {
-        ca_pool *p = arr[i];
-        /* Expandable heaps own their ranges: look only where the block can be. */
-        if (p == mine || p == its || (a->opt.expandable && !pool_holds(p, addr))) continue;
-        ca_lock_acquire(&p->lock);
-        b = ca_live_find(&p->live, addr);
-        if (b) {
-            *pool = p;
-            return b;
-        }
-        ca_lock_release(&p->lock);
+    /* Then the pool whose segment spans addr (the address index). */
+    ca_pool *p = ca_addr_index_find(&a->addrs, addr);
+    if (p && p != mine && p != its && (b = live_in(a, p, addr))) {
+        *pool = p;
+        return b;
     }
     return NULL;
 }
@@ -505,26 +503,23 @@ static ca_block *start_at_or_before(ca_segment *seg, uintptr_t addr) {
     return seg->first;
 }
 
-/* The live block with addr inside it (not at its start), its pool locked. */
+/* The live block with addr inside it (not at its start), its pool locked:
+ * in the pool whose segment spans addr. */
 static ca_block *find_covering(ca_allocator *a, uintptr_t addr, ca_pool **pool) {
-    ca_pool *const *arr;
-    size_t n = ca_pools(a, &arr);
-    for (size_t i = 0; i < n; i++) {
-        ca_pool *p = arr[i];
-        if (a->opt.expandable && !pool_holds(p, addr)) continue;
-        ca_lock_acquire(&p->lock);
-        for (int k = 0; k < 2; k++)
-            for (ca_segment *seg = p->heap[k].segments; seg; seg = seg->next) {
-                if (addr - seg->base >= seg->span) continue;
-                ca_block *b = seg->expandable ? start_at_or_before(seg, addr) : seg->first;
-                while (b && b->addr + b->size <= addr) b = b->next;
-                if (b && ca_block_live(b) && addr - b->addr < b->requested) {
-                    *pool = p;
-                    return b;
-                }
+    ca_pool *p = ca_addr_index_find(&a->addrs, addr);
+    if (!p) return NULL;
+    ca_lock_acquire(&p->lock);
+    for (int k = 0; k < 2; k++)
+        for (ca_segment *seg = p->heap[k].segments; seg; seg = seg->next) {
+            if (addr - seg->base >= seg->span) continue;
+            ca_block *b = seg->expandable ? start_at_or_before(seg, addr) : seg->first;
+            while (b && b->addr + b->size <= addr) b = b->next;
+            if (b && ca_block_live(b) && addr - b->addr < b->requested) {
+                *pool = p;
+                return b;
             }
-        ca_lock_release(&p->lock);
-    }
+        }
+    ca_lock_release(&p->lock);
     return NULL;
 }
 
@@ -543,24 +538,7 @@ int ca_find_allocation(ca_allocator *a, const void *ptr, ca_allocation *out) {
 }
 
 int ca_contains(ca_allocator *a, const void *ptr) {
-    uintptr_t addr = (uintptr_t)ptr;
-    ca_pool *const *arr;
-    size_t n = ca_pools(a, &arr);
-    for (size_t i = 0; i < n; i++) {
-        ca_pool *p = arr[i];
-        int found = 0;
-        if (a->opt.expandable) { /* its ranges, read without the lock (pointer queries ask about any memory) */
-            if (pool_holds(p, addr)) return 1;
-            continue;
-        }
-        ca_lock_acquire(&p->lock);
-        for (int k = 0; k < 2 && !found; k++)
-            for (ca_segment *seg = p->heap[k].segments; seg && !found; seg = seg->next)
-                found = addr - seg->base < (seg->expandable ? seg->reserve_size : seg->span);
-        ca_lock_release(&p->lock);
-        if (found) return 1;
-    }
-    return 0;
+    return ca_addr_index_find(&a->addrs, (uintptr_t)ptr) != NULL;
 }
 
 void ca_release(ca_allocator *a) { release_all(a); }

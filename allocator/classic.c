@@ -34,6 +34,10 @@ int ca_classic_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out) {
     }
     ca_segment *seg = ca_zalloc_lines(sizeof *seg);
     b = seg ? ca_block_new(h->pool) : NULL;
+    if (b && ca_addr_index_add(&a->addrs, addr, seg_size, h->pool) != CA_OK) {
+        ca_block_put(h->pool, b);
+        b = NULL;
+    }
     if (!b) {
         free(seg);
         a->be->fixed_free(a->be->self, addr, seg_size);
@@ -59,6 +63,7 @@ int ca_classic_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out) {
 
 void ca_classic_destroy(ca_allocator *a, ca_segment *seg) {
     ca_heap *h = seg->heap;
+    ca_addr_index_remove(&a->addrs, seg->base);
     a->be->fixed_free(a->be->self, seg->base, seg->span);
     ca_unhold(a, seg->span);
     CA_STAT(a, h, segment, -1);

@@ -643,6 +643,7 @@ void ca_exp_destroy(ca_allocator *a, ca_segment *seg) {
     size_t g = a->granule;
     for (size_t i = 0; i < seg->span / g; i++)
         if (seg->handles[i]) unmap_granule(a, seg, i);
+    ca_addr_index_remove(&a->addrs, seg->base);
     a->be->unreserve(a->be->self, seg->base, seg->reserve_size);
     CA_STAT(a, seg->heap, segment, -1);
     free(seg->handles);

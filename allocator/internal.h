@@ -240,6 +240,24 @@ typedef struct ca_pooltab {
     ca_pooltab_slot slot[];
 } ca_pooltab;
 
+/* addrindex.c: the segments' address spans, sorted by base, for finding an
+ * address's pool without a lock (see there). */
+typedef struct ca_addr_span {
+    uintptr_t base;
+    size_t size;
+    ca_pool *pool;
+} ca_addr_span;
+typedef struct ca_addr_spans {
+    struct ca_addr_spans *older; /* outgrown, kept for readers until the allocator goes */
+    size_t n, cap;
+    ca_addr_span span[];
+} ca_addr_spans;
+typedef struct ca_addr_index {
+    ca_lock lock;        /* writers; innermost */
+    unsigned seq;        /* odd while a writer changes the spans */
+    ca_addr_spans *cur;
+} ca_addr_index;
+
 struct ca_allocator {
     ca_lock lock;             /* innermost: pool creation, global peaks, retired figures */
     ca_lock retire_lock;      /* outermost: a retired pool's end (its figures move to
@@ -266,6 +284,7 @@ struct ca_allocator {
     ca_pool_array *pools;     /* (read atomically) */
     size_t npools;            /* (read atomically) */
     ca_pooltab *pooltab;      /* the live ones by stream (read atomically) */
+    ca_addr_index addrs;      /* every segment's pool by address */
     size_t nspare;            /* pools SPARE (under retire_lock): a new stream looks
                                * for one only when there are some */
     size_t nretired;          /* pools RETIRED, read atomically: their ends are looked
@@ -321,6 +340,16 @@ void ca_emit_classic(ca_allocator *a, ca_event_kind kind, const ca_segment *seg)
  * false when that could not be waited for (nothing may be unmapped then). */
 bool ca_device_wait(ca_allocator *a, ca_pool *p);
 static inline int ca_heap_kind(const ca_heap *h) { return h->small ? CA_POOL_SMALL : CA_POOL_LARGE; }
+
+/* addrindex.c. add and remove: each segment made or ended (add fails only
+ * for want of host memory); find: the pool whose segment spans addr, or NULL,
+ * without a lock (a segment made or ended meanwhile may be missed or seen:
+ * the caller checks under the pool's lock). */
+int ca_addr_index_init(ca_addr_index *x);
+void ca_addr_index_destroy(ca_addr_index *x);
+int ca_addr_index_add(ca_addr_index *x, uintptr_t base, size_t size, ca_pool *pool);
+void ca_addr_index_remove(ca_addr_index *x, uintptr_t base);
+ca_pool *ca_addr_index_find(ca_addr_index *x, uintptr_t addr);
 
 /* pooltab.c; all but find under retire_lock */
 int ca_pooltab_init(ca_allocator *a);

@@ -1,5 +1,5 @@
 # allocator/: the caching allocator core and its host/count backends.
-ALLOC_SRCS := allocator/allocator.c allocator/pools.c allocator/pooltab.c allocator/figures.c allocator/expandable.c allocator/ranges.c allocator/classic.c allocator/fence.c \
+ALLOC_SRCS := allocator/allocator.c allocator/pools.c allocator/pooltab.c allocator/addrindex.c allocator/figures.c allocator/expandable.c allocator/ranges.c allocator/classic.c allocator/fence.c \
               allocator/freeindex.c allocator/block.c allocator/stats.c \
               allocator/livetable.c
 -include allocator/backends.mk
@@ -29,6 +29,10 @@ $(TESTS_BIN)/test_remap: $(OBJ)/tests/allocator/test_remap.o $(LIBCA)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
 UNIT_TESTS += $(TESTS_BIN)/test_remap
+$(TESTS_BIN)/test_addrindex: $(OBJ)/tests/allocator/test_addrindex.o $(LIBCA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
+UNIT_TESTS += $(TESTS_BIN)/test_addrindex
 $(TESTS_BIN)/test_livetable: $(OBJ)/tests/allocator/test_livetable.o $(LIBCA)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread

@@ -49,7 +49,8 @@ ca_segment *ca_range_new(ca_allocator *a, ca_heap *h, size_t size) {
     uintptr_t base;
     if (a->be->reserve(a->be->self, reserve, &base) != CA_OK) return NULL;
     ca_segment *seg = ca_zalloc_lines(sizeof *seg);
-    if (!seg) {
+    if (!seg || ca_addr_index_add(&a->addrs, base, reserve, h->pool) != CA_OK) {
+        free(seg);
         a->be->unreserve(a->be->self, base, reserve);
         return NULL;
     }
