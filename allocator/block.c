@@ -21,7 +21,7 @@ ca_block *ca_block_new(ca_pool *a) {
             a->chunks_cap = cap;
         }
         size_t n = a->nchunks < 4 ? (size_t)SLAB_FIRST << a->nchunks : SLAB_BLOCKS;
-        ca_block *slab = aligned_alloc(_Alignof(ca_block), n * sizeof *slab); /* a block a line pair */
+        ca_block *slab = malloc(n * sizeof *slab);
         if (!slab) return NULL;
         a->chunks[a->nchunks++] = slab;
         for (size_t i = 0; i < n; i++) {
@@ -31,8 +31,7 @@ ca_block *ca_block_new(ca_pool *a) {
     }
     ca_block *b = a->spare;
     a->spare = b->next;
-    /* the first line only: the second (a treap's parent) is set when the
-     * block joins a treap */
+    /* the hot 64 bytes only: a treap's parent is set when the block joins one */
     memset(b, 0, offsetof(ca_block, parent));
     b->bin = -1;
     return b;

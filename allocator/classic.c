@@ -32,7 +32,7 @@ int ca_classic_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out) {
         ca_unhold(a, seg_size);
         return rc == CA_ERR_OOM ? CA_ERR_OOM : CA_ERR_BACKEND;
     }
-    ca_segment *seg = ca_zalloc_lines(sizeof *seg);
+    ca_segment *seg = calloc(1, sizeof *seg);
     b = seg ? ca_block_new(h->pool) : NULL;
     if (b && ca_addr_index_add(&a->addrs, addr, seg_size, h->pool) != CA_OK) {
         ca_block_put(h->pool, b);

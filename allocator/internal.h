@@ -5,8 +5,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "allocator.h"
 #include "lock.h"
@@ -21,10 +19,11 @@ typedef struct ca_heap ca_heap;
 typedef struct ca_segment ca_segment;
 
 /* A block tiles part of a segment; blocks of a segment are in address order.
- * Its first cache line holds all that a malloc, a free and a merge touch (a
- * block is 64-byte aligned: with 100,000 live blocks each line is a cache
- * miss, issue 29); the second, only a treap's parent. What a free block and
- * an allocated one need is never needed at once: they share bytes. */
+ * Its first 64 bytes hold all that a malloc, a free and a merge touch; after
+ * them only a treap's parent. What a free block and an allocated one need is
+ * never needed at once: they share bytes. 72 bytes in all (112 before: with
+ * 100,000 live blocks, fewer lines and pages to miss, issue 29). Padding it
+ * to 128 and aligning it to a line measured slower (BENCHMARKS.md). */
 typedef struct ca_block {
     uintptr_t addr;
     size_t size;                       /* multiple of CA_ROUND */
@@ -56,21 +55,14 @@ typedef struct ca_block {
                                         * (fence.c); `allocated` stays set meanwhile,
                                         * so nothing merges, maps or unmaps it */
     bool ordered : 1;                  /* live: made by ca_malloc_ordered */
-    _Alignas(64) struct ca_block *parent; /* free, in a treap bin: its parent */
+    struct ca_block *parent;           /* free, in a treap bin: its parent */
 } ca_block;
-_Static_assert(offsetof(ca_block, parent) == 64, "a block's hot fields fill one cache line");
+_Static_assert(offsetof(ca_block, parent) == 64 && sizeof(ca_block) == 72, "a block's hot fields fit 64 bytes");
 
 /* Is b live (allocated, not waiting for a fence)? Then requested is set. */
 static inline bool ca_block_live(const ca_block *b) { return b->allocated && !b->pending; }
 
 #include "livetable.h"
-
-/* size bytes, zeroed, cache-line aligned (for structs whose first line holds
- * their hot fields); NULL when there is no memory. size: a multiple of 64. */
-static inline void *ca_zalloc_lines(size_t size) {
-    void *p = aligned_alloc(64, size);
-    return p ? memset(p, 0, size) : NULL;
-}
 
 /* The index of block starts in expandable segments (ca_segment.first_start),
  * kept where blocks begin (a split, a grown range: b linked after its
@@ -90,32 +82,31 @@ static inline void ca_starts_end(struct ca_segment *seg, ca_block *b);
  * treap each (freeindex.c). */
 #define CA_EXACT_BINS 64
 typedef struct ca_free_index {
-    _Alignas(64) uint64_t bitmap[CA_BIN_WORDS]; /* (one line, with count) */
+    uint64_t bitmap[CA_BIN_WORDS];
     size_t count;
     ca_block *root[CA_BINS];        /* a list's head, or a treap's root */
     ca_block *tail[CA_EXACT_BINS];  /* a list's last block (the largest walks start there) */
 } ca_free_index;
 
 struct ca_segment {
-    /* what splits and merges read, in the first line */
-    _Alignas(64) ca_heap *heap;
+    ca_heap *heap;
     uintptr_t base;
-    ca_block *first, *last;
-    ca_block **first_start; /* expandable: per granule, the first block that begins in it
-                           * (NULL: none), so that the block around an address is found
-                           * near it (ca_find_allocation) */
-    unsigned gshift;      /* expandable: log2 of the granule */
-    bool expandable;
     size_t span;          /* bytes tiled by blocks */
-    ca_segment *next;     /* in the heap */
     size_t reserve_size;  /* expandable: the whole virtual range */
     size_t mapped;        /* bytes of physical memory behind the range */
     ca_handle *handles;   /* expandable: one per granule of span; 0 = unmapped */
     uint64_t *mapped_bits; /* expandable: bit i set when handles[i] is: scans go 64 granules a step */
+    ca_block **first_start; /* expandable: per granule, the first block that begins in it
+                           * (NULL: none), so that the block around an address is found
+                           * near it (ca_find_allocation) */
+    unsigned gshift;      /* expandable: log2 of the granule */
     uint64_t *busy;       /* expandable, on a device that runs work after calls return: per
                            * granule, the pool's epoch when a free that left device work
                            * behind last covered it (0: none); see expandable.c */
     size_t handles_cap;
+    ca_block *first, *last;
+    ca_segment *next;     /* in the heap */
+    bool expandable;
 };
 
 /* Do a and b lie in different granules of seg? */
@@ -151,15 +142,14 @@ typedef struct ca_range {
  * be moved where a request needs it, so one range wastes fewer partly used
  * granules than two (BENCHMARKS.md, issue 11). */
 struct ca_heap {
-    _Alignas(64) ca_pool *pool;
+    ca_pool *pool;
+    bool small;
+    ca_free_index free;     /* the free blocks of all its segments (ranges) */
     ca_segment *segments;   /* newest first; expandable: one per range, the first the
                              * one that grows */
+    ca_range ranges[CA_MAX_RANGES];
     int nranges;            /* read without the lock: atomically */
-    bool small;
     size_t reserved_va;     /* expandable: the sum of the ranges' sizes */
-    ca_range ranges[CA_MAX_RANGES]; /* (a free reads nranges and the newest: together
-                             * in one line while there are few) */
-    ca_free_index free;     /* the free blocks of all its segments (ranges) */
 };
 
 /* A pool's life: LIVE while its stream is; RETIRED once the stream is
@@ -173,49 +163,42 @@ enum { CA_POOL_LIVE, CA_POOL_RETIRED, CA_POOL_SPARE };
 /* A pool serves one stream and has its own lock, live table and statistics,
  * so threads on different streams share no written cache line on the hot path. */
 struct ca_pool {
-    /* What a malloc+free pair reads and writes first, in the first two
-     * lines (a pool is 64-byte aligned): with thousands of streams each pair
-     * meets another pool's lines cold (issue 29). */
-    _Alignas(64) ca_lock lock;
-    int state;              /* CA_POOL_*; written under retire_lock and the pool's lock,
-                             * read without them atomically */
+    ca_lock lock;
     ca_stream key;          /* the stream it serves, for lookups (read without the
                              * lock: atomically); CA_NO_STREAM unless LIVE */
-    ca_live_table live;     /* allocated blocks, by address */
-    ca_block *spare;        /* recycled block structs */
-    /* (second line) Plain frees waiting for the device (fence.c): blocks
-     * freed since the last fence, then fenced batches, oldest first. */
-    ca_block *unfenced;
-    ca_batch *oldest;
-    uint64_t next_sweep;    /* clock at which granules not needed are next given back */
-    int64_t win_peak;       /* active bytes (allocated, or freed and waiting for a fence)
-                             * at their highest since the last sweep */
-    int64_t pend_bytes[CA_POOL_KINDS], pend_count[CA_POOL_KINDS]; /* pending plain frees */
-    _Alignas(64) ca_stats st; /* this pool's figures; active and active_bytes keep only
-                             * their peaks: the rest is allocated + pending (pool_current) */
-    ca_heap heap[2];        /* [0] large, [1] small */
-    /* colder */
     ca_stream stream;       /* the stream it serves or served (events, views) */
+    int state;              /* CA_POOL_*; written under retire_lock and the pool's lock,
+                             * read without them atomically */
     ca_fence retire_fence;  /* RETIRED with nothing live: the device's work up to
                              * then (0: not recorded yet) */
-    ca_batch *newest;
+    ca_heap heap[2];        /* [0] large, [1] small */
+    ca_live_table live;     /* allocated blocks, by address */
+    ca_stats st;            /* this pool's figures; active and active_bytes keep only
+                             * their peaks: the rest is allocated + pending (pool_current) */
+    int64_t pend_count[CA_POOL_KINDS], pend_bytes[CA_POOL_KINDS]; /* pending plain frees */
+    /* Plain frees waiting for the device (fence.c): blocks freed since the
+     * last fence, then fenced batches, oldest first. */
+    ca_block *unfenced;
     size_t n_unfenced;
+    ca_batch *oldest, *newest;
     ca_batch *spare_batches;
     /* Reserved memory follows need (expandable.c): the pool's clock is its
      * allocation count. Granules freed with device work behind them are busy
      * until a mark (a fence) recorded after the free has passed: epoch counts
      * the marks recorded, granules labelled below idle_epoch are idle. */
+    uint64_t next_sweep;    /* clock at which granules not needed are next given back */
+    int64_t win_peak;       /* active bytes (allocated, or freed and waiting for a fence)
+                             * at their highest since the last sweep */
     int64_t win_peak_prev;  /* ... between the two sweeps before */
     size_t edges;           /* reserved - active - busy free granules when the pool last
                              * had to grow: what partly used granules at blocks' edges
                              * cost it */
     uint64_t epoch, idle_epoch;
     ca_fence mark;          /* in flight; 0: none */
+    ca_block *spare;        /* recycled block structs */
     void **chunks;          /* block slabs, freed with the pool */
     size_t nchunks, chunks_cap;
 };
-_Static_assert(offsetof(ca_pool, unfenced) == 64 && offsetof(ca_pool, pend_count) <= 128,
-               "a pool's hot fields stay in its first two lines");
 
 /* The key of a pool that serves no stream; no caller may name it a stream. */
 #define CA_NO_STREAM UINTPTR_MAX

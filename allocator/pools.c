@@ -33,7 +33,7 @@ static void pool_start(ca_allocator *a, ca_pool *p, ca_stream stream) {
 }
 
 static ca_pool *pool_new(ca_allocator *a, ca_stream stream) {
-    ca_pool *p = ca_zalloc_lines(sizeof *p);
+    ca_pool *p = calloc(1, sizeof *p);
     if (!p || ca_live_init(&p->live) != CA_OK) {
         free(p);
         return NULL;

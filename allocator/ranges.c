@@ -48,7 +48,7 @@ ca_segment *ca_range_new(ca_allocator *a, ca_heap *h, size_t size) {
     if (reserve > left) reserve = left;
     uintptr_t base;
     if (a->be->reserve(a->be->self, reserve, &base) != CA_OK) return NULL;
-    ca_segment *seg = ca_zalloc_lines(sizeof *seg);
+    ca_segment *seg = calloc(1, sizeof *seg);
     if (!seg || ca_addr_index_add(&a->addrs, base, reserve, h->pool) != CA_OK) {
         free(seg);
         a->be->unreserve(a->be->self, base, reserve);

@@ -12,17 +12,15 @@ typedef struct ca_stat {
 
 enum { CA_POOL_ALL, CA_POOL_SMALL, CA_POOL_LARGE, CA_POOL_KINDS };
 
-/* The figures an allocation and a free change come first, next to each
- * other (a pool's, read cold with thousands of streams: issue 29). */
 typedef struct ca_stats {
     ca_stat allocation[CA_POOL_KINDS];      /* live allocations (count) */
-    ca_stat allocated_bytes[CA_POOL_KINDS]; /* rounded sizes of live allocations */
-    ca_stat requested_bytes[CA_POOL_KINDS]; /* sizes as the program asked */
+    ca_stat segment[CA_POOL_KINDS];         /* segments (count) */
     ca_stat active[CA_POOL_KINDS];          /* allocated, or freed by a plain free and
                                                waiting for the device (count) */
-    ca_stat active_bytes[CA_POOL_KINDS];    /* allocated_bytes + bytes waiting for the device */
-    ca_stat segment[CA_POOL_KINDS];         /* segments (count) */
+    ca_stat allocated_bytes[CA_POOL_KINDS]; /* rounded sizes of live allocations */
     ca_stat reserved_bytes[CA_POOL_KINDS];  /* physical memory held from the device */
+    ca_stat active_bytes[CA_POOL_KINDS];    /* allocated_bytes + bytes waiting for the device */
+    ca_stat requested_bytes[CA_POOL_KINDS]; /* sizes as the program asked */
     int64_t num_alloc_retries;
     int64_t num_ooms;
     int64_t num_device_alloc;               /* physical creations (cuMemCreate/cudaMalloc) */
