@@ -227,7 +227,12 @@ static void fill_oom(ca_allocator *a, size_t size, ca_stream stream, ca_oom_info
 }
 
 static int try_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **b) {
-    return a->opt.expandable ? ca_exp_alloc(a, h, size, b) : ca_classic_alloc(a, h, size, b);
+    return a->opt.expandable ? ca_exp_alloc(a, h, size, true, b) : ca_classic_alloc(a, h, size, true, b);
+}
+
+/* From the memory already free and mapped, or not at all (CA_ERR_OOM). */
+static int try_alloc_in_place(ca_allocator *a, ca_heap *h, size_t size, ca_block **b) {
+    return a->opt.expandable ? ca_exp_alloc(a, h, size, false, b) : ca_classic_alloc(a, h, size, false, b);
 }
 
 /* Every release_after allocations of a pool: expandable pools give back the
@@ -268,8 +273,15 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
         ca_lock_release(&p->lock);
         return CA_ERR_OOM;
     }
-    if (ca_pool_has_pending(p)) ca_pending_collect(a, p);
-    int rc = never ? CA_ERR_OOM : try_alloc(a, h, rounded, &b);
+    int rc = CA_ERR_OOM;
+    if (ca_pool_has_pending(p)) {
+        if (!ca_pending_lazy(p)) ca_pending_collect(a, p);
+        else { /* fenced when the free memory cannot serve the request without growing */
+            ca_pending_poll(a, p);
+            if (!never && (rc = try_alloc_in_place(a, h, rounded, &b)) != CA_OK) ca_pending_collect(a, p);
+        }
+    }
+    if (rc != CA_OK && !never) rc = try_alloc(a, h, rounded, &b);
     /* Short of memory: wait for this pool's plain frees, oldest first, before
      * giving cached memory back. */
     while (rc == CA_ERR_OOM && !never && ca_pending_wait_oldest(a, p)) rc = try_alloc(a, h, rounded, &b);
@@ -312,8 +324,8 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
     if (rose_n || rose_b || p->pend_count[CA_POOL_ALL]) active_peaks(a, p, kind);
     ca_emit(a, CA_EV_ALLOC, b->addr, b->size, size, stream);
     /* The hot path's whole share of giving memory back: two compares. */
-    int64_t active = ca_pool_active_bytes(p);
-    if (active > p->win_peak) p->win_peak = active;
+    int64_t needed = ca_pool_needed_bytes(p);
+    if (needed > p->win_peak) p->win_peak = needed;
     bool sweep = ca_pool_clock(p) >= p->next_sweep;
     if (sweep) sweep_pool(a, p);
     ca_lock_release(&p->lock);

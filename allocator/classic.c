@@ -17,13 +17,14 @@ static size_t segment_size(const ca_heap *h, size_t size) {
     return ca_size_round_up(size, 2 * MIB, &seg) ? seg : 0;
 }
 
-int ca_classic_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out) {
+int ca_classic_alloc(ca_allocator *a, ca_heap *h, size_t size, bool may_grow, ca_block **out) {
     ca_block *b = ca_free_index_best_fit(&h->free, size);
     if (b) {
         ca_free_index_remove(&h->free, b);
         *out = b;
         return CA_OK;
     }
+    if (!may_grow) return CA_ERR_OOM;
     size_t seg_size = segment_size(h, size);
     if (!seg_size || !ca_hold(a, seg_size)) return CA_ERR_OOM;
     uintptr_t addr;

@@ -492,10 +492,11 @@ static int grow(ca_allocator *a, ca_heap *h, size_t size, ca_block **out) {
 #endif
 #define CA_FIT_FROM 4096
 
-int ca_exp_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out) {
+int ca_exp_alloc(ca_allocator *a, ca_heap *h, size_t size, bool may_grow, ca_block **out) {
     ca_block *b = ca_free_index_best_fit(&h->free, size);
     if (CA_FIT_WINDOW && b && b->size != size && size >= CA_FIT_FROM && size <= CA_SMALL_LIMIT)
         b = ca_free_index_lowest_near(&h->free, b, CA_FIT_WINDOW);
+    if (!may_grow && (!b || b->unmapped)) return CA_ERR_OOM; /* it would map memory */
     int rc;
     if (b) ca_free_index_remove(&h->free, b);
     else if ((rc = grow(a, h, size, &b)) != CA_OK) return rc;
@@ -598,7 +599,7 @@ void ca_exp_sweep(ca_allocator *a, ca_pool *p) {
     size_t g = a->granule;
     int64_t peak = p->win_peak > p->win_peak_prev ? p->win_peak : p->win_peak_prev;
     p->win_peak_prev = p->win_peak;
-    p->win_peak = ca_pool_active_bytes(p);
+    p->win_peak = ca_pool_needed_bytes(p);
     int64_t reserved = p->st.reserved_bytes[CA_POOL_ALL].current, need = peak + (int64_t)p->edges;
     if (reserved - need < (int64_t)g) return;
     size_t excess = (size_t)(reserved - need) / g;

@@ -5,9 +5,16 @@
  * (backend.h: fence_record). A fence recorded later than a free still covers
  * the work queued before it, only more of it, so one fence serves every block
  * freed since the last one: a burst of frees costs one fence, recorded by the
- * next allocation of the pool (or after CA_FENCE_BATCH frees). Allocations
- * poll the oldest fences without blocking; they wait on them only when the
- * memory is otherwise short (allocator.c). Pending blocks stay `allocated`
+ * next allocation of the pool (or after CA_FENCE_BATCH frees). While fences
+ * pass at record (the legacy stream's event orders every later use: no
+ * non-blocking stream), recording one later costs nothing in reuse, so an
+ * allocation records it only when the free memory cannot serve it without
+ * growing: a malloc/free loop that fits in free memory records one fence per
+ * CA_FENCE_BATCH frees, not one per free (issue 29). A pool fences at each
+ * allocation until a fence passed at record, and again once one did not: a
+ * fence recorded sooner passes sooner, and its memory comes back sooner.
+ * Allocations poll the oldest fences without blocking; they wait on them
+ * only when the memory is otherwise short (allocator.c). Pending blocks stay `allocated`
  * in the segment, so nothing merges, maps or unmaps them, and count as active
  * and cached, not allocated, as PyTorch counts blocks awaiting their events.
  * Only an answer that the work is done frees them: a fence that cannot be
@@ -62,7 +69,8 @@ static void fence_unfenced(ca_allocator *a, ca_pool *p) {
     }
     ca_block *blocks = p->unfenced;
     p->unfenced = NULL;
-    p->n_unfenced = 0;
+    p->n_unfenced = p->unfenced_bytes = 0;
+    p->fence_lazily = !f;
     if (!f) { /* passed already: every later use is ordered after it */
         bt->next = p->spare_batches;
         p->spare_batches = bt;
@@ -80,6 +88,7 @@ void ca_pending_add(ca_allocator *a, ca_pool *p, ca_block *b) {
     ca_pend(a, p, b, 1);
     b->pending_next = p->unfenced;
     p->unfenced = b;
+    p->unfenced_bytes += b->size;
     if (++p->n_unfenced >= CA_FENCE_BATCH) fence_unfenced(a, p);
 }
 
@@ -90,9 +99,13 @@ static void pop_oldest(ca_allocator *a, ca_pool *p) {
     batch_done(a, p, bt);
 }
 
+void ca_pending_poll(ca_allocator *a, ca_pool *p) {
+    while (p->oldest && a->be->fence_query(a->be->self, p->oldest->fence)) pop_oldest(a, p);
+}
+
 void ca_pending_collect(ca_allocator *a, ca_pool *p) {
     fence_unfenced(a, p);
-    while (p->oldest && a->be->fence_query(a->be->self, p->oldest->fence)) pop_oldest(a, p);
+    ca_pending_poll(a, p);
 }
 
 bool ca_pending_wait_oldest(ca_allocator *a, ca_pool *p) {
@@ -122,5 +135,5 @@ void ca_pending_drop(ca_allocator *a, ca_pool *p) {
     }
     p->oldest = p->newest = p->spare_batches = NULL;
     p->unfenced = NULL;
-    p->n_unfenced = 0;
+    p->n_unfenced = p->unfenced_bytes = 0;
 }

@@ -179,7 +179,9 @@ struct ca_pool {
     /* Plain frees waiting for the device (fence.c): blocks freed since the
      * last fence, then fenced batches, oldest first. */
     ca_block *unfenced;
-    size_t n_unfenced;
+    size_t n_unfenced, unfenced_bytes;
+    bool fence_lazily;      /* the last fence passed at record: fence only when an
+                             * allocation needs the memory (fence.c), not at each one */
     ca_batch *oldest, *newest;
     ca_batch *spare_batches;
     /* Reserved memory follows need (expandable.c): the pool's clock is its
@@ -187,7 +189,7 @@ struct ca_pool {
      * until a mark (a fence) recorded after the free has passed: epoch counts
      * the marks recorded, granules labelled below idle_epoch are idle. */
     uint64_t next_sweep;    /* clock at which granules not needed are next given back */
-    int64_t win_peak;       /* active bytes (allocated, or freed and waiting for a fence)
+    int64_t win_peak;       /* bytes needed (ca_pool_needed_bytes: allocated, or freed and waiting for a fence)
                              * at their highest since the last sweep */
     int64_t win_peak_prev;  /* ... between the two sweeps before */
     size_t edges;           /* reserved - active - busy free granules when the pool last
@@ -429,6 +431,11 @@ static inline void ca_pend(ca_allocator *a, ca_pool *p, const ca_block *b, int s
 static inline int64_t ca_pool_active_bytes(const ca_pool *p) {
     return p->st.allocated_bytes[CA_POOL_ALL].current + p->pend_bytes[CA_POOL_ALL];
 }
+/* What the pool needs kept mapped: its active bytes, less plain frees left
+ * unfenced while fences pass at record (fence.c): one fence frees them at once. */
+static inline int64_t ca_pool_needed_bytes(const ca_pool *p) {
+    return ca_pool_active_bytes(p) - (p->fence_lazily ? (int64_t)p->unfenced_bytes : 0);
+}
 
 /* The pool's clock: allocations it served so far (a statistic kept anyway). */
 static inline uint64_t ca_pool_clock(const ca_pool *p) { return (uint64_t)p->st.allocation[CA_POOL_ALL].allocated; }
@@ -442,7 +449,9 @@ static inline uint64_t ca_pool_clock(const ca_pool *p) { return (uint64_t)p->st.
 /* A heap's first range, unless the device (or cap) is smaller or the first
  * request larger; each later one is at least twice the last (ca_range). */
 #define CA_FIRST_RANGE ((size_t)1 << 30)
-int ca_exp_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out);
+/* may_grow false: only a free block whose memory is mapped, else CA_ERR_OOM
+ * with nothing changed (reserved memory stays as it is). */
+int ca_exp_alloc(ca_allocator *a, ca_heap *h, size_t size, bool may_grow, ca_block **out);
 /* Give back the mapped granules of [first, end) of seg, reporting each run;
  * returns how many. */
 size_t ca_exp_unmap_granules(ca_allocator *a, ca_segment *seg, size_t first, size_t end);
@@ -479,6 +488,18 @@ void ca_pending_add(ca_allocator *a, ca_pool *p, ca_block *b);
 /* Fence the unfenced blocks, then free the blocks of every batch whose fence
  * passed, oldest first, without blocking. */
 void ca_pending_collect(ca_allocator *a, ca_pool *p);
+/* The same without fencing the unfenced blocks. */
+void ca_pending_poll(ca_allocator *a, ca_pool *p);
+/* Unfenced bytes past which allocations fence at once even while fences pass
+ * at record: an allocation served around them is placed otherwise than best
+ * fit would place it with them free, which costs density (tests/preload
+ * remap-torch: 0.926 utilization with no bound); this bounds what is set aside. */
+#define CA_LAZY_BYTES ((size_t)256 << 10)
+/* While fences pass at record, an allocation leaves the unfenced blocks so
+ * until the free memory cannot serve it without growing (fence.c). */
+static inline bool ca_pending_lazy(const ca_pool *p) {
+    return p->fence_lazily && p->unfenced && p->unfenced_bytes <= CA_LAZY_BYTES;
+}
 /* Wait for the oldest batch (fencing the unfenced blocks first when there is
  * none) and free its blocks; false when nothing was freed. */
 bool ca_pending_wait_oldest(ca_allocator *a, ca_pool *p);
@@ -496,7 +517,7 @@ void ca_block_release(ca_allocator *a, ca_pool *p, ca_block *b, bool idle);
 void ca_exp_busy(ca_allocator *a, ca_pool *p, const ca_block *b);
 
 /* classic.c */
-int ca_classic_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **out);
+int ca_classic_alloc(ca_allocator *a, ca_heap *h, size_t size, bool may_grow, ca_block **out);
 void ca_classic_release(ca_allocator *a, ca_heap *h);
 void ca_classic_destroy(ca_allocator *a, ca_segment *seg);
 

@@ -113,7 +113,7 @@ static void end_pool(ca_allocator *a, ca_pool *p) {
     }
     ca_block_free_all(p);
     p->unfenced = NULL;
-    p->n_unfenced = 0;
+    p->n_unfenced = p->unfenced_bytes = 0;
     p->win_peak = p->win_peak_prev = 0;
     p->edges = 0;
     ca_stats st = p->st;

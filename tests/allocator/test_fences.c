@@ -166,6 +166,73 @@ START_TEST(ordered_fences_free_the_block_at_the_next_allocation) {
 }
 END_TEST
 
+/* While fences pass at record, a plain free's block waits unfenced until an
+ * allocation cannot be served from the free memory without growing (or
+ * CA_FENCE_BATCH frees): a malloc/free loop in free memory records one fence
+ * per 64 frees, never hands out a block freed since the last fence, and
+ * reserves nothing more. */
+START_TEST(ordered_fences_are_recorded_when_the_memory_is_needed) {
+    for (int exp = 0; exp <= 1; exp++) {
+        ca_allocator *a = make(1, 0, exp);
+        fk.ordered = 1;
+        void *first = must_alloc(a, 4096, 0);
+        ca_free_device(a, first, 0);
+        void *kept = must_alloc(a, 4096, 0); /* the pool's first fence: it passed at record */
+        ck_assert_int_eq(fk.records, 1);
+        int64_t reserved = stats(a).reserved_bytes[CA_POOL_ALL].current;
+        void *unfenced[64];
+        int n = 0;
+        for (int i = 0; i < 200; i++) {
+            int records = fk.records;
+            void *p = must_alloc(a, 4096, 0);
+            if (fk.records != records) n = 0; /* fenced: the blocks freed before are free again */
+            for (int k = 0; k < n; k++) ck_assert_ptr_ne(p, unfenced[k]);
+            records = fk.records;
+            ck_assert_int_eq(ca_free_device(a, p, 0), CA_OK);
+            if (fk.records != records) n = 0; /* the free made a batch of 64 */
+            else unfenced[n++] = p;
+        }
+        ck_assert_int_le(fk.records, 1 + 200 / 64 + 1);
+        ck_assert_int_eq(stats(a).reserved_bytes[CA_POOL_ALL].current, reserved);
+        /* all the mapped memory is needed (expandable: one heap for every
+         * size): fenced now, and the blocks are reused rather than more
+         * reserved */
+        if (exp) {
+            ca_free_device(a, kept, 0);
+            int records = fk.records;
+            ck_assert_ptr_nonnull(must_alloc(a, (size_t)reserved, 0));
+            ck_assert_int_eq(fk.records, records + 1);
+            ck_assert_int_eq(stats(a).reserved_bytes[CA_POOL_ALL].current, reserved);
+        }
+        ca_allocator_destroy(a);
+    }
+}
+END_TEST
+
+/* A fence that did not pass at record (a non-blocking stream): the pool
+ * fences at each allocation after a free again, so that its memory comes
+ * back as soon as the device is past it. */
+START_TEST(fences_that_wait_are_recorded_at_each_allocation) {
+    ca_allocator *a = make(1, 0, 1);
+    fk.ordered = 1;
+    void *p = must_alloc(a, 4096, 0);
+    ca_free_device(a, p, 0);
+    p = must_alloc(a, 4096, 0);
+    ca_free_device(a, p, 0);
+    fk.ordered = 0;
+    must_alloc(a, 64 * MIB, 0); /* needs more memory: fenced, not passed */
+    ck_assert_int_eq(fk.records, 2);
+    for (int i = 0; i < 10; i++) {
+        void *q = must_alloc(a, 4096, 0);
+        ck_assert_ptr_ne(q, p);
+        ca_free_device(a, q, 0);
+    }
+    /* one fence at each allocation that followed a free */
+    ck_assert_int_eq(fk.records, 2 + 9);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
 /* No fence now (a capture under way, a device that refused): the block
  * stays pending, never handed out, until a fence can be recorded. */
 START_TEST(a_fence_that_cannot_be_recorded_leaves_the_block_pending) {
@@ -296,6 +363,8 @@ int main(void) {
     tcase_add_test(tc, short_memory_waits_instead_of_failing);
     tcase_add_test(tc, short_memory_waits_for_other_pools_too);
     tcase_add_test(tc, ordered_fences_free_the_block_at_the_next_allocation);
+    tcase_add_test(tc, ordered_fences_are_recorded_when_the_memory_is_needed);
+    tcase_add_test(tc, fences_that_wait_are_recorded_at_each_allocation);
     tcase_add_test(tc, a_fence_that_cannot_be_recorded_leaves_the_block_pending);
     tcase_add_test(tc, a_wait_that_fails_leaves_the_memory_busy);
     tcase_add_test(tc, a_failed_sync_unmaps_nothing);

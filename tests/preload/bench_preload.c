@@ -8,6 +8,7 @@
  * the preload's does, but whose fences pass at once: the allocator's own
  * work there (busy granules, plain frees pending until a fence) without the
  * driver's, the baseline for the preload's own cost on each route.
+ * The rounds of the first five paths are taken in turn (run_in_turn).
  * Arguments (optional): pairs per round (default 2000000) and one path to run
  * alone (core, core-async, core-plain, async, plain, nonblocking), e.g. a
  * small count of one path under valgrind --tool=callgrind to count
@@ -26,10 +27,21 @@ static int PAIRS = 2000000;
 
 typedef double (*bench_fn)(void *ctx);
 
-static double median(bench_fn fn, void *ctx) {
+typedef struct {
+    const char *name;
+    bench_fn fn;
+    void *ctx;
     double t[ROUNDS];
-    for (int r = 0; r < ROUNDS; r++) t[r] = fn(ctx);
-    return bench_median(t, ROUNDS);
+} path;
+
+/* Each path's median: rounds of the paths taken in turn, so that a busy
+ * moment of a shared machine falls on all of them alike (the preload's own
+ * cost is a difference of two paths); 0 for a path not run. */
+static void run_in_turn(path *ps, int n, const char *only, double *median) {
+    for (int r = 0; r < ROUNDS; r++)
+        for (int i = 0; i < n; i++)
+            if (!only || !strcmp(only, ps[i].name)) ps[i].t[r] = ps[i].fn(ps[i].ctx);
+    for (int i = 0; i < n; i++) median[i] = !only || !strcmp(only, ps[i].name) ? bench_median(ps[i].t, ROUNDS) : 0.0;
 }
 
 static double core(void *ctx) {
@@ -112,12 +124,19 @@ int main(int argc, char **argv) {
         return 1;
     }
     cudaFree(warm);
-#define RUN(name, fn, ctx) (!only || !strcmp(only, name) ? median(fn, ctx) : 0.0)
-    double c = RUN("core", core, a), c_async = RUN("core-async", core_async, dev),
-           c_plain = RUN("core-plain", core_plain, dev), plain = RUN("plain", runtime_plain, NULL), async = RUN("async", runtime_async, s);
+    path ps[] = {{"core", core, a},
+                 {"core-async", core_async, dev},
+                 {"core-plain", core_plain, dev},
+                 {"plain", runtime_plain, NULL},
+                 {"async", runtime_async, s}};
+    double m[5], m_nb;
+    run_in_turn(ps, 5, only, m);
+    double c = m[0], c_async = m[1], c_plain = m[2], plain = m[3], async = m[4];
     cudaStream_t nb;
     if (cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking) != cudaSuccess) return 1;
-    double plain_nb = RUN("nonblocking", runtime_plain, NULL);
+    path nonblocking = {"nonblocking", runtime_plain, NULL};
+    run_in_turn(&nonblocking, 1, only, &m_nb);
+    double plain_nb = m_nb;
     printf("alloc+free pair, 4 KiB, median of %d rounds of %d pairs:\n", ROUNDS, PAIRS);
     printf("  core directly (count backend)       %6.1f ns\n", c);
     printf("  core, device running work later:\n");

@@ -108,6 +108,50 @@ static int ordered(void) {
     CHECK_DONE("ordered");
 }
 
+/* A malloc/free loop in free memory, blocking streams only: a plain free's
+ * fence (the legacy stream's event) is recorded when an allocation needs the
+ * memory, not after each free; until then the block is never handed out
+ * again, though work queued before its free is still held. With a
+ * non-blocking stream alive, the fences wait for it and the block stays
+ * out until its work ran. */
+static int lazy(void) {
+    cudaStream_t b, n;
+    void *p, *q, *r;
+    CHECK(cudaStreamCreate(&b) == cudaSuccess, "blocking stream");
+    CHECK(cudaMalloc(&p, 4096) == cudaSuccess && cudaFree(p) == cudaSuccess && cudaMalloc(&q, 4096) == cudaSuccess,
+          "a first fence: it passed at record");
+    int64_t reserved = stats(0).reserved_bytes;
+    CHECK(hold(b, 1) == 0 && cudaMemsetAsync(q, 1, 4096, b) == cudaSuccess, "work queued on the blocking stream");
+    CHECK(cudaFree(q) == cudaSuccess, "cudaFree");
+    uint64_t records = sim().event_records;
+    for (int i = 0; i < 40; i++) {
+        CHECK(cudaMalloc(&r, 4096) == cudaSuccess, "cudaMalloc %d", i);
+        CHECK(r != q || sim().event_records > records, "pair %d: the block came back before a fence after its free", i);
+        CHECK(cudaFree(r) == cudaSuccess, "cudaFree %d", i);
+    }
+    CHECK(sim().event_records == records, "the loop fits in free memory: %llu fences recorded",
+          (unsigned long long)(sim().event_records - records));
+    CHECK(stats(0).reserved_bytes == reserved, "and reserved nothing more: %lld, was %lld",
+          (long long)stats(0).reserved_bytes, (long long)reserved);
+    CHECK(cudaMalloc(&r, (size_t)reserved) == cudaSuccess && sim().event_records == records + 1,
+          "the memory needed: one fence");
+    CHECK(stats(0).reserved_bytes == reserved, "the freed blocks reused: reserved %lld", (long long)stats(0).reserved_bytes);
+    cudaFree(r);
+    /* a non-blocking stream with work held: no fence passes until it ran */
+    CHECK(cudaStreamCreateWithFlags(&n, cudaStreamNonBlocking) == cudaSuccess, "non-blocking stream");
+    CHECK(cudaMalloc(&q, 4096) == cudaSuccess, "cudaMalloc");
+    CHECK(hold(n, 1) == 0 && cudaMemsetAsync(q, 1, 4096, n) == cudaSuccess, "work queued on it");
+    CHECK(cudaFree(q) == cudaSuccess, "cudaFree");
+    for (int i = 0; i < 40; i++) {
+        CHECK(cudaMalloc(&r, 4096) == cudaSuccess && r != q,
+              "pair %d: the block came back while the non-blocking stream had work queued before its free", i);
+        CHECK(cudaFree(r) == cudaSuccess, "cudaFree %d", i);
+    }
+    CHECK(hold(n, 0) == 0 && hold(b, 0) == 0, "the streams run");
+    all_back(0, "lazy");
+    CHECK_DONE("lazy");
+}
+
 /* sync_free:true: cudaFree waits for the device that owns the pointer (the
  * second device here, while the first is current), then reuses at once. */
 static int sync_free(void) {
@@ -358,6 +402,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "side-stream")) return side_stream();
     if (!strcmp(mode, "sync-free")) return sync_free();
     if (!strcmp(mode, "ordered")) return ordered();
+    if (!strcmp(mode, "lazy")) return lazy();
     if (!strcmp(mode, "memory-short")) return memory_short();
     if (!strcmp(mode, "held-wait")) return held_wait(1);
     if (!strcmp(mode, "held-wait-unreleased")) return held_wait(0);
@@ -366,7 +411,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "cross-device")) return cross_device();
     if (!strcmp(mode, "reset")) return reset();
     if (!strcmp(mode, "exit-pending")) return exit_pending();
-    fprintf(stderr, "usage: %s side-stream|ordered|sync-free|memory-short|held-wait|held-wait-unreleased|stream-routes|ptds|cross-device|reset|exit-pending\n",
+    fprintf(stderr, "usage: %s side-stream|ordered|lazy|sync-free|memory-short|held-wait|held-wait-unreleased|stream-routes|ptds|cross-device|reset|exit-pending\n",
             argv[0]);
     return 2;
 }
