@@ -269,10 +269,6 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
     ca_heap *h = &p->heap[small && !a->opt.expandable]; /* see ca_heap */
     ca_block *b = NULL;
     ca_lock_acquire(&p->lock);
-    if (!ca_live_reserve(&p->live)) { /* no host memory for the live table */
-        ca_lock_release(&p->lock);
-        return CA_ERR_OOM;
-    }
     int rc = CA_ERR_OOM;
     if (ca_pool_has_pending(p)) {
         if (!ca_pending_lazy(p)) ca_pending_collect(a, p);
@@ -309,7 +305,7 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
     b->requested = size;
     b->ordered = ordered;
     b->id = 0; /* a new allocation: a new id when asked */
-    ca_live_add(&p->live, b->addr, b);
+    ca_live_add(&p->live, b);
     b->small = small;
     int kind = small ? CA_POOL_SMALL : CA_POOL_LARGE;
     bool rose_n = ca_stat_update(p->st.allocation, kind, 1);
@@ -437,7 +433,7 @@ static void take_live(ca_allocator *a, ca_pool *p, ca_block *b, ca_stream stream
     /* the merge reads both neighbours' lines: cache misses with many blocks */
     __builtin_prefetch(b->prev);
     __builtin_prefetch(b->next);
-    ca_live_remove(&p->live, b->addr);
+    ca_live_remove(&p->live, b);
     int kind = b->small ? CA_POOL_SMALL : CA_POOL_LARGE;
     ca_totals_block(a, kind, -1, b);
     /* (a free raises no peak) */
