@@ -169,9 +169,17 @@ static inline uint64_t mix(uint64_t h, uint64_t v) {
     return h ^ (h >> 32);
 }
 
+static __attribute__((noinline)) unsigned walk_frames(ca_py_frame *out, unsigned max, uint64_t *hash);
+
+/* The check apart from the walk: a capture without Python (most) returns
+ * before the walk's register saves. */
 unsigned ca_py_walk(ca_py_frame *out, unsigned max, uint64_t *hash) {
     int st = atomic_load_explicit(&state, memory_order_acquire);
     if (st != FOUND && !(st == LOOK && ca_py_version(NULL))) return 0;
+    return walk_frames(out, max, hash);
+}
+
+static unsigned walk_frames(ca_py_frame *out, unsigned max, uint64_t *hash) {
     /* A copy: the stores to out[] could alias the table's ints, and the
      * offsets should stay in registers. */
     const ca_py_layout lay = *py.L, *L = &lay;

@@ -231,17 +231,17 @@ void ca_stacks_free(ca_stacks *s) {
 #define USE_CACHE 0
 #endif
 
-/* One cached stack: `n` return-address slots above the capture frame, as
- * 8-byte steps (each from the previous slot), and a hash of their contents. */
+/* One cached stack: the first n return addresses of a walk (as many as
+ * decide its site: the leading frames skipped, then max_frames) and where
+ * each sat, as a byte offset from the capture frame. The two arrays share one
+ * block, made when the entry is: ip[n], then off[n]. */
 #define CACHE_SETS 256
-#define CACHE_FRAMES 48 /* deeper walks are not cached */
 #define CACHE_WAYS 4
 typedef struct centry {
-    uint64_t hash;
-    uint32_t depth;   /* stack top minus capture frame; 0 = empty */
+    uint32_t depth; /* stack top minus capture frame; 0 = empty */
     uint32_t site;
-    uint16_t n;
-    uint16_t step[CACHE_FRAMES]; /* in 8-byte words; the first from the capture frame */
+    uint32_t n;
+    uintptr_t *ip;
 } centry;
 
 typedef struct tcache {
@@ -252,6 +252,12 @@ typedef struct tcache {
     uint8_t last_hit[CACHE_SETS]; /* the way to check first: a loop repeats its site */
     centry e[CACHE_SETS][CACHE_WAYS];
 } tcache;
+
+static void cache_clear(tcache *tc) {
+    for (unsigned i = 0; i < CACHE_SETS; i++)
+        for (unsigned w = 0; w < CACHE_WAYS; w++) free(tc->e[i][w].ip);
+    memset(tc->e, 0, sizeof tc->e);
+}
 
 /* initial-exec: inside libcudalloc.so the default model would call
  * __tls_get_addr on every capture. */
@@ -279,6 +285,7 @@ static void cache_destroy(void *p) {
     pthread_mutex_lock(&caches_mu);
     cache_unlink(p);
     pthread_mutex_unlock(&caches_mu);
+    cache_clear(p);
     free(p);
     tl_cache = NULL;
     tl_cache_failed = 1;
@@ -289,7 +296,10 @@ void ca_stacks_thread_caches_fork_child(void) {
     pthread_mutex_init(&caches_mu, NULL);
     for (tcache *tc = caches, *next; tc; tc = next) {
         next = tc->next;
-        if (tc != tl_cache) free(tc);
+        if (tc != tl_cache) {
+            cache_clear(tc);
+            free(tc);
+        }
     }
     caches = tl_cache;
     if (tl_cache) tl_cache->prev = tl_cache->next = NULL;
@@ -304,7 +314,7 @@ void ca_stacks_init_unwinder(void) {
     if (unw_getcontext(&uc) == 0 && unw_init_local(&c, &uc) == 0) unw_step(&c);
 }
 
-size_t ca_stacks_thread_cache_bytes(void) { return sizeof(tcache); }
+size_t ca_stacks_thread_cache_bytes(void) { return sizeof(tcache); } /* and 12 bytes a cached frame */
 
 uint64_t ca_stacks_thread_way_misses(void) { return tl_way_misses; }
 
@@ -317,7 +327,7 @@ static tcache *thread_cache(const ca_stacks *s) {
     tcache *tc = tl_cache;
     if (__builtin_expect(tc != NULL, 1)) {
         if (tc->serial != s->serial) {
-            memset(tc->e, 0, sizeof tc->e);
+            cache_clear(tc);
             tc->serial = s->serial;
         }
         return tc;
@@ -346,12 +356,20 @@ static tcache *thread_cache(const ca_stacks *s) {
     return tc;
 }
 
-/* Each word is multiplied on its own (the products pipeline) and folded in
- * with a rotation, so the chain of dependent steps stays one cycle or two a
- * word; the position enters through the salt. */
-static inline uint64_t mix(uint64_t h, uint64_t w, unsigned i) {
-    uint64_t p = (w ^ (0x9E3779B97F4A7C15ull * (i + 1))) * 0xff51afd7ed558ccdull;
-    return ((h << 7) | (h >> 57)) ^ p ^ (p >> 31);
+/* Does the stack still hold e's return addresses where they sat? Each word
+ * is compared, not hashed: exact, and fewer instructions a frame (the loads
+ * do not depend on one another). Four at a time, stopping at a difference. */
+static inline __attribute__((no_sanitize_address)) int same_frames(uintptr_t ref, const centry *e) {
+    const uintptr_t *ip = e->ip;
+    const uint32_t *off = (const uint32_t *)(ip + e->n);
+#define AT(i) (*(const uintptr_t *)(ref + off[i]) ^ ip[i])
+    unsigned i = 0, n = e->n;
+    for (; i + 4 <= n; i += 4)
+        if (AT(i) | AT(i + 1) | AT(i + 2) | AT(i + 3)) return 0;
+    uintptr_t diff = 0;
+    for (; i < n; i++) diff |= AT(i);
+#undef AT
+    return !diff;
 }
 
 static inline unsigned set_of(uint32_t depth) { return (unsigned)((depth >> 3) * 2654435761u) >> 24; }
@@ -383,9 +401,15 @@ static __attribute__((noinline)) unsigned walk(uintptr_t *ips, uintptr_t *slots,
     return n;
 }
 
-static uint32_t intern_skipping(ca_stacks *s, const uintptr_t *raw, unsigned n) {
+/* The leading frames of raw[0..n) inside our own object (left out of sites). */
+static unsigned skipped(const ca_stacks *s, const uintptr_t *raw, unsigned n) {
     unsigned first = 0;
     while (first < n && raw[first] >= s->skip_lo && raw[first] < s->skip_hi) first++;
+    return first;
+}
+
+static uint32_t intern_skipping(ca_stacks *s, const uintptr_t *raw, unsigned n) {
+    unsigned first = skipped(s, raw, n);
     unsigned keep = n - first < s->max_frames ? n - first : s->max_frames;
     return ca_stacks_intern(s, raw + first, keep);
 }
@@ -454,8 +478,7 @@ static pcache *py_cache(const ca_stacks *s) {
  * included) with the Python frames py[0..np) in place of the interpreter's;
  * CA_SITE_NONE when a Python frame cannot be named. */
 static uint32_t intern_python(ca_stacks *s, const uintptr_t *raw, unsigned n, const ca_py_frame *py, unsigned np) {
-    unsigned first = 0;
-    while (first < n && raw[first] >= s->skip_lo && raw[first] < s->skip_hi) first++;
+    unsigned first = skipped(s, raw, n);
     uintptr_t ips[CA_PY_MAX_FRAMES], out[CA_STACK_MAX_FRAMES];
     uint8_t ends[CA_PY_MAX_FRAMES], kind[RAW_MAX];
     for (unsigned i = 0; i < np; i++) {
@@ -467,35 +490,55 @@ static uint32_t intern_python(ca_stacks *s, const uintptr_t *raw, unsigned n, co
     return intern_n(s, out, k);
 }
 
+/* Caches the walk raw[0..n) (slots: where each return address sat) as the
+ * stack at `depth`, if every slot is on this stack, above the capture frame
+ * ref, in order. Only the frames that decide the site are kept. */
+static void cache_put(const ca_stacks *s, tcache *tc, uintptr_t ref, uint32_t depth, uint32_t site,
+                      const uintptr_t *raw, const uintptr_t *slots, unsigned n) {
+    unsigned first = skipped(s, raw, n);
+    unsigned k = first + (n - first < s->max_frames ? n - first : s->max_frames);
+    if (!k) return;
+    uintptr_t prev = ref;
+    for (unsigned i = 0; i < k; i++) {
+        if (!slots[i] || slots[i] <= prev || slots[i] + 8 > tc->hi || slots[i] - ref > UINT32_MAX) return;
+        prev = slots[i];
+    }
+    uintptr_t *ip = malloc(k * (sizeof *ip + sizeof(uint32_t)));
+    if (!ip) return;
+    uint32_t *off = (uint32_t *)(ip + k);
+    for (unsigned i = 0; i < k; i++) {
+        ip[i] = raw[i];
+        off[i] = (uint32_t)(slots[i] - ref);
+    }
+    unsigned set = set_of(depth);
+    unsigned w = tc->next_way[set]++ % CACHE_WAYS;
+    centry *e = &tc->e[set][w];
+    free(e->ip);
+    *e = (centry){.depth = depth, .site = site, .n = k, .ip = ip};
+    tc->last_hit[set] = (uint8_t)w;
+}
+
 /* The cache check reads the callers' stack words where return addresses sat
  * when the entry was made: memory of live frames, but possibly their
- * sanitizer redzones now. The hash decides; AddressSanitizer is told. */
+ * sanitizer redzones now. AddressSanitizer is told. */
 __attribute__((noinline, no_sanitize_address)) uint32_t ca_stacks_capture(ca_stacks *s) {
     if (!s) return CA_SITE_NONE;
     uintptr_t ref = (uintptr_t)__builtin_frame_address(0);
     uintptr_t raw[RAW_MAX], slots[RAW_MAX];
     uint32_t site = CA_SITE_NONE;
     tcache *tc = USE_CACHE ? thread_cache(s) : NULL;
-    centry *slot_set = NULL;
     uint32_t depth = 0;
     if (tc && ref >= tc->lo && ref < tc->hi) {
         depth = (uint32_t)(tc->hi - ref);
         unsigned set = set_of(depth), first = tc->last_hit[set];
-        slot_set = tc->e[set];
         /* Ways at one depth differ in some frame, often the outermost (one
          * function called from two places): each failed way costs a whole
          * check, so the way that hit last goes first. */
         for (unsigned k = 0; k < CACHE_WAYS; k++) {
             unsigned w = (first + k) % CACHE_WAYS;
-            const centry *e = &slot_set[w];
+            const centry *e = &tc->e[set][w];
             if (e->depth != depth) continue;
-            uint64_t h = 0;
-            uintptr_t p = ref;
-            for (unsigned i = 0; i < e->n; i++) {
-                p += (uintptr_t)e->step[i] * 8;
-                h = mix(h, *(const uintptr_t *)p, i);
-            }
-            if (h == e->hash) {
+            if (same_frames(ref, e)) {
                 tl_hits++;
                 tc->last_hit[set] = (uint8_t)w;
                 site = e->site;
@@ -509,25 +552,7 @@ __attribute__((noinline, no_sanitize_address)) uint32_t ca_stacks_capture(ca_sta
     unsigned max = s->max_frames + 16 < RAW_MAX ? s->max_frames + 16 : RAW_MAX;
     unsigned n = walk(raw, slots, max);
     site = intern_skipping(s, raw, n);
-    if (!slot_set || !site || n > CACHE_FRAMES) goto python;
-    /* Cache it if every slot is on this stack, above the capture frame, in
-     * order, at most 512 KiB apart (the steps are 16-bit words). */
-    centry e = {.depth = depth, .site = site, .n = (uint16_t)n};
-    uintptr_t prev = ref;
-    uint64_t h = 0;
-    for (unsigned i = 0; i < n; i++) {
-        if (!slots[i] || slots[i] <= prev || slots[i] + 8 > tc->hi || (slots[i] - prev) % 8 ||
-            (slots[i] - prev) / 8 > UINT16_MAX)
-            goto python;
-        e.step[i] = (uint16_t)((slots[i] - prev) / 8);
-        prev = slots[i];
-        h = mix(h, raw[i], i);
-    }
-    e.hash = h;
-    unsigned set = set_of(depth);
-    unsigned w = tc->next_way[set]++ % CACHE_WAYS;
-    tc->e[set][w] = e;
-    tc->last_hit[set] = (uint8_t)w;
+    if (depth && site) cache_put(s, tc, ref, depth, site, raw, slots, n);
 
 python:
     if (!s->python || !site) return site;

@@ -9,11 +9,14 @@
  * keeps a small cache of the stacks it has seen, keyed by the stack depth at
  * the capture point and checked against the stack memory itself: an entry
  * records where each return address sat (as offsets from the capture frame)
- * and a hash of their values. If the words at those offsets hash the same,
- * the return addresses are the same, and since each frame's layout follows
- * from its return address, so is the stack. A mismatch falls back to the full
- * walk. Only x86-64 uses the cache (the return address is at CFA-8 there);
- * elsewhere every capture walks the stack.
+ * and its value. If the words at those offsets are those values, the return
+ * addresses are the same, and since each frame's layout follows from its
+ * return address, so is the stack. Only the frames that make the site are
+ * checked (the leading ones of our own object, then max_frames): deeper ones
+ * cannot change it. Words are compared, not hashed, so two stacks are never
+ * taken for one. A mismatch falls back to the full walk. Only x86-64 uses the
+ * cache (the return address is at CFA-8 there); elsewhere every capture walks
+ * the stack.
  *
  * Frames of cudalloc itself are left out: when this code lives in a shared
  * object (libcudalloc.so), leading frames inside that object are skipped at
@@ -82,7 +85,8 @@ void ca_stacks_thread_counts(uint64_t *hits, uint64_t *walks);
  * (another stack at the same depth): each costs a check of every frame. */
 uint64_t ca_stacks_thread_way_misses(void);
 
-/* Bytes of one thread's capture cache (allocated on its first capture). */
+/* Bytes of one thread's capture cache (allocated on its first capture); each
+ * stack cached in it adds 12 bytes a frame. */
 size_t ca_stacks_thread_cache_bytes(void);
 
 /* The calling thread's captures with Python frames: answered by its cache,

@@ -217,11 +217,11 @@ static void window_free(window *w) {
     memset(w, 0, sizeof *w);
 }
 
+/* One pass over the ring; the arrays are sized for every event from
+ * detect_from on (at most twice what the allocations need, for a moment). */
 static int window_build(const ca_tracker *t, window *w) {
     memset(w, 0, sizeof *w);
-    size_t n = 0;
-    for (uint64_t q = t->detect_from; q < t->seq; q++) n += ca_ev_kind(&t->ring[q]) == CA_EVK_ALLOC;
-    size_t cap = n ? n : 1;
+    size_t cap = t->seq > t->detect_from ? (size_t)(t->seq - t->detect_from) : 1;
     w->syms = malloc(cap * sizeof *w->syms);
     w->sites = malloc(cap * sizeof *w->sites);
     w->level = malloc(cap * sizeof *w->level);
@@ -234,16 +234,17 @@ static int window_build(const ca_tracker *t, window *w) {
     size_t i = 0;
     for (uint64_t q = 0; q < t->seq; q++) {
         const ca_ev *e = &t->ring[q];
-        if (ca_ev_kind(e) == CA_EVK_ALLOC) {
-            if (q >= t->detect_from) w->syms[i] = w->sites[i] = e->site, w->level[i] = now;
+        ca_evk k = ca_ev_kind(e);
+        if (k == CA_EVK_ALLOC) {
+            uint64_t level = now;
             now += ca_ev_block(e);
-            if (q >= t->detect_from) w->after[i++] = now;
-        } else if (ca_ev_kind(e) == CA_EVK_FREE) {
+            if (q >= t->detect_from) w->syms[i] = w->sites[i] = e->site, w->level[i] = level, w->after[i++] = now;
+        } else if (k == CA_EVK_FREE) {
             now -= ca_ev_block(e);
         }
     }
-    w->n = n;
-    if (ca_tracker_site_mode(t) == CA_SITES_SIZE) lifetimes(t, w->syms, n);
+    w->n = i;
+    if (ca_tracker_site_mode(t) == CA_SITES_SIZE) lifetimes(t, w->syms, i);
     return 0;
 }
 

@@ -12,10 +12,24 @@ static size_t home(const ca_livetab *t, uintptr_t addr) {
     return (size_t)(((uint64_t)addr * 0x9E3779B97F4A7C15ull) >> t->shift);
 }
 
-static void place(ca_livetab *t, live *l) {
+/* Puts l in its slot; returns the entry of the same address it took the
+ * place of, or NULL. */
+static live *place(ca_livetab *t, live *l) {
     size_t i = home(t, l->addr);
-    while (t->slot[i]) i = (i + 1) & t->mask;
+    for (live *o; (o = t->slot[i]); i = (i + 1) & t->mask)
+        if (o->addr == l->addr) {
+            t->slot[i] = l;
+            return o;
+        }
     t->slot[i] = l;
+    return NULL;
+}
+
+static void unlink_entry(ca_livetab *t, live *l) {
+    if (l->prev) l->prev->next = l->next;
+    else t->head = l->next;
+    if (l->next) l->next->prev = l->prev;
+    else t->tail = l->prev;
 }
 
 static bool grow(ca_livetab *t) {
@@ -42,10 +56,10 @@ live *ca_livetab_find(const ca_livetab *t, uintptr_t addr) {
     }
 }
 
-bool ca_livetab_add(ca_livetab *t, live *l) {
+bool ca_livetab_add(ca_livetab *t, live *l, live **replaced) {
     if ((!t->slot || 2 * (t->n + 1) > t->mask + 1) && !grow(t)) return false;
-    place(t, l);
-    t->n++;
+    if ((*replaced = place(t, l))) unlink_entry(t, *replaced);
+    else t->n++;
     l->next = NULL;
     l->prev = t->tail;
     if (t->tail) t->tail->next = l;
@@ -54,9 +68,8 @@ bool ca_livetab_add(ca_livetab *t, live *l) {
     return true;
 }
 
-void ca_livetab_remove(ca_livetab *t, live *l) {
-    size_t i = home(t, l->addr);
-    while (t->slot[i] != l) i = (i + 1) & t->mask;
+/* Empties slot i, which holds l. */
+static void remove_at(ca_livetab *t, size_t i, live *l) {
     /* Backward shift: a later entry of the run moves into the hole when the
      * hole lies on its probe path (between its home and where it sits). */
     for (size_t j = (i + 1) & t->mask; t->slot[j]; j = (j + 1) & t->mask) {
@@ -68,10 +81,25 @@ void ca_livetab_remove(ca_livetab *t, live *l) {
     }
     t->slot[i] = NULL;
     t->n--;
-    if (l->prev) l->prev->next = l->next;
-    else t->head = l->next;
-    if (l->next) l->next->prev = l->prev;
-    else t->tail = l->prev;
+    unlink_entry(t, l);
+}
+
+void ca_livetab_remove(ca_livetab *t, live *l) {
+    size_t i = home(t, l->addr);
+    while (t->slot[i] != l) i = (i + 1) & t->mask;
+    remove_at(t, i, l);
+}
+
+live *ca_livetab_take(ca_livetab *t, uintptr_t addr) {
+    if (!t->slot) return NULL;
+    for (size_t i = home(t, addr);; i = (i + 1) & t->mask) {
+        live *l = t->slot[i];
+        if (!l) return NULL;
+        if (l->addr == addr) {
+            remove_at(t, i, l);
+            return l;
+        }
+    }
 }
 
 size_t ca_livetab_memory(const ca_livetab *t) { return t->slot ? (t->mask + 1) * sizeof *t->slot : 0; }

@@ -18,9 +18,13 @@ typedef struct ca_livetab {
 } ca_livetab;
 
 live *ca_livetab_find(const ca_livetab *t, uintptr_t addr);
-/* false: no memory to grow the table (l is not in it). */
-bool ca_livetab_add(ca_livetab *t, live *l);
+/* false: no memory to grow the table (l is not in it). *replaced: the entry
+ * of the same address l took the place of (out of the table and the list),
+ * or NULL. */
+bool ca_livetab_add(ca_livetab *t, live *l, live **replaced);
 void ca_livetab_remove(ca_livetab *t, live *l);
+/* The entry of addr, removed from the table; NULL when there is none. */
+live *ca_livetab_take(ca_livetab *t, uintptr_t addr);
 size_t ca_livetab_memory(const ca_livetab *t);
 void ca_livetab_free(ca_livetab *t);
 

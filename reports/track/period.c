@@ -44,24 +44,32 @@ static double score(const uint32_t *s, size_t n, uint32_t p) {
 }
 
 /* Candidate periods: the most frequent distances between two occurrences
- * of the same symbol. */
+ * of the same symbol. Distances run from 2 to n/3, so their counts are an
+ * array; so are the symbols' last places when the symbols are small numbers
+ * (call-site ids), else a map. */
 static size_t candidates(const uint32_t *s, size_t n, uint32_t *cand) {
-    u32map last, gaps;
+    uint32_t top = 0;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] > top) top = s[i];
+    int dense = top <= 4 * (uint64_t)n;
+    u32map last = {0};
+    uint32_t *at = dense ? calloc((size_t)top + 1, sizeof *at) : NULL;
+    uint32_t *gaps = calloc(n / 3 + 1, sizeof *gaps);
     size_t nc = 0;
-    if (map_init(&last, n) || map_init(&gaps, n)) goto out;
+    if (!gaps || (dense ? !at : map_init(&last, n) != 0)) goto out;
     for (size_t i = 0; i < n; i++) {
-        uint32_t *l = map_at(&last, s[i]);
+        uint32_t *l = dense ? &at[s[i]] : map_at(&last, s[i]);
         if (*l) {
             uint32_t gap = (uint32_t)(i + 1 - *l);
-            if (gap >= 2 && 3 * (size_t)gap <= n) (*map_at(&gaps, gap))++;
+            if (gap >= 2 && 3 * (size_t)gap <= n) gaps[gap]++;
         }
         *l = (uint32_t)(i + 1);
     }
     /* The MAX_CANDIDATES gaps seen most often (ties: the smaller gap). */
     uint32_t cnt[MAX_CANDIDATES];
-    for (size_t i = 0; i <= gaps.mask; i++) {
-        if (!gaps.key[i]) continue;
-        uint32_t g = gaps.key[i] - 1, c = gaps.val[i];
+    for (uint32_t g = 2; g <= n / 3; g++) {
+        uint32_t c = gaps[g];
+        if (!c) continue;
         size_t pos = nc;
         while (pos > 0 && (cnt[pos - 1] < c || (cnt[pos - 1] == c && cand[pos - 1] > g))) pos--;
         if (pos >= MAX_CANDIDATES) continue;
@@ -74,7 +82,8 @@ static size_t candidates(const uint32_t *s, size_t n, uint32_t *cand) {
     }
 out:
     map_free(&last);
-    map_free(&gaps);
+    free(at);
+    free(gaps);
     return nc;
 }
 

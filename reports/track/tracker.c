@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -147,7 +148,7 @@ static uint32_t who_index(ca_tracker *t, uint32_t thread, uint32_t stream) {
     return t->last_who = ca_idtab_index(&t->whos, key);
 }
 
-static ca_site_stat *site_stat(ca_tracker *t, uint32_t site) {
+static ca_site_stat *site_stat_slow(ca_tracker *t, uint32_t site) {
     if (site >= t->cap_sites) {
         uint32_t cap = t->cap_sites ? t->cap_sites : 256;
         while (cap <= site) cap *= 2;
@@ -168,6 +169,13 @@ static ca_site_stat *site_stat(ca_tracker *t, uint32_t site) {
         t->dirty_list[t->n_dirty++] = site;
     }
     return &t->sites[site];
+}
+
+/* A site already counted since the last boundary (marked dirty) has its
+ * room and is in the list: the common case, inline. */
+static inline ca_site_stat *site_stat(ca_tracker *t, uint32_t site) {
+    if (__builtin_expect(site < t->cap_sites && t->dirty[site], 1)) return &t->sites[site];
+    return site_stat_slow(t, site);
 }
 
 static live *live_new(ca_tracker *t) {
@@ -195,14 +203,37 @@ static void live_put(ca_tracker *t, live *e) {
 
 /* ---- the ring ---- */
 
-/* The event logged, or NULL when no ring is kept. */
-static ca_ev *log_event(ca_tracker *t, ca_evk kind, uint64_t addr, uint64_t bytes, uint64_t block,
-                        uint64_t ticks, uint32_t site, uint32_t thread, uint32_t stream) {
+/* The ring, made on the first event. Its pages are first touched one after
+ * another as events come, a page fault each 128 events with small pages
+ * (about a third of the tracker's time a pair until the ring is full once):
+ * where the kernel has transparent huge pages on request, the ring asks for
+ * them past its first 2 MiB, 512 times fewer faults. The first 2 MiB (65536
+ * events) stay on small pages: a short run keeps only its events' pages. */
+#define HUGE_PAGE ((size_t)2 << 20)
+static ca_ev *ring_new(size_t events) {
+    size_t bytes = events * sizeof(ca_ev);
+    if (bytes < 2 * HUGE_PAGE) return malloc(bytes);
+    void *p;
+    if (posix_memalign(&p, HUGE_PAGE, bytes)) return NULL;
+#ifdef MADV_HUGEPAGE
+    /* a hint: small pages if refused */
+    madvise((char *)p + HUGE_PAGE, (bytes & ~(HUGE_PAGE - 1)) - HUGE_PAGE, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+/* The event logged, or NULL when no ring is kept. Inline: nine arguments
+ * through a call cost more than its body. */
+static inline __attribute__((always_inline)) ca_ev *log_event(ca_tracker *t, ca_evk kind, uint64_t addr,
+                                                              uint64_t bytes, uint64_t block, uint64_t ticks,
+                                                              uint32_t site, uint32_t thread, uint32_t stream) {
     t->seq++;
-    if (!t->ring_cap) return NULL;
-    if (!t->ring && !(t->ring = malloc(t->ring_cap * sizeof *t->ring))) {
-        t->ring_cap = 0;
-        return NULL;
+    if (__builtin_expect(!t->ring, 0)) { /* none kept, or the first event */
+        if (!t->ring_cap) return NULL;
+        if (!(t->ring = ring_new(t->ring_cap))) {
+            t->ring_cap = 0;
+            return NULL;
+        }
     }
     const uint64_t max48 = (UINT64_C(1) << 48) - 1;
     uint64_t b = bytes > max48 ? max48 : bytes;
@@ -239,25 +270,24 @@ static void record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint6
             ca_track_boundary(t, ticks);
         }
         t->pending = 0;
-        live *l = ca_livetab_find(&t->live, ev->addr);
-        if (l) { /* missed a free: forget the old one */
-            ca_livetab_remove(&t->live, l);
-            t->n_live--;
-            ca_site_stat *st = site_stat(t, l->site);
-            if (st && st->live_count) st->live_count--, st->live_bytes -= l->size;
-            t->allocated -= l->size;
-            t->requested -= l->requested;
-            live_put(t, l);
-        }
         ca_site_stat *st = site_stat(t, site);
         if (!st) st = site_stat(t, site = CA_SITE_NONE);
-        if (st) st->live_count++, st->live_bytes += ev->size, st->allocs++;
-        if ((l = live_new(t))) {
+        live *l = live_new(t), *old = NULL;
+        if (l) {
             *l = (live){.addr = ev->addr, .size = ev->size, .requested = ev->requested, .birth_ticks = ticks,
                         .site = site, .birth_iter = t->iteration, .thread = th, .stream = sm};
-            if (!ca_livetab_add(&t->live, l)) live_put(t, l); /* no memory: not tracked */
-            else t->n_live++;
+            if (ca_livetab_add(&t->live, l, &old)) t->n_live += !old;
+            else live_put(t, l), l = NULL; /* no memory: not tracked */
         }
+        if (!l) old = ca_livetab_take(&t->live, ev->addr), t->n_live -= !!old;
+        if (old) { /* missed a free: forget the old one (its site has its room: st stays put) */
+            ca_site_stat *ost = site_stat(t, old->site);
+            if (ost && ost->live_count) ost->live_count--, ost->live_bytes -= old->size;
+            t->allocated -= old->size;
+            t->requested -= old->requested;
+            live_put(t, old);
+        }
+        if (st) st->live_count++, st->live_bytes += ev->size, st->allocs++;
         t->n_allocs++;
         t->allocated += ev->size;
         t->requested += ev->requested;
@@ -271,12 +301,11 @@ static void record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint6
         break;
     }
     case CA_EV_FREE: {
-        live *l = ca_livetab_find(&t->live, ev->addr);
+        live *l = ca_livetab_take(&t->live, ev->addr);
         if (!l) {
             t->n_unknown_frees++; /* made before the tracker was attached */
             break;
         }
-        ca_livetab_remove(&t->live, l);
         t->n_live--;
         ca_site_stat *st = site_stat(t, l->site);
         if (st && st->live_count) st->live_count--, st->live_bytes -= l->size;
@@ -326,11 +355,19 @@ static void record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint6
     ca_lock_release(&t->lock);
 }
 
+/* A segment's range kind from its event; NULL for other events (the kind is
+ * a range's alone). */
+static const ca_range_kind *range_kind(const ca_trace_event *ev, ca_range_kind *kind) {
+    if (ev->kind != CA_EV_SEGMENT_MAP && ev->kind != CA_EV_SEGMENT_UNMAP) return NULL;
+    *kind = ca_range_kind_default();
+    if (ev->classic_pool) kind->whole = 1, kind->pool = ev->classic_pool, kind->expandable = 0;
+    return kind;
+}
+
 void ca_tracker_record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint64_t thread,
                        uint64_t ticks) {
-    ca_range_kind kind = ca_range_kind_default();
-    if (ev->classic_pool) kind.whole = 1, kind.pool = ev->classic_pool, kind.expandable = 0;
-    record(t, ev, site, thread, ticks, &kind);
+    ca_range_kind kind;
+    record(t, ev, site, thread, ticks, range_kind(ev, &kind));
 }
 
 void ca_tracker_record_range(ca_tracker *t, const ca_trace_event *ev, const ca_range_kind *kind, uint32_t site,
@@ -346,7 +383,8 @@ void ca_tracker_observe(void *tracker, const ca_trace_event *ev) {
                                      : ca_tracker_size_site(t, ev->requested ? ev->requested : ev->size);
     else if ((ev->kind == CA_EV_SEGMENT_MAP || ev->kind == CA_EV_SEGMENT_UNMAP) && t->opt.capture_stacks)
         site = ca_stacks_capture(t->stacks); /* the call that made the allocator map (an allocation) or unmap */
-    ca_tracker_record(t, ev, site, 0, 0);
+    ca_range_kind kind;
+    record(t, ev, site, 0, 0, range_kind(ev, &kind));
 }
 
 /* ---- OOM records ---- */

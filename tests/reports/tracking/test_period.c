@@ -69,6 +69,25 @@ START_TEST(fixed_loop) {
 }
 END_TEST
 
+/* Call-site ids are small numbers, kept in an array; other symbols (sizes,
+ * lifetimes) in a map: the same sequence gives the same answer either way. */
+START_TEST(large_symbols_same_period) {
+    seq q = {0};
+    for (int w = 0; w < 30; w++) push(&q, 100 + w, 1 << 20);
+    for (int i = 0; i < 10; i++) iteration(&q, 3, 4096, 2);
+    ca_period small, large;
+    ck_assert_int_eq(ca_period_find(q.s, q.level, q.n, &small), 1);
+    for (size_t i = 0; i < q.n; i++) q.s[i] += 0xF0000000u;
+    ck_assert_int_eq(ca_period_find(q.s, q.level, q.n, &large), 1);
+    ck_assert_uint_eq(large.period, small.period);
+    ck_assert_uint_eq(large.k, small.k);
+    ck_assert_int_eq(large.starts, small.starts);
+    for (unsigned i = 0; i < small.k; i++) ck_assert_uint_eq(large.anchor[i], small.anchor[i] + 0xF0000000u);
+    free(q.s);
+    free(q.level);
+}
+END_TEST
+
 START_TEST(varying_shapes) {
     /* Same code path, activation sizes follow the batch: the levels change,
      * the call sites do not. */
@@ -168,6 +187,7 @@ static Suite *suite(void) {
     Suite *s = suite_create("period");
     TCase *tc = tcase_create("period");
     tcase_add_test(tc, fixed_loop);
+    tcase_add_test(tc, large_symbols_same_period);
     tcase_add_test(tc, varying_shapes);
     tcase_add_test(tc, many_identical_layers);
     tcase_add_test(tc, one_iteration_is_not_a_loop);

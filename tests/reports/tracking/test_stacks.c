@@ -95,6 +95,65 @@ START_TEST(a_run_of_one_site_checks_one_way) {
 }
 END_TEST
 
+/* Two callers of one path, alike but for a nop: the same frame sizes, so a
+ * capture under either is at the same depth, and the stacks differ in the
+ * caller's return address alone, twelve frames out. */
+static __attribute__((noinline)) uint32_t outer_x(void) {
+    uint32_t r = deep(10, 0);
+    __asm__ volatile("" ::: "memory");
+    return r;
+}
+static __attribute__((noinline)) uint32_t outer_y(void) {
+    uint32_t r = deep(10, 0);
+    __asm__ volatile("nop");
+    __asm__ volatile("" ::: "memory");
+    return r;
+}
+static uint32_t (*volatile outer[2])(void) = {outer_x, outer_y};
+
+/* The cache compares every frame that makes the site: the callers' stacks,
+ * both cached at one depth, never answer for each other. */
+START_TEST(an_outer_frame_tells_cached_stacks_apart) {
+    S = ca_stacks_new(32);
+    uint32_t ids[2] = {0, 0};
+    uint64_t h0, w0, h1, w1;
+    for (volatile int i = 0; i < 40; i++) {
+        if (i == 2) ca_stacks_thread_counts(&h0, &w0);
+        uint32_t id = outer[i & 1](); /* one call site: the same depth under either */
+        if (i < 2) ids[i] = id;
+        ck_assert_uint_eq(id, ids[i & 1]);
+    }
+    ck_assert_uint_ne(ids[0], ids[1]);
+    ck_assert_uint_eq(ca_stacks_count(S), 2);
+#if defined(__x86_64__)
+    ca_stacks_thread_counts(&h1, &w1);
+    ck_assert_uint_eq(w1, w0);      /* both cached after their first capture */
+    ck_assert_uint_eq(h1 - h0, 38); /* and each capture answered by its own entry */
+#endif
+    ca_stacks_free(S);
+}
+END_TEST
+
+/* Frames past the site's last (max_frames) cannot change it: the cache does
+ * not check them, so a stack that differs only there is a hit. */
+START_TEST(frames_past_the_site_are_not_checked) {
+    S = ca_stacks_new(4);
+    uint32_t ids[2];
+    uint64_t h0, w0, h1, w1;
+    ca_stacks_thread_counts(&h0, &w0);
+    for (volatile int i = 0; i < 2; i++) ids[i] = outer[i]();
+    ca_stacks_thread_counts(&h1, &w1);
+    ck_assert_uint_eq(ids[0], ids[1]); /* site_a, deep, deep, deep under either caller */
+    const uintptr_t *ips;
+    ck_assert_uint_eq(ca_stacks_get(S, ids[0], &ips), 4);
+#if defined(__x86_64__)
+    ck_assert_uint_eq(w1 - w0, 1); /* outer_y's capture: a hit on outer_x's entry */
+    ck_assert_uint_eq(h1 - h0, 1);
+#endif
+    ca_stacks_free(S);
+}
+END_TEST
+
 /* The same call site for the main thread and the other one. */
 static __attribute__((noinline)) uint32_t thread_capture_one(void) {
     uint32_t r = deep(6, 0);
@@ -192,6 +251,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, same_site_same_id);
     tcase_add_test(tc, cache_hits_and_agrees);
     tcase_add_test(tc, a_run_of_one_site_checks_one_way);
+    tcase_add_test(tc, an_outer_frame_tells_cached_stacks_apart);
+    tcase_add_test(tc, frames_past_the_site_are_not_checked);
     tcase_add_test(tc, threads_share_the_table);
     tcase_add_test(tc, intern_dedups);
     tcase_add_test(tc, symbolized);
