@@ -25,7 +25,7 @@ static inline uint32_t prio(const ca_block *b) {
 static inline bool listed(int bin) { return bin < CA_EXACT_BINS; }
 
 /* A list: root is its head, tail its last; left and right are the previous
- * and next. Only the blocks' first cache lines are touched (ca_block). */
+ * and next. Only the blocks' first 64 bytes are touched (ca_block). */
 static void list_insert(ca_free_index *fi, int bin, ca_block *x) {
     ca_block *h = fi->root[bin];
     x->left = NULL;
@@ -99,8 +99,8 @@ void ca_free_index_remove(ca_free_index *fi, ca_block *x) {
     if (child) child->parent = x->parent;
     if (!x->parent) *root = child;
     else if (x->parent->left == x) x->parent->left = child;
-    else x->parent->right = child; /* (x->parent is left as it is: only a treap reads it, and
-                                      * an insert sets it; clearing it cost a line) */
+    else x->parent->right = child; /* (x->parent is left as it is: an insert sets it, and
+                                      * it lies past the block's hot 64 bytes) */
 out:
     if (!*root) fi->bitmap[bin / 64] &= ~(1ull << (bin % 64));
     x->bin = -1;
