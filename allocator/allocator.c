@@ -304,7 +304,7 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
     b->allocated = true;
     b->requested = size;
     b->ordered = ordered;
-    b->id = 0; /* a new allocation: a new id when asked */
+    b->has_id = false; /* a new allocation: a new id when asked */
     ca_live_add(&p->live, b);
     b->small = small;
     int kind = small ? CA_POOL_SMALL : CA_POOL_LARGE;
@@ -538,7 +538,10 @@ int ca_find_allocation(ca_allocator *a, const void *ptr, ca_allocation *out) {
     ca_block *b = find_live(a, addr, CA_NO_STREAM, &p);
     if (!b) b = find_covering(a, addr, &p);
     if (!b) return 0;
-    if (!b->id) b->id = __atomic_add_fetch(&last_id, 1, __ATOMIC_RELAXED);
+    if (!b->has_id) {
+        b->id = __atomic_add_fetch(&last_id, 1, __ATOMIC_RELAXED);
+        b->has_id = true;
+    }
     *out = (ca_allocation){.addr = b->addr, .requested = b->requested, .id = b->id, .ordered = b->ordered,
                            .expandable = b->seg->expandable};
     ca_lock_release(&p->lock);

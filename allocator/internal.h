@@ -19,11 +19,11 @@ typedef struct ca_heap ca_heap;
 typedef struct ca_segment ca_segment;
 
 /* A block tiles part of a segment; blocks of a segment are in address order.
- * Its first 64 bytes hold all that a malloc, a free and a merge touch but the
- * live table's link; then a treap's parent. What a free block and an
- * allocated one need is never needed at once: they share bytes. 80 bytes in
- * all (112 before: with 100,000 live blocks, fewer lines and pages to miss;
- * issue 29, BENCHMARKS.md). */
+ * Its first 64 bytes hold all that a malloc, a free, a merge and the live
+ * table touch; then a treap's parent or an allocation's id. What a free
+ * block and an allocated one need is never needed at once: they share
+ * bytes. 72 bytes in all (112 before: with 100,000 live blocks, fewer lines
+ * and pages to miss; issue 29, BENCHMARKS.md). */
 typedef struct ca_block {
     uintptr_t addr;
     size_t size;                       /* multiple of CA_ROUND */
@@ -37,8 +37,7 @@ typedef struct ca_block {
         struct {                       /* allocated: */
             size_t requested;          /* as asked; 0 once freed (pending) */
             union {
-                uint64_t id;           /* live: its allocation's id (ca_find_allocation),
-                                        * given on first asking; 0: none yet */
+                struct ca_block *live_next;    /* live: next in its live table's bucket */
                 struct ca_block *pending_next; /* pending: in its pool's unfenced list or batch */
             };
         };
@@ -55,10 +54,14 @@ typedef struct ca_block {
                                         * (fence.c); `allocated` stays set meanwhile,
                                         * so nothing merges, maps or unmaps it */
     bool ordered : 1;                  /* live: made by ca_malloc_ordered */
-    struct ca_block *parent;           /* free, in a treap bin: its parent */
-    struct ca_block *live_next;        /* allocated: next in its live table's bucket */
+    bool has_id : 1;                   /* live: id is given */
+    union {
+        struct ca_block *parent;       /* free, in a treap bin: its parent */
+        uint64_t id;                   /* live, has_id: its allocation's id
+                                        * (ca_find_allocation), given on first asking */
+    };
 } ca_block;
-_Static_assert(offsetof(ca_block, parent) == 64 && sizeof(ca_block) == 80, "a block's hot fields fit 64 bytes");
+_Static_assert(offsetof(ca_block, parent) == 64 && sizeof(ca_block) == 72, "a block's hot fields fit 64 bytes");
 
 /* Is b live (allocated, not waiting for a fence)? Then requested is set. */
 static inline bool ca_block_live(const ca_block *b) { return b->allocated && !b->pending; }
