@@ -45,8 +45,7 @@ static void set_limits(ca_allocator *a) {
     /* A block counts its unmapped granules in 32 bits (ca_block): no range,
      * and so no limit, beyond 2^32 - 1 granules (16 TiB of 4 KiB ones). */
     if (reserve / g > UINT32_MAX) reserve = (size_t)UINT32_MAX * g;
-    if (a->limit > reserve) a->limit = reserve;
-    if (a->cap > reserve) a->cap = reserve;
+    if (a->limit > reserve) a->limit = a->cap = reserve; /* kept to by the allocator itself */
     a->reserve = reserve < g ? g : reserve & ~(g - 1);
     /* That much is what a heap may take in all; it starts with one range of
      * CA_FIRST_RANGE (twice the limit on a smaller device: room for what it
