@@ -42,6 +42,10 @@ static void set_limits(ca_allocator *a) {
      * limit, so that every request the device could hold has room. */
     size_t reserve = device <= TIB ? 4 * device : 4 * TIB;
     if (reserve < a->limit) reserve = a->limit;
+    /* A block counts its unmapped granules in 32 bits (ca_block): no range,
+     * and so no limit, beyond 2^32 - 1 granules (16 TiB of 4 KiB ones). */
+    if (reserve / g > UINT32_MAX) reserve = (size_t)UINT32_MAX * g;
+    if (a->limit > reserve) a->limit = a->cap = reserve; /* kept to by the allocator itself */
     a->reserve = reserve < g ? g : reserve & ~(g - 1);
     /* That much is what a heap may take in all; it starts with one range of
      * CA_FIRST_RANGE (twice the limit on a smaller device: room for what it
@@ -299,7 +303,7 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
     b->allocated = true;
     b->requested = size;
     b->ordered = ordered;
-    b->id = 0; /* a new allocation: a new id when asked */
+    b->has_id = false; /* a new allocation: a new id when asked */
     ca_live_add(&p->live, b);
     b->small = small;
     int kind = small ? CA_POOL_SMALL : CA_POOL_LARGE;
@@ -425,6 +429,9 @@ void ca_block_release(ca_allocator *a, ca_pool *p, ca_block *b, bool idle) {
 /* b, found live in pool p (locked), out of the live table with the
  * statistics of a free applied. */
 static void take_live(ca_allocator *a, ca_pool *p, ca_block *b, ca_stream stream) {
+    /* the merge reads both neighbours' lines: cache misses with many blocks */
+    __builtin_prefetch(b->prev);
+    __builtin_prefetch(b->next);
     ca_live_remove(&p->live, b);
     int kind = b->small ? CA_POOL_SMALL : CA_POOL_LARGE;
     ca_totals_block(a, kind, -1, b);
@@ -514,7 +521,7 @@ static ca_block *find_covering(ca_allocator *a, uintptr_t addr, ca_pool **pool) 
             if (addr - seg->base >= seg->span) continue;
             ca_block *b = seg->expandable ? start_at_or_before(seg, addr) : seg->first;
             while (b && b->addr + b->size <= addr) b = b->next;
-            if (b && b->requested && addr - b->addr < b->requested) { /* live: requested is 0 once freed */
+            if (b && ca_block_live(b) && addr - b->addr < b->requested) {
                 *pool = p;
                 return b;
             }
@@ -530,7 +537,10 @@ int ca_find_allocation(ca_allocator *a, const void *ptr, ca_allocation *out) {
     ca_block *b = find_live(a, addr, CA_NO_STREAM, &p);
     if (!b) b = find_covering(a, addr, &p);
     if (!b) return 0;
-    if (!b->id) b->id = __atomic_add_fetch(&last_id, 1, __ATOMIC_RELAXED);
+    if (!b->has_id) {
+        b->id = __atomic_add_fetch(&last_id, 1, __ATOMIC_RELAXED);
+        b->has_id = true;
+    }
     *out = (ca_allocation){.addr = b->addr, .requested = b->requested, .id = b->id, .ordered = b->ordered,
                            .expandable = b->seg->expandable};
     ca_lock_release(&p->lock);

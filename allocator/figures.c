@@ -216,7 +216,7 @@ static void visit_heap(ca_allocator *a, ca_heap *h, ca_segment_fn on_segment, ca
         if (!on_block) continue;
         for (ca_block *b = seg->first; b; b = b->next) {
             ca_block_state st = b->pending ? CA_BLOCK_PENDING : b->allocated ? CA_BLOCK_ALLOCATED : CA_BLOCK_FREE;
-            ca_block_view bv = {b->addr, b->size, b->requested, st,
+            ca_block_view bv = {b->addr, b->size, ca_block_live(b) ? b->requested : 0, st,
                                 seg->expandable ? ca_exp_block_mapped(a, b) : b->size};
             on_block(ctx, &sv, &bv);
         }

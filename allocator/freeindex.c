@@ -21,30 +21,25 @@ static inline uint32_t prio(const ca_block *b) {
     return (uint32_t)(((uint64_t)(b->addr >> 9) * 0x9E3779B97F4A7C15ull) >> 32);
 }
 
-#define EXACT_BINS 64 /* bins [0, 64): one size each, listed */
-static inline bool listed(int bin) { return bin < EXACT_BINS; }
+/* bins [0, CA_EXACT_BINS): one size each, listed */
+static inline bool listed(int bin) { return bin < CA_EXACT_BINS; }
 
-/* A list: root is its head; the head's parent is its tail; left and right
- * are the previous and next. */
-static void list_insert(ca_block **root, ca_block *x) {
-    ca_block *h = *root;
+/* A list: root is its head, tail its last; left and right are the previous
+ * and next. Only the blocks' first 64 bytes are touched (ca_block). */
+static void list_insert(ca_free_index *fi, int bin, ca_block *x) {
+    ca_block *h = fi->root[bin];
     x->left = NULL;
     x->right = h;
-    x->parent = h ? h->parent : x;
-    if (h) {
-        h->left = x;
-        h->parent = NULL;
-    }
-    *root = x;
+    if (h) h->left = x;
+    else fi->tail[bin] = x;
+    fi->root[bin] = x;
 }
 
-static void list_remove(ca_block **root, ca_block *x) {
-    ca_block *tail = (*root)->parent;
+static void list_remove(ca_free_index *fi, int bin, ca_block *x) {
     if (x->right) x->right->left = x->left;
-    else tail = x->left;
+    else fi->tail[bin] = x->left;
     if (x->left) x->left->right = x->right;
-    else *root = x->right;
-    if (*root) (*root)->parent = tail;
+    else fi->root[bin] = x->right;
 }
 
 static inline bool key_less(const ca_block *x, const ca_block *y) {
@@ -74,10 +69,10 @@ void ca_free_index_insert(ca_free_index *fi, ca_block *x) {
     int bin = bin_of(x->size);
     ca_block **root = &fi->root[bin];
     if (!*root) fi->bitmap[bin / 64] |= 1ull << (bin % 64);
-    x->bin = bin;
+    x->bin = (int16_t)bin;
     fi->count++;
     if (listed(bin)) {
-        list_insert(root, x);
+        list_insert(fi, bin, x);
         return;
     }
     x->left = x->right = NULL;
@@ -95,7 +90,7 @@ void ca_free_index_remove(ca_free_index *fi, ca_block *x) {
     int bin = x->bin;
     ca_block **root = &fi->root[bin];
     if (listed(bin)) {
-        list_remove(root, x);
+        list_remove(fi, bin, x);
         goto out;
     }
     while (x->left && x->right)
@@ -104,11 +99,12 @@ void ca_free_index_remove(ca_free_index *fi, ca_block *x) {
     if (child) child->parent = x->parent;
     if (!x->parent) *root = child;
     else if (x->parent->left == x) x->parent->left = child;
-    else x->parent->right = child;
+    else x->parent->right = child; /* (x->parent is left as it is: an insert sets it, and
+                                      * it lies past the block's hot 64 bytes) */
 out:
     if (!*root) fi->bitmap[bin / 64] &= ~(1ull << (bin % 64));
     x->bin = -1;
-    x->left = x->right = x->parent = NULL;
+    x->left = x->right = NULL;
     fi->count--;
 }
 
@@ -157,7 +153,7 @@ static ca_block *rightmost(ca_block *n) {
 
 /* The last block of a non-empty bin in the index's order. */
 static ca_block *last_of(const ca_free_index *fi, int bin) {
-    return listed(bin) ? fi->root[bin]->parent : rightmost(fi->root[bin]);
+    return listed(bin) ? fi->tail[bin] : rightmost(fi->root[bin]);
 }
 
 ca_block *ca_free_index_largest(ca_free_index *fi) {

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "allocator.h"
 #include "lock.h"
@@ -17,32 +18,53 @@ typedef struct ca_batch ca_batch;
 typedef struct ca_heap ca_heap;
 typedef struct ca_segment ca_segment;
 
-/* A block tiles part of a segment; blocks of a segment are in address order. */
+/* A block tiles part of a segment; blocks of a segment are in address order.
+ * Its first 64 bytes hold all that a malloc, a free, a merge and the live
+ * table touch; then a treap's parent or an allocation's id. What a free
+ * block and an allocated one need is never needed at once: they share
+ * bytes. 72 bytes in all (112 before: with 100,000 live blocks, fewer lines
+ * and pages to miss; issue 29, BENCHMARKS.md). */
 typedef struct ca_block {
     uintptr_t addr;
     size_t size;                       /* multiple of CA_ROUND */
-    size_t requested;                  /* as asked; 0 while free */
     struct ca_block *prev, *next;      /* address-order neighbours in the segment */
     ca_segment *seg;
-    struct ca_block *left, *right, *parent; /* free index (treap) links */
-    int32_t bin;                       /* free index bin; -1 when not indexed */
-    bool allocated;                    /* not free: held by the program, or pending */
-    bool small;                        /* allocated: asked for at most CA_SMALL_LIMIT (its
+    union {
+        struct {                       /* free: */
+            struct ca_block *left, *right; /* free index links (treap children, or a
+                                        * list's previous and next) */
+        };
+        struct {                       /* allocated: */
+            size_t requested;          /* as asked; 0 once freed (pending) */
+            union {
+                struct ca_block *live_next;    /* live: next in its live table's bucket */
+                struct ca_block *pending_next; /* pending: in its pool's unfenced list or batch */
+            };
+        };
+    };
+    uint32_t unmapped;                 /* free, expandable: granules lying wholly inside it
+                                        * with no physical memory (0: all mapped, the hot
+                                        * path's test); 0 while allocated. A range holds
+                                        * at most 2^32 granules (set_limits) */
+    int16_t bin;                       /* free index bin; -1 when not indexed */
+    bool allocated : 1;                /* not free: held by the program, or pending */
+    bool small : 1;                    /* allocated: asked for at most CA_SMALL_LIMIT (its
                                         * statistics count in the small pool) */
-    bool pending;                      /* freed by a plain free, waiting for a fence
+    bool pending : 1;                  /* freed by a plain free, waiting for a fence
                                         * (fence.c); `allocated` stays set meanwhile,
                                         * so nothing merges, maps or unmaps it */
-    bool ordered;                      /* live: made by ca_malloc_ordered */
-    union {                            /* never needed at once: */
-        struct ca_block *pending_next; /* pending: in its pool's unfenced list or batch */
-        size_t unmapped;               /* free, expandable: granules lying wholly inside it
-                                        * with no physical memory (0: all mapped, the hot
-                                        * path's test); 0 while allocated */
+    bool ordered : 1;                  /* live: made by ca_malloc_ordered */
+    bool has_id : 1;                   /* live: id is given */
+    union {
+        struct ca_block *parent;       /* free, in a treap bin: its parent */
+        uint64_t id;                   /* live, has_id: its allocation's id
+                                        * (ca_find_allocation), given on first asking */
     };
-    struct ca_block *live_next;        /* allocated: next in its live table's bucket */
-    uint64_t id;                       /* live: its allocation's id (ca_find_allocation),
-                                        * given on first asking; 0: none yet */
 } ca_block;
+_Static_assert(offsetof(ca_block, parent) == 64 && sizeof(ca_block) == 72, "a block's hot fields fit 64 bytes");
+
+/* Is b live (allocated, not waiting for a fence)? Then requested is set. */
+static inline bool ca_block_live(const ca_block *b) { return b->allocated && !b->pending; }
 
 #include "livetable.h"
 
@@ -60,11 +82,14 @@ static inline void ca_starts_end(struct ca_segment *seg, ca_block *b);
 
 /* Free blocks of one pool: best fit (size, then address) in O(log n). Sizes
  * fall in bins (exact below 32 KiB, then 8 per power of two); a bitmap finds
- * the next non-empty bin and a treap per bin orders its blocks. */
+ * the next non-empty bin; an exact bin is a list, newest first, the others a
+ * treap each (freeindex.c). */
+#define CA_EXACT_BINS 64
 typedef struct ca_free_index {
-    ca_block *root[CA_BINS];
     uint64_t bitmap[CA_BIN_WORDS];
     size_t count;
+    ca_block *root[CA_BINS];        /* a list's head, or a treap's root */
+    ca_block *tail[CA_EXACT_BINS];  /* a list's last block (the largest walks start there) */
 } ca_free_index;
 
 struct ca_segment {

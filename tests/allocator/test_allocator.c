@@ -314,6 +314,14 @@ START_TEST(allocations_found_from_inside) {
         ck_assert(ca_find_allocation(a, (char *)r + 100, &al2));
         ck_assert_uint_ne(al2.id, al.id); /* ...another allocation */
         ck_assert(al2.ordered);
+        /* a small one too: its block struct is listed while free, and keeps
+         * what its id was (ca_block: the id shares bytes with a treap's parent) */
+        ck_assert(ca_find_allocation(a, p, &al));
+        ck_assert_int_eq(ca_free(a, p, 0), CA_OK);
+        void *p2 = must_alloc(a, 1000, 0);
+        ck_assert_ptr_eq(p2, p);
+        ck_assert(ca_find_allocation(a, p2, &al2));
+        ck_assert_uint_ne(al2.id, al.id);
         ca_allocator_destroy(a);
     }
 }

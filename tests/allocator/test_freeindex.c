@@ -88,11 +88,32 @@ START_TEST(equal_sizes_under_32_kib_come_newest_first) {
 }
 END_TEST
 
+/* A list's tail (the index keeps it: a block's links stay in its first 64
+ * bytes) follows removals at either end: the largest walk starts there. */
+START_TEST(a_list_keeps_its_tail) {
+    static ca_free_index fi;
+    ca_block b[3] = {{.addr = 0x1000, .size = 4096}, {.addr = 0x9000, .size = 4096}, {.addr = 0x5000, .size = 4096}};
+    for (int i = 0; i < 3; i++) ca_free_index_insert(&fi, &b[i]); /* listed b2, b1, b0 */
+    ck_assert_ptr_eq(ca_free_index_largest(&fi), &b[0]);
+    ca_free_index_remove(&fi, &b[0]); /* the tail */
+    ck_assert_ptr_eq(ca_free_index_largest(&fi), &b[1]);
+    ca_free_index_remove(&fi, &b[2]); /* the head */
+    ck_assert_ptr_eq(ca_free_index_largest(&fi), &b[1]);
+    ck_assert_ptr_null(ca_free_index_smaller(&fi, &b[1]));
+    ca_free_index_remove(&fi, &b[1]);
+    ck_assert_ptr_null(ca_free_index_largest(&fi));
+    ca_free_index_insert(&fi, &b[2]);
+    ck_assert_ptr_eq(ca_free_index_largest(&fi), &b[2]);
+    ck_assert_ptr_eq(ca_free_index_best_fit(&fi, 4096), &b[2]);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("freeindex");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, every_walk_sees_every_block_in_order);
     tcase_add_test(tc, equal_sizes_under_32_kib_come_newest_first);
+    tcase_add_test(tc, a_list_keeps_its_tail);
     suite_add_tcase(s, tc);
     return ca_check_run(s);
 }

@@ -48,14 +48,14 @@ sanitize-stress:
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/san SAN=1 OPT=-O1 test-stress
 
 # TSan: its own tree; the allocator's unit tests (their threads share pools,
-# or grow at once under one cap)
+# or grow at once under one cap; readers race the address index's writer)
 # and the stress test, whose races in the preload, allocator, reports and
 # simgpu would all show. Suppressions: tests/stress/tsan.supp (each justified).
 tsan:
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/tsan TSAN=1 OPT=-O1 tsan-run
-tsan-run: $(TESTS_BIN)/test_allocator $(TESTS_BIN)/test_stress $(TESTS_BIN)/test_pools $(LIBCUDALLOC) $(STRESS) $(RESET_REPORTS) $(RESET_RACE) $(CUPTI_OOM_RACE)
+tsan-run: $(TESTS_BIN)/test_allocator $(TESTS_BIN)/test_stress $(TESTS_BIN)/test_pools $(TESTS_BIN)/test_addrindex $(LIBCUDALLOC) $(STRESS) $(RESET_REPORTS) $(RESET_RACE) $(CUPTI_OOM_RACE)
 	@set -e; export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(abspath tests/stress/tsan.supp)"; \
-	for t in $(TESTS_BIN)/test_allocator $(TESTS_BIN)/test_stress $(TESTS_BIN)/test_pools; do echo "== $$t (TSan)"; CK_FORK=yes $$t; done; \
+	for t in $(TESTS_BIN)/test_allocator $(TESTS_BIN)/test_stress $(TESTS_BIN)/test_pools $(TESTS_BIN)/test_addrindex; do echo "== $$t (TSan)"; CK_FORK=yes $$t; done; \
 	STRESS_RUNTIME="$(strip $(STRESS_RUNTIME))" STRESS_FORKS=8 bash tests/stress/run.sh $(BUILD) $(STRESS_SECONDS)
 
 endif
