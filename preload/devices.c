@@ -318,6 +318,7 @@ static void after_fork_in_child(void) {
     ca_py_fork_child();
     ca_lock_init(&devices_lock);
     __atomic_fetch_add(&ca_devices_generation, 1, __ATOMIC_RELEASE);
+    ca_tl_device = (ca_thread_device){0}; /* the free's fast path tries it: not the parent's device */
 }
 
 static void fail_config(const char *msg) {
