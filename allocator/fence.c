@@ -4,15 +4,28 @@
  * pending, and is free again once a fence recorded after the free has passed
  * (backend.h: fence_record). A fence recorded later than a free still covers
  * the work queued before it, only more of it, so one fence serves every block
- * freed since the last one: a burst of frees costs one fence, recorded by the
- * next allocation of the pool (or after CA_FENCE_BATCH frees). While fences
- * pass at record (the legacy stream's event orders every later use: no
- * non-blocking stream), recording one later costs nothing in reuse, so an
- * allocation records it only when the free memory cannot serve it without
- * growing: a malloc/free loop that fits in free memory records one fence per
- * CA_FENCE_BATCH frees, not one per free (issue 29). A pool fences at each
- * allocation until a fence passed at record, and again once one did not: a
- * fence recorded sooner passes sooner, and its memory comes back sooner.
+ * freed since the last one: a burst of frees costs one fence.
+ *
+ * So a pool records it only when the memory is needed: an allocation that
+ * the free memory cannot serve without growing fences the unfenced blocks
+ * first (allocator.c), and so do CA_FENCE_BATCH frees or CA_LAZY_BYTES of
+ * them; a malloc/free loop that fits in free memory records one fence per
+ * CA_FENCE_BATCH frees, not one per free (issue 29). That holds with
+ * non-blocking streams too, where a fence waits: a fence is the point "now"
+ * in every stream alive at its record (streams.c: the legacy stream's event
+ * orders the blocking and per-thread streams, each non-blocking stream has
+ * its own event or the context's stands for all), a stream destroyed since
+ * the free is behind its context's keeper, which the fence covers until the
+ * keeper's wait is done, and no fence is recorded while a capture is under
+ * way (the blocks stay unfenced). Work queued before the free, on any of
+ * them, is therefore before the fence, however late it is recorded; work
+ * queued after the free may not use the block. Recording later changes only
+ * how soon the memory comes back: nothing while fences pass at record (no
+ * non-blocking stream: the legacy event orders every later use); with
+ * fences that wait, the allocation that needed the memory finds its fence
+ * not passed yet and grows the pool instead (or, with the memory short,
+ * waits for it), which the two bounds keep to a few blocks.
+ *
  * Allocations poll the oldest fences without blocking; they wait on them
  * only when the memory is otherwise short (allocator.c). Pending blocks stay `allocated`
  * in the segment, so nothing merges, maps or unmaps them, and count as active
@@ -34,16 +47,23 @@ struct ca_batch {
 };
 
 /* idle: the fence has passed because the work before it is done; not when
- * it passed at record (0), which only orders later work after it. */
+ * it passed at record (0), which only orders later work after it. The blocks
+ * leave the pending figures together: one locked add per figure and kind to
+ * the device-wide totals, not one per block. */
 static void free_blocks(ca_allocator *a, ca_pool *p, ca_block *b, bool idle) {
+    int64_t count[CA_POOL_KINDS] = {0}, bytes[CA_POOL_KINDS] = {0};
     while (b) {
         ca_block *next = b->pending_next;
+        int kind = b->small ? CA_POOL_SMALL : CA_POOL_LARGE;
+        count[kind]++;
+        bytes[kind] += (int64_t)b->size; /* before the merge changes it */
         b->pending = false;
         b->pending_next = NULL;
-        ca_pend(a, p, b, -1);
         ca_block_release(a, p, b, idle);
         b = next;
     }
+    for (int kind = CA_POOL_SMALL; kind < CA_POOL_KINDS; kind++)
+        if (count[kind]) ca_pend_kind(a, p, kind, -count[kind], -bytes[kind]);
 }
 
 static void batch_done(ca_allocator *a, ca_pool *p, ca_batch *bt) {
@@ -70,7 +90,7 @@ static void fence_unfenced(ca_allocator *a, ca_pool *p) {
     ca_block *blocks = p->unfenced;
     p->unfenced = NULL;
     p->n_unfenced = p->unfenced_bytes = 0;
-    p->fence_lazily = !f;
+    p->fences_pass = !f;
     if (!f) { /* passed already: every later use is ordered after it */
         bt->next = p->spare_batches;
         p->spare_batches = bt;
@@ -85,7 +105,7 @@ static void fence_unfenced(ca_allocator *a, ca_pool *p) {
 
 void ca_pending_add(ca_allocator *a, ca_pool *p, ca_block *b) {
     b->pending = true;
-    ca_pend(a, p, b, 1);
+    ca_pend(a, p, b);
     b->pending_next = p->unfenced;
     p->unfenced = b;
     p->unfenced_bytes += b->size;

@@ -184,8 +184,8 @@ struct ca_pool {
      * last fence, then fenced batches, oldest first. */
     ca_block *unfenced;
     size_t n_unfenced, unfenced_bytes;
-    bool fence_lazily;      /* the last fence passed at record: fence only when an
-                             * allocation needs the memory (fence.c), not at each one */
+    bool fences_pass;       /* the last fence passed at record (no non-blocking
+                             * stream): unfenced blocks are as good as free */
     ca_batch *oldest, *newest;
     ca_batch *spare_batches;
     /* Reserved memory follows need (expandable.c): the pool's clock is its
@@ -418,18 +418,22 @@ static inline void ca_reserved_add(ca_allocator *a, ca_heap *h, int64_t delta) {
     }
 }
 
-/* A pending plain free comes (sign 1) or goes (-1): blocks awaiting their
- * fence count as active, not allocated. Read without the lock by the
- * device-wide sums, so stored whole. */
-static inline void ca_pend(ca_allocator *a, ca_pool *p, const ca_block *b, int sign) {
-    int kinds[2] = {CA_POOL_ALL, b->small ? CA_POOL_SMALL : CA_POOL_LARGE};
+/* Pending plain frees of one kind (small or large) come (count > 0) or go:
+ * blocks awaiting their fence count as active, not allocated. Read without
+ * the lock by the device-wide sums, so stored whole. */
+static inline void ca_pend_kind(ca_allocator *a, ca_pool *p, int kind, int64_t count, int64_t bytes) {
+    int kinds[2] = {CA_POOL_ALL, kind};
     for (int i = 0; i < 2; i++) {
         int k = kinds[i];
-        __atomic_store_n(&p->pend_count[k], p->pend_count[k] + sign, __ATOMIC_RELAXED);
-        __atomic_store_n(&p->pend_bytes[k], p->pend_bytes[k] + sign * (int64_t)b->size, __ATOMIC_RELAXED);
+        __atomic_store_n(&p->pend_count[k], p->pend_count[k] + count, __ATOMIC_RELAXED);
+        __atomic_store_n(&p->pend_bytes[k], p->pend_bytes[k] + bytes, __ATOMIC_RELAXED);
     }
-    ca_total_add(a, offsetof(ca_stats, active), kinds[1], sign);
-    ca_total_add(a, offsetof(ca_stats, active_bytes), kinds[1], sign * (int64_t)b->size);
+    ca_total_add(a, offsetof(ca_stats, active), kind, count);
+    ca_total_add(a, offsetof(ca_stats, active_bytes), kind, bytes);
+}
+/* One block's plain free becomes pending. */
+static inline void ca_pend(ca_allocator *a, ca_pool *p, const ca_block *b) {
+    ca_pend_kind(a, p, b->small ? CA_POOL_SMALL : CA_POOL_LARGE, 1, (int64_t)b->size);
 }
 /* Active bytes of the pool: allocated, or freed and waiting for a fence. */
 static inline int64_t ca_pool_active_bytes(const ca_pool *p) {
@@ -438,7 +442,7 @@ static inline int64_t ca_pool_active_bytes(const ca_pool *p) {
 /* What the pool needs kept mapped: its active bytes, less plain frees left
  * unfenced while fences pass at record (fence.c): one fence frees them at once. */
 static inline int64_t ca_pool_needed_bytes(const ca_pool *p) {
-    return ca_pool_active_bytes(p) - (p->fence_lazily ? (int64_t)p->unfenced_bytes : 0);
+    return ca_pool_active_bytes(p) - (p->fences_pass ? (int64_t)p->unfenced_bytes : 0);
 }
 
 /* The pool's clock: allocations it served so far (a statistic kept anyway). */
@@ -499,10 +503,10 @@ void ca_pending_poll(ca_allocator *a, ca_pool *p);
  * fit would place it with them free, which costs density (tests/preload
  * remap-torch: 0.926 utilization with no bound); this bounds what is set aside. */
 #define CA_LAZY_BYTES ((size_t)256 << 10)
-/* While fences pass at record, an allocation leaves the unfenced blocks so
- * until the free memory cannot serve it without growing (fence.c). */
+/* An allocation leaves the unfenced blocks so until the free memory cannot
+ * serve it without growing (fence.c): up to CA_LAZY_BYTES of them. */
 static inline bool ca_pending_lazy(const ca_pool *p) {
-    return p->fence_lazily && p->unfenced && p->unfenced_bytes <= CA_LAZY_BYTES;
+    return p->unfenced && p->unfenced_bytes <= CA_LAZY_BYTES;
 }
 /* Wait for the oldest batch (fencing the unfenced blocks first when there is
  * none) and free its blocks; false when nothing was freed. */
