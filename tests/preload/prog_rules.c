@@ -235,11 +235,11 @@ static int rdma_refused(void) {
  * simulator gives an odd multiple of it when none is asked), and a granule
  * mapped at an address aligned to its size is what large pages need. */
 static int granule(void) {
-    CUdeviceptr p, q;
-    cuMemFree(flag_zero()); /* for its context */
+    CUdeviceptr p, q, flag = flag_zero(); /* for its context; the reservation's first block */
+    CHECK(flag % (8 * MIB) == 0, "the first block of a reservation starts granule-aligned: %#llx",
+          (unsigned long long)flag);
+    cuMemFree(flag);
     CHECK(cuMemAlloc(&p, 4 * MIB) == CUDA_SUCCESS && cuMemsetD8(p, 1, 4 * MIB) == CUDA_SUCCESS, "4 MiB");
-    CHECK(p % (8 * MIB) == 0, "the first block of a reservation starts granule-aligned: %#llx",
-          (unsigned long long)p);
     CHECK(cuMemAlloc(&q, 1000) == CUDA_SUCCESS && cuMemsetD8(q, 1, 1000) == CUDA_SUCCESS, "1000 B");
     cudalloc_stats s = stats(0);
     CHECK(s.reserved_bytes % (4 * MIB) == 0, "reserved %lld: whole minimum granules", (long long)s.reserved_bytes);
