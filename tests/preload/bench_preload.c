@@ -8,6 +8,10 @@
  * the preload's does, but whose fences pass at once: the allocator's own
  * work there (busy granules, plain frees pending until a fence) without the
  * driver's, the baseline for the preload's own cost on each route.
+ * Every device has a second pool (a block on another stream, allocated and
+ * freed once), as a program with one stream beside the default one has: its
+ * figures then keep device-wide totals (allocator/internal.h: `several`),
+ * on the preload's device and on the allocator's alike, whichever paths run.
  * The rounds of the first five paths are taken in turn (run_in_turn).
  * Arguments (optional): pairs per round (default 2000000) and one path to run
  * alone (core, core-async, core-plain, async, plain, nonblocking), e.g. a
@@ -119,11 +123,17 @@ int main(int argc, char **argv) {
     if (ca_allocator_new(later, NULL, &dev) != CA_OK) return 1;
     cudaStream_t s;
     void *warm;
-    if (cudaStreamCreate(&s) != cudaSuccess || cudaMalloc(&warm, 4096) != cudaSuccess) {
+    if (cudaStreamCreate(&s) != cudaSuccess || cudaMalloc(&warm, 4096) != cudaSuccess ||
+        cudaFree(warm) != cudaSuccess || cudaMallocAsync(&warm, 4096, s) != cudaSuccess ||
+        cudaFreeAsync(warm, s) != cudaSuccess) {
         fprintf(stderr, "bench_preload: no device\n");
         return 1;
     }
-    cudaFree(warm);
+    for (int i = 0; i < 4; i++) { /* the allocators' pools: stream 0's, then stream 1's */
+        ca_allocator *core_a = i % 2 ? dev : a;
+        ca_stream stream = i / 2;
+        if (ca_malloc(core_a, 4096, stream, &warm, NULL) != CA_OK || ca_free(core_a, warm, stream) != CA_OK) return 1;
+    }
     path ps[] = {{"core", core, a},
                  {"core-async", core_async, dev},
                  {"core-plain", core_plain, dev},
