@@ -2,8 +2,10 @@
  * directly. One process, under the preload on the simulated device: the core
  * is linked in too (its own instance, count backend), timed in the same run.
  * The plain pair is timed twice: with blocking streams only (a plain free's
- * fence is one legacy-stream event) and with a non-blocking stream alive (an
- * event on it too, and the block waits until both completed).
+ * fence is one legacy-stream event, passed at record) and with a non-blocking
+ * stream alive (the fence waits: the context's event, or one on each stream,
+ * and the blocks wait until it completed). Either is recorded once per 64
+ * frees in this loop (allocator/fence.c).
  * The core is also timed on a device that runs work after calls return, as
  * the preload's does, but whose fences pass at once: the allocator's own
  * work there (busy granules, plain frees pending until a fence) without the
@@ -153,9 +155,9 @@ int main(int argc, char **argv) {
     printf("    malloc_ordered+free               %6.1f ns  (the async pair's allocator share)\n", c_async);
     printf("    malloc+free_device                %6.1f ns  (the plain pair's, fences passed)\n", c_plain);
     printf("  cudaMallocAsync+cudaFreeAsync       %6.1f ns  (+%.1f ns over the core)\n", async, async - c);
-    printf("  cudaMalloc+cudaFree                 %6.1f ns  (+%.1f ns; the fence: one legacy-stream event)\n",
+    printf("  cudaMalloc+cudaFree                 %6.1f ns  (+%.1f ns; fences pass at record: legacy-stream events)\n",
            plain, plain - c);
-    printf("  cudaMalloc+cudaFree, non-blocking   %6.1f ns  (+%.1f ns; the fence: two events, queried)\n", plain_nb,
+    printf("  cudaMalloc+cudaFree, non-blocking   %6.1f ns  (+%.1f ns; fences that wait, queried)\n", plain_nb,
            plain_nb - c);
     printf("  the preload's own: async %+.1f ns, plain %+.1f ns, non-blocking %+.1f ns (over the lines above)\n",
            async - c_async, plain - c_plain, plain_nb - c_plain);
