@@ -162,6 +162,41 @@ static void lazy_nonblocking(cudaStream_t b) {
     cudaStreamDestroy(n);
 }
 
+/* A non-blocking stream destroyed between a plain free and the fence that
+ * covers it, its work still held: the fence, recorded when the memory is
+ * needed, still waits for that work (its context's keeper), and the block
+ * stays out until the work ran. */
+static int lazy_destroyed(void) {
+    cudaStream_t n;
+    void *q, *r;
+    CHECK(cudaStreamCreateWithFlags(&n, cudaStreamNonBlocking) == cudaSuccess, "non-blocking stream");
+    CHECK(cudaMalloc(&q, 4096) == cudaSuccess, "cudaMalloc");
+    int64_t reserved = stats(0).reserved_bytes;
+    CHECK(hold(n, 1) == 0 && cudaMemsetAsync(q, 1, 4096, n) == cudaSuccess, "work queued on it");
+    CHECK(cudaFree(q) == cudaSuccess, "cudaFree");
+    CHECK(cudaStreamDestroy(n) == cudaSuccess, "destroyed with the work queued");
+    unsigned long long fences = fences_recorded(); /* the keeper's event on n counted */
+    for (int i = 0; i < 40; i++) {
+        CHECK(cudaMalloc(&r, 4096) == cudaSuccess && r != q, "pair %d: the block came back", i);
+        CHECK(cudaFree(r) == cudaSuccess, "cudaFree %d", i);
+    }
+    CHECK(fences_recorded() == fences, "no fence before the memory is needed: %llu", fences_recorded() - fences);
+    CHECK(cudaMalloc(&r, (size_t)reserved) == cudaSuccess && fences_recorded() > fences, "the memory needed: fenced");
+    void *s;
+    CHECK(cudaMalloc(&s, 4096) == cudaSuccess && s != q, "the fence waits for the destroyed stream's work");
+    cudalloc_stats st = stats(0);
+    CHECK(st.active_bytes - st.allocated_bytes == 41 * 4096, "41 blocks wait: %lld bytes",
+          (long long)(st.active_bytes - st.allocated_bytes));
+    CHECK(hold(n, 0) == 0, "the destroyed stream's work runs");
+    cudaFree(s);
+    st = stats(0);
+    CHECK(st.active_bytes == st.allocated_bytes, "free again once it ran: active %lld allocated %lld",
+          (long long)st.active_bytes, (long long)st.allocated_bytes);
+    cudaFree(r);
+    all_back(0, "lazy-destroyed");
+    CHECK_DONE("lazy-destroyed");
+}
+
 /* A malloc/free loop in free memory, blocking streams only: a plain free's
  * fence (the legacy stream's event) is recorded when an allocation needs the
  * memory, not after each free; until then the block is never handed out
@@ -448,6 +483,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "sync-free")) return sync_free();
     if (!strcmp(mode, "ordered")) return ordered();
     if (!strcmp(mode, "lazy")) return lazy();
+    if (!strcmp(mode, "lazy-destroyed")) return lazy_destroyed();
     if (!strcmp(mode, "memory-short")) return memory_short();
     if (!strcmp(mode, "held-wait")) return held_wait(1);
     if (!strcmp(mode, "held-wait-unreleased")) return held_wait(0);
@@ -456,7 +492,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "cross-device")) return cross_device();
     if (!strcmp(mode, "reset")) return reset();
     if (!strcmp(mode, "exit-pending")) return exit_pending();
-    fprintf(stderr, "usage: %s side-stream|ordered|lazy|sync-free|memory-short|held-wait|held-wait-unreleased|stream-routes|ptds|cross-device|reset|exit-pending\n",
+    fprintf(stderr, "usage: %s side-stream|ordered|lazy|lazy-destroyed|sync-free|memory-short|held-wait|held-wait-unreleased|stream-routes|ptds|cross-device|reset|exit-pending\n",
             argv[0]);
     return 2;
 }

@@ -74,6 +74,8 @@ run free-side-stream 0 -- "$bin/prog_free" side-stream
 run free-ordered 0 -- "$bin/prog_free" ordered
 run free-lazy 0 -- "$bin/prog_free" lazy
 [ $on_gpu = 0 ] && run free-lazy-per-stream 0 CUDALLOC_SIM_DRIVER_VERSION=12040 -- "$bin/prog_free" lazy
+run free-lazy-destroyed 0 -- "$bin/prog_free" lazy-destroyed
+[ $on_gpu = 0 ] && run free-lazy-destroyed-per-stream 0 CUDALLOC_SIM_DRIVER_VERSION=12040 -- "$bin/prog_free" lazy-destroyed
 run free-sync 0 CUDALLOC_CONF=sync_free:true CUDALLOC_SIM_DEVICES=2 -- "$bin/prog_free" sync-free
 run free-memory-short 0 CUDALLOC_SIM_MEMORY=64MiB -- "$bin/prog_free" memory-short
 for kind in true false; do for fences in true false; do
