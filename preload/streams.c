@@ -17,9 +17,10 @@
  * is made to wait for its last work, and fences record on the keeper too
  * while it may still be waiting (busy until a query finds it done). So a
  * fence recorded long after a free (fence.c records them when the memory is
- * needed) still covers the work of a stream destroyed in between. No stream of the program waits for it (CUDA
- * makes none wait for a destroyed stream: a stream that ends waiting for a
- * flag that the legacy stream sets later must not hold the legacy stream).
+ * needed) still covers the work of a stream destroyed in between. No stream
+ * of the program waits for it (CUDA makes none wait for a destroyed stream: a
+ * stream that ends waiting for a flag that the legacy stream sets later must
+ * not hold the legacy stream).
  *
  * While the process has no non-blocking stream, no context of its own and no
  * busy keeper, a fence is the legacy event alone and the blocks behind it
