@@ -27,20 +27,32 @@ bench-replay: $(BIN)/cudalloc-replay
 	@$(BIN)/cudalloc-replay --runs 21 --compare --threads 2 $(BENCH_TRACES)
 BENCHES += bench-replay
 
+# glibc's footprint on a trace's sizes, beside cudalloc's smallest device
+$(TESTS_BIN)/glibc_footprint: tests/tools/glibc_footprint.c $(TRACE_OBJS) $(UTIL_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ -lz
+
 # At scale (issue 29): 100,000 live blocks under churn (512 B to 64 KiB, and
 # to 4 MiB) against 1,000, generated; the smallest device in both modes, time
-# per call against the host allocators; an allocation with 250 and 4,000 live
-# streams; cudalloc-report on 2,500 and 10,000 streams, one per row.
+# per call against the host allocators; the same on other shapes of churn
+# (sizes uniform, powers of two, equal, bimodal, drifting; frees of the oldest
+# or of recent blocks), with glibc's footprint beside; an allocation with 250
+# and 4,000 live streams; cudalloc-report on 2,500 and 10,000 streams, one per row.
 SCALE := $(BUILD)/bench/scale
+SCALE_SHAPES := unif:65536:rand pow2:65536:rand equal:16384:rand bimodal:4194304:rand \
+                drift:65536:rand drift:4194304:rand logu:65536:fifo logu:65536:recent drift:65536:recent
 .PHONY: bench-scale
 bench-scale: $(BIN)/cudalloc-replay $(BIN)/cudalloc-report $(TESTS_BIN)/bench_streams \
-             $(LIBCUDALLOC) $(PRELOAD_TEST_BIN)/bench_streams_async
+             $(LIBCUDALLOC) $(PRELOAD_TEST_BIN)/bench_streams_async $(TESTS_BIN)/glibc_footprint
 	@mkdir -p $(SCALE)
 	@bash tests/tools/gen_churn.sh 100000 512 65536 300000 > $(SCALE)/churn_100k.csv
 	@bash tests/tools/gen_churn.sh 100000 512 4194304 300000 > $(SCALE)/churn_100k_4mib.csv
 	@bash tests/tools/gen_churn.sh 1000 512 65536 300000 > $(SCALE)/churn_1k.csv
+	@for s in $(SCALE_SHAPES); do set -- $$(echo $$s | tr : ' '); \
+	    bash tests/tools/gen_churn.sh 100000 512 $$2 300000 1 $$1 $$3 > $(SCALE)/churn_100k_$$1_$$2_$$3.csv; done
 	@for m in expandable classic; do $(BIN)/cudalloc-replay --runs 1 --mode $$m --min-capacity \
-	    $(SCALE)/churn_100k.csv $(SCALE)/churn_100k_4mib.csv; done
+	    $(SCALE)/churn_100k*.csv; done
+	@$(TESTS_BIN)/glibc_footprint $(SCALE)/churn_100k*.csv
 	@$(BIN)/cudalloc-replay --runs 9 --compare $(SCALE)/churn_1k.csv $(SCALE)/churn_100k.csv
 	@$(TESTS_BIN)/bench_streams 250 4000
 	@LD_LIBRARY_PATH=$(SIM) LD_PRELOAD=$(LIBCUDALLOC) CUDALLOC_CONF=summary:false CUDALLOC_SIM_MEMORY=64GiB \

@@ -163,5 +163,26 @@ msg=$("$replay" --mode fast "$tmp/small.csv" 2>&1); rc=$?
 msg=$("$replay" "$tmp/missing.csv" 2>&1); rc=$?
 [ $rc -eq 2 ] && ok || no "missing file: rc=$rc '$msg'"
 
+# The churn generator's shapes (bench-scale, issue 29): each replays whole, its
+# sizes within [MIN, MAX], each free of a live block; drift's sizes grow; a bad
+# option is one line and exit status 2.
+gen=$(dirname "$0")/gen_churn.sh
+for sizes in logu unif pow2 equal bimodal drift; do
+    for order in rand fifo recent; do
+        f=$tmp/churn_${sizes}_$order.csv
+        bash "$gen" 300 512 65536 1200 5 $sizes $order > "$f" || { no "gen_churn $sizes $order exited $?"; continue; }
+        out=$("$replay" --runs 1 "$f") || { no "replay of churn $sizes $order exited $?"; continue; }
+        [ "$(field calls "$out")" = 2700 ] && [ "$(field ooms "$out")" = 0 ] && ok || no "churn $sizes $order: $out"
+        awk -F, 'NR > 1 && $3 == "allocate" && ($5 < 512 || $5 > 65536) { bad = 1 } END { exit bad }' "$f" && ok ||
+            no "churn $sizes $order: a size outside [512, 65536]"
+    done
+done
+awk -F, 'NR > 1 && $3 == "allocate" { n++; if (n > 300 && n <= 600) a += log($5); if (n > 1200) b += log($5) }
+    END { exit !(b / 300 > a / 300 + 1) }' "$tmp/churn_drift_rand.csv" && ok || no "churn drift: sizes do not grow"
+for bad in "10 512 65536 5 1 sometimes" "10 512 65536 5 1 logu backwards" "10 65536 512 5" "10 512 64k 5"; do
+    msg=$(bash "$gen" $bad 2>&1 >/dev/null); rc=$?
+    [ $rc -eq 2 ] && [ "$(wc -l <<<"$msg")" -eq 1 ] && ok || no "gen_churn $bad: rc=$rc '$msg'"
+done
+
 echo "replay: $pass passed, $fail failed"
 [ $fail -eq 0 ]
