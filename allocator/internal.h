@@ -175,6 +175,8 @@ struct ca_pool {
                              * read without them atomically */
     ca_fence retire_fence;  /* RETIRED with nothing live: the device's work up to
                              * then (0: not recorded yet) */
+    struct ca_pool *next_idle; /* RETIRED: the next in the allocator's retired list;
+                             * SPARE: in its spare list (under retire_lock) */
     ca_heap heap[2];        /* [0] large, [1] small */
     ca_live_table live;     /* allocated blocks, by address */
     ca_stats st;            /* this pool's figures; active and active_bytes keep only
@@ -274,8 +276,11 @@ struct ca_allocator {
     size_t npools;            /* (read atomically) */
     ca_pooltab *pooltab;      /* the live ones by stream (read atomically) */
     ca_addr_index addrs;      /* every segment's pool by address */
-    size_t nspare;            /* pools SPARE (under retire_lock): a new stream looks
-                               * for one only when there are some */
+    ca_pool *spare;           /* pools SPARE, a list (under retire_lock): a new
+                               * stream takes the first */
+    ca_pool *retired;         /* pools RETIRED, a list (under retire_lock): their ends
+                               * are looked for among them alone, not every pool
+                               * (a stream per request among 4,000: issue 29) */
     size_t nretired;          /* pools RETIRED, read atomically: their ends are looked
                                * for only when there are some */
     ca_stats peaks;           /* device-wide peaks of the pools' sums */

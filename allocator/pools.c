@@ -124,7 +124,6 @@ static void end_pool(ca_allocator *a, ca_pool *p) {
     zero_but_current(&p->st);
     __atomic_store_n(&p->state, CA_POOL_SPARE, __ATOMIC_RELEASE);
     __atomic_sub_fetch(&a->nretired, 1, __ATOMIC_RELAXED);
-    a->nspare++;
 }
 
 /* A retired pool with nothing allocated ends once the device is past its
@@ -148,14 +147,20 @@ static void try_end(ca_allocator *a, ca_pool *p, bool wait) {
     end_pool(a, p);
 }
 
+/* Ends what can end among the retired pools; those that end move to the
+ * spare list. Under retire_lock. */
 static void end_retired_locked(ca_allocator *a, bool wait) {
-    size_t n = __atomic_load_n(&a->npools, __ATOMIC_ACQUIRE);
-    for (size_t i = 0; i < n && __atomic_load_n(&a->nretired, __ATOMIC_RELAXED); i++) {
-        ca_pool *p = pool_at(a, i);
-        if (__atomic_load_n(&p->state, __ATOMIC_RELAXED) != CA_POOL_RETIRED) continue;
+    for (ca_pool **link = &a->retired, *p; (p = *link);) {
         ca_lock_acquire(&p->lock);
         try_end(a, p, wait);
         ca_lock_release(&p->lock);
+        if (p->state == CA_POOL_SPARE) {
+            *link = p->next_idle;
+            p->next_idle = a->spare;
+            a->spare = p;
+        } else {
+            link = &p->next_idle;
+        }
     }
 }
 
@@ -178,6 +183,9 @@ void ca_retire_stream(ca_allocator *a, ca_stream stream) {
             __atomic_store_n(&p->state, CA_POOL_RETIRED, __ATOMIC_RELAXED);
             __atomic_add_fetch(&a->nretired, 1, __ATOMIC_RELAXED);
             try_end(a, p, false);
+            ca_pool **list = p->state == CA_POOL_SPARE ? &a->spare : &a->retired;
+            p->next_idle = *list;
+            *list = p;
         }
         ca_lock_release(&p->lock);
     }
@@ -199,17 +207,14 @@ int ca_pool_for(ca_allocator *a, ca_stream stream, ca_pool **out) {
     ca_lock_acquire(&a->retire_lock);
     end_retired_locked(a, false); /* their structs become spare */
     p = ca_pooltab_find(a, stream); /* another thread may have made it meanwhile */
-    size_t n = __atomic_load_n(&a->npools, __ATOMIC_ACQUIRE);
-    for (size_t i = 0; i < n && !p && a->nspare; i++) {
-        ca_pool *q = pool_at(a, i);
-        if (__atomic_load_n(&q->state, __ATOMIC_ACQUIRE) != CA_POOL_SPARE) continue;
-        ca_lock_acquire(&q->lock);
-        pool_start(a, q, stream);
-        ca_lock_release(&q->lock);
-        a->nspare--;
-        p = q;
+    if (!p && (p = a->spare)) {
+        a->spare = p->next_idle;
+        p->next_idle = NULL;
+        ca_lock_acquire(&p->lock);
+        pool_start(a, p, stream);
+        ca_lock_release(&p->lock);
     }
-    if (!p && n) ca_totals_start(a); /* a second pool */
+    if (!p && __atomic_load_n(&a->npools, __ATOMIC_ACQUIRE)) ca_totals_start(a); /* a second pool */
     if (!p && (p = pool_new(a, stream)) && !publish(a, p)) {
         ca_live_destroy(&p->live);
         free(p);
