@@ -165,6 +165,11 @@ $(PRELOAD_TEST_BIN)/bench_streams_async: tests/preload/bench_streams_async.c $(S
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -D_GNU_SOURCE -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart -ldl
 ALL_TARGETS += $(PRELOAD_TEST_BIN)/bench_streams_async
+# A stream per request among thousands of live ones (bench-scale, issue 29).
+$(PRELOAD_TEST_BIN)/bench_stream_churn: tests/preload/bench_stream_churn.c $(SIM)/libcudart.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart
+ALL_TARGETS += $(PRELOAD_TEST_BIN)/bench_stream_churn
 endif
 
 # Several devices, several processes, other tools (issue 23): peer access, CUDA IPC, last error, profilers, contexts.

@@ -47,6 +47,8 @@ CUstream ca_sim_hold_for_record(const struct ca_sim_stream_ref *ref)
  * it or of its green contexts, and behind what a stream of it waits behind. */
 CUstream ca_sim_hold_for_context(struct CUctx_st *ctx)
 {
+    if (!ca_sim.nholds) /* nothing is behind a hold: no need to look through every stream */
+        return NULL;
     for (int i = 0; i < ca_sim.nholds; i++)
         if (ca_sim.holds[i].ctx == ctx || ca_sim.holds[i].ctx->green_of == ctx)
             return ca_sim.holds[i].handle;

@@ -37,13 +37,16 @@ $(TESTS_BIN)/glibc_footprint: tests/tools/glibc_footprint.c $(TRACE_OBJS) $(UTIL
 # per call against the host allocators; the same on other shapes of churn
 # (sizes uniform, powers of two, equal, bimodal, drifting; frees of the oldest
 # or of recent blocks), with glibc's footprint beside; an allocation with 250
-# and 4,000 live streams; cudalloc-report on 2,500 and 10,000 streams, one per row.
+# and 4,000 live streams; a stream per request among 250 and 4,000 (the
+# simulated driver alone, then under the preload); cudalloc-report on 2,500
+# and 10,000 streams, one per row.
 SCALE := $(BUILD)/bench/scale
 SCALE_SHAPES := unif:65536:rand pow2:65536:rand equal:16384:rand bimodal:4194304:rand \
                 drift:65536:rand drift:4194304:rand logu:65536:fifo logu:65536:recent drift:65536:recent
 .PHONY: bench-scale
 bench-scale: $(BIN)/cudalloc-replay $(BIN)/cudalloc-report $(TESTS_BIN)/bench_streams \
-             $(LIBCUDALLOC) $(PRELOAD_TEST_BIN)/bench_streams_async $(TESTS_BIN)/glibc_footprint
+             $(LIBCUDALLOC) $(PRELOAD_TEST_BIN)/bench_streams_async $(PRELOAD_TEST_BIN)/bench_stream_churn \
+             $(TESTS_BIN)/glibc_footprint
 	@mkdir -p $(SCALE)
 	@bash tests/tools/gen_churn.sh 100000 512 65536 300000 > $(SCALE)/churn_100k.csv
 	@bash tests/tools/gen_churn.sh 100000 512 4194304 300000 > $(SCALE)/churn_100k_4mib.csv
@@ -57,6 +60,9 @@ bench-scale: $(BIN)/cudalloc-replay $(BIN)/cudalloc-report $(TESTS_BIN)/bench_st
 	@$(TESTS_BIN)/bench_streams 250 4000
 	@LD_LIBRARY_PATH=$(SIM) LD_PRELOAD=$(LIBCUDALLOC) CUDALLOC_CONF=summary:false CUDALLOC_SIM_MEMORY=64GiB \
 	    $(PRELOAD_TEST_BIN)/bench_streams_async 250 4000
+	@LD_LIBRARY_PATH=$(SIM) CUDALLOC_SIM_MEMORY=64GiB $(PRELOAD_TEST_BIN)/bench_stream_churn 250 4000
+	@LD_LIBRARY_PATH=$(SIM) LD_PRELOAD=$(LIBCUDALLOC) CUDALLOC_CONF=summary:false CUDALLOC_SIM_MEMORY=64GiB \
+	    $(PRELOAD_TEST_BIN)/bench_stream_churn 250 4000
 	@for n in 2500 10000; do \
 	    awk -v n=$$n 'BEGIN { print "Thread,Time,Action,Pointer,Size,Stream"; \
 	        for (i = 0; i < n; i++) printf "1,%d,allocate,0x%x,4096,0x%x\n", i, 65536 + 4096 * i, 4096 + 16 * i }' \

@@ -331,6 +331,17 @@ START_TEST(a_call_costs_the_same_with_thousands_of_streams) {
 }
 END_TEST
 
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define UNDER_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define UNDER_SANITIZER 1
+#endif
+#endif
+#ifndef UNDER_SANITIZER
+#define UNDER_SANITIZER 0
+#endif
+
 /* ns per stream that comes and goes among `live` others, as with a server's
  * stream per request: the oldest stream is retired while its block is still
  * live (freed 8 streams later, so retired pools wait to end), and a new
@@ -368,7 +379,10 @@ static double stream_churn_ns(int live) {
  * pool's segment. */
 START_TEST(a_new_stream_costs_about_the_same_with_thousands_of_streams) {
     double few = stream_churn_ns(250), many = stream_churn_ns(4000);
-    ck_assert_msg(many < 3 * few + 1000, "%.0f ns a new stream with 4,000 streams, %.0f with 250", many, few);
+    /* under a sanitizer each of the index's stores is a call: the bound is
+     * for the real build (the walk runs all the same) */
+    if (!UNDER_SANITIZER)
+        ck_assert_msg(many < 3 * few + 1000, "%.0f ns a new stream with 4,000 streams, %.0f with 250", many, few);
 }
 END_TEST
 
