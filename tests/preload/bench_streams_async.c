@@ -4,11 +4,13 @@
  * round, the sizes rising so that every pass reaches new peaks. Run under the
  * preload on the simulated device:
  *   bench_streams_async [N...]        default 250 4000
- * Prints ns per pair (median of 5 rounds) for each N and the last / first. */
+ * Prints ns per pair (median of 5 rounds) for each N and the last / first;
+ * under the preload also what the N streams' 4 KiB blocks keep reserved. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "include/cudalloc.h"
 #include "tests/bench.h"
 
 enum { ROUNDS = 5, PASSES = 4 };
@@ -23,6 +25,10 @@ static double pair_ns(int n) {
             fprintf(stderr, "bench_streams_async: no device or stream\n");
             exit(2);
         }
+    cudalloc_stats st;
+    if (CUDALLOC_CALL(cudalloc_get_stats, 0, &st) == 0)
+        printf("bench_streams_async streams=%d held=%.2f MiB reserved=%.2f MiB (a 4 KiB block a stream)\n", n,
+               st.allocated_bytes / 1048576.0, st.reserved_bytes / 1048576.0);
     double t[ROUNDS];
     for (int r = 0; r < ROUNDS; r++) {
         double t0 = bench_now_ns();
