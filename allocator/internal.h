@@ -241,6 +241,8 @@ typedef struct ca_addr_span {
 typedef struct ca_addr_spans {
     struct ca_addr_spans *older; /* outgrown, kept for readers until the allocator goes */
     size_t n, cap;
+    size_t gaps;         /* spans removed but left in place (size 0) until reused or
+                          * swept: an insert shifts the spans up to the nearest gap */
     ca_addr_span span[];
 } ca_addr_spans;
 typedef struct ca_addr_index {

@@ -43,6 +43,51 @@ START_TEST(finds_each_span_through_growth_and_removal) {
 }
 END_TEST
 
+/* Removed spans stay as gaps until reused or swept (addrindex.c): a span
+ * made later over a removed one's base is found past that base; a gap holds
+ * no address; churn in the middle of thousands of spans reuses gaps, and a
+ * mass removal sweeps them out, the spans that stay found throughout. */
+START_TEST(gaps_hold_no_address_and_are_reused) {
+    ca_addr_index x;
+    ck_assert_int_eq(ca_addr_index_init(&x), CA_OK);
+    ca_addr_index_add(&x, BASE + STEP / 4, STEP / 8, pool_of(1));
+    ca_addr_index_add(&x, BASE + STEP / 2, STEP / 8, pool_of(2));
+    ca_addr_index_remove(&x, BASE + STEP / 4);
+    ca_addr_index_remove(&x, BASE + STEP / 2); /* two gaps */
+    ck_assert_ptr_null(ca_addr_index_find(&x, BASE + STEP / 2 + 1));
+    ca_addr_index_add(&x, BASE, STEP, pool_of(3)); /* over both gaps' bases: takes one, the other stays inside it */
+    ck_assert_ptr_eq(ca_addr_index_find(&x, BASE + 7), pool_of(3));
+    ck_assert_ptr_eq(ca_addr_index_find(&x, BASE + STEP / 4 + 7), pool_of(3));
+    ck_assert_ptr_eq(ca_addr_index_find(&x, BASE + STEP / 2 + 7), pool_of(3)); /* past the gap's base */
+    ck_assert_ptr_null(ca_addr_index_find(&x, BASE + STEP));
+    ca_addr_index_remove(&x, BASE);
+    ck_assert_ptr_null(ca_addr_index_find(&x, BASE + STEP / 2 + 7));
+    ca_addr_index_destroy(&x);
+
+    ck_assert_int_eq(ca_addr_index_init(&x), CA_OK);
+    for (size_t i = 0; i < SPANS; i++) ca_addr_index_add(&x, BASE + i * STEP, STEP / 4, pool_of(i));
+    size_t cap = x.cur->cap;
+    for (size_t k = 0; k < 4 * SPANS; k++) { /* one comes and goes at a time, anywhere */
+        size_t i = (k * 7919) % SPANS;
+        ca_addr_index_remove(&x, BASE + i * STEP);
+        ck_assert_ptr_null(ca_addr_index_find(&x, BASE + i * STEP + 1));
+        ca_addr_index_add(&x, BASE + i * STEP, STEP / 4, pool_of(i + k));
+        ck_assert_ptr_eq(ca_addr_index_find(&x, BASE + i * STEP + 1), pool_of(i + k));
+    }
+    ck_assert_uint_le(x.cur->gaps, 1);
+    ck_assert_uint_eq(x.cur->cap, cap); /* nothing grew */
+    for (size_t i = 0; i < SPANS; i++)
+        if (i % 10) ca_addr_index_remove(&x, BASE + i * STEP);
+    ck_assert_uint_le(x.cur->gaps, x.cur->n / 2 + 1); /* swept as they piled up */
+    for (size_t i = 0; i < SPANS; i++) {
+        ca_pool *p = ca_addr_index_find(&x, BASE + i * STEP + 3);
+        if (i % 10) ck_assert_ptr_null(p);
+        else ck_assert_ptr_nonnull(p);
+    }
+    ca_addr_index_destroy(&x);
+}
+END_TEST
+
 /* Readers race a writer that adds and removes spans between the ones they
  * ask about, growing the array too: the spans that stay are always found,
  * with their own pool. */
@@ -152,6 +197,7 @@ int main(void) {
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, finds_each_span_through_growth_and_removal);
+    tcase_add_test(tc, gaps_hold_no_address_and_are_reused);
     tcase_add_test(tc, readers_racing_a_writer_find_the_spans_that_stay);
     tcase_add_test(tc, a_pointer_query_costs_the_same_with_thousands_of_streams);
     tcase_add_test(tc, a_block_is_found_from_any_stream);
