@@ -88,6 +88,56 @@ START_TEST(gaps_hold_no_address_and_are_reused) {
 }
 END_TEST
 
+/* Random adds and removes against a model: spans of any size over a row of
+ * slots, a span covering several free slots' bases at times (a range made
+ * where removed ones began, over their gaps); after each change, random
+ * addresses are found in the model's span or in none. */
+#define SLOTS 400
+typedef struct {
+    size_t first, slots; /* the model's span: slots [first, first + slots), first's base */
+    size_t size;
+    int live;
+} model_span;
+
+static ca_pool *model_find(const model_span *m, uintptr_t addr) {
+    for (size_t i = 0; i < SLOTS; i++)
+        if (m[i].live && addr - (BASE + i * STEP) < m[i].size) return pool_of(i);
+    return NULL;
+}
+
+START_TEST(random_changes_agree_with_a_model) {
+    ca_addr_index x;
+    ck_assert_int_eq(ca_addr_index_init(&x), CA_OK);
+    model_span m[SLOTS] = {{0}};
+    size_t owner[SLOTS]; /* the live span over each slot, or SLOTS */
+    for (size_t i = 0; i < SLOTS; i++) owner[i] = SLOTS;
+    unsigned seed = 12345;
+    for (int step = 0; step < 40000; step++) {
+        size_t i = (size_t)rand_r(&seed) % SLOTS;
+        if (m[i].live) {
+            ca_addr_index_remove(&x, BASE + i * STEP);
+            for (size_t k = i; k < i + m[i].slots; k++) owner[k] = SLOTS;
+            m[i].live = 0;
+        } else if (owner[i] == SLOTS) {
+            size_t slots = 1 + (size_t)rand_r(&seed) % 4; /* up to 4 slots, where they are free */
+            while (slots > 1 && (i + slots > SLOTS || owner[i + slots - 1] != SLOTS)) slots--;
+            for (size_t k = i + 1; k < i + slots; k++)
+                if (owner[k] != SLOTS) slots = k - i;
+            size_t size = (slots - 1) * STEP + 1 + (size_t)rand_r(&seed) % STEP;
+            ck_assert_int_eq(ca_addr_index_add(&x, BASE + i * STEP, size, pool_of(i)), CA_OK);
+            m[i] = (model_span){i, slots, size, 1};
+            for (size_t k = i; k < i + slots; k++) owner[k] = i;
+        }
+        for (int q = 0; q < 8; q++) {
+            uintptr_t addr = BASE - STEP + (uintptr_t)rand_r(&seed) % ((SLOTS + 2) * STEP);
+            ck_assert_ptr_eq(ca_addr_index_find(&x, addr), model_find(m, addr));
+        }
+    }
+    ck_assert_uint_le(x.cur->gaps, x.cur->n / 2 + 17);
+    ca_addr_index_destroy(&x);
+}
+END_TEST
+
 /* Readers race a writer that adds and removes spans between the ones they
  * ask about, growing the array too: the spans that stay are always found,
  * with their own pool. */
@@ -198,6 +248,7 @@ int main(void) {
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, finds_each_span_through_growth_and_removal);
     tcase_add_test(tc, gaps_hold_no_address_and_are_reused);
+    tcase_add_test(tc, random_changes_agree_with_a_model);
     tcase_add_test(tc, readers_racing_a_writer_find_the_spans_that_stay);
     tcase_add_test(tc, a_pointer_query_costs_the_same_with_thousands_of_streams);
     tcase_add_test(tc, a_block_is_found_from_any_stream);
