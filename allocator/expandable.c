@@ -512,11 +512,13 @@ int ca_exp_alloc(ca_allocator *a, ca_heap *h, size_t size, bool may_grow, ca_blo
 
 /* Trim the unmapped end of a free tail off the range. The granule where the
  * tail starts is mapped if an allocated block shares it, so the cut never
- * reaches into the block before the tail. */
+ * reaches into the block before the tail. A free tail out of the index is
+ * being allocated (map_range's donors drop the older ranges' ends meanwhile:
+ * it may be one's tail) and is left whole. */
 void ca_exp_trim_tail(ca_allocator *a, ca_segment *seg) {
     size_t g = a->granule;
     ca_block *tail = seg->last;
-    if (!tail || tail->allocated) return;
+    if (!tail || tail->allocated || tail->bin < 0) return;
     size_t end = seg->span / g, lo = (tail->addr - seg->base) / g;
     while (end > lo && !seg->handles[end - 1]) end--;
     if (end * g >= seg->span) return;

@@ -277,6 +277,42 @@ START_TEST(a_growing_pool_moves_to_larger_ranges) {
 }
 END_TEST
 
+/* A request served by a free block of an older range, whose missing granules
+ * come from the block's own mapped ones past the request (the device is
+ * full): moving them drops the older ranges' unmapped ends, and the block
+ * being served is the tail of its range, out of the free index. It was
+ * removed from the index a second time (bin -1: a crash or a corrupt
+ * index; a real PyTorch snapshot's replay died so, `cudalloc-report`), and
+ * its end trimmed under the request. */
+START_TEST(a_block_served_from_an_older_range_keeps_its_end) {
+    ca_allocator *a = make(ca_backend_count_new(12 * MIB, G), 0, 1);
+    a->first_range = 8 * MIB;
+    void *p = must_alloc(a, 4 * MIB, 0), *q = must_alloc(a, 4 * MIB, 0); /* the first range, full */
+    void *r = must_alloc(a, 2 * MIB, 0);                                /* a second one: the newest */
+    ca_free(a, p, 0);
+    ca_release(a);                           /* p's granules unmapped */
+    void *w = must_alloc(a, 6 * MIB, 0);     /* too large for p's place: the newest grows; the device full */
+    ca_free(a, q, 0);                        /* one free block over the first range: q's half mapped */
+    ck_assert_int_eq(segments(a), 2);
+    void *x = must_alloc(a, 4 * MIB, 0);     /* at the first range's start, its granules moved from q's */
+    ck_assert_ptr_eq(x, p);
+    ck_assert_int_eq(stats(a).reserved_bytes[CA_POOL_ALL].current, 12 * MIB);
+    ca_pool *const *arr;
+    ca_pools(a, &arr);
+    ca_segment *first = arr[0]->heap[0].segments->next; /* the older range */
+    ck_assert_ptr_nonnull(first);
+    ck_assert_uint_eq(first->span, 8 * MIB); /* its end still there, */
+    ca_block *rest = first->last;
+    ck_assert(!rest->allocated && rest->bin >= 0); /* free and in the index */
+    ck_assert_uint_eq(rest->addr, (uintptr_t)q);
+    ck_assert_uint_eq(rest->size, 4 * MIB);
+    ca_free(a, x, 0);
+    ca_free(a, w, 0);
+    ca_free(a, r, 0);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
 /* 20,000 live small blocks (512 B to 16 KiB) under churn, freeing a random
  * one and allocating another, in a pool that outgrew its first range: the
  * holes churn leaves in the older ranges serve it as the newest range's do,
@@ -445,6 +481,7 @@ int main(void) {
     tcase_add_test(tc, release_waits_for_busy_memory);
     tcase_add_test(tc, non_streams_are_refused);
     tcase_add_test(tc, a_growing_pool_moves_to_larger_ranges);
+    tcase_add_test(tc, a_block_served_from_an_older_range_keeps_its_end);
     tcase_add_test(tc, small_blocks_under_churn_stay_dense_across_ranges);
     tcase_add_test(tc, a_call_costs_the_same_with_thousands_of_streams);
     tcase_add_test(tc, a_new_stream_costs_about_the_same_with_thousands_of_streams);
