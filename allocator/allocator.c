@@ -23,6 +23,7 @@ void ca_options_default(ca_options *opt) {
     opt->expandable = 1;
     opt->max_reserved = 0;
     opt->release_after = CA_RELEASE_AFTER;
+    opt->share_bytes = CA_SHARE_BYTES;
 }
 
 /* What the allocator may hold and how much address space a heap reserves,
@@ -77,6 +78,8 @@ int ca_allocator_new(ca_backend *be, const ca_options *opt, ca_allocator **out) 
     else ca_options_default(&a->opt);
     a->granule = be->granule;
     a->async = be->event_record || be->fence_record;
+    /* a shared block's free waits for a fence where the device runs work after calls return */
+    a->share_bytes = a->async && !be->fence_record ? 0 : a->opt.share_bytes;
     size_t free_bytes = 0, total = 0;
     if (be->mem_info(be->self, &free_bytes, &total) != CA_OK) total = 0;
     a->capacity = total;
@@ -265,6 +268,11 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
     bool never = !ca_size_round_up(size, CA_ROUND, &rounded) || !ca_size_round_up(rounded, a->granule, &granules) ||
                  granules > a->limit;
     bool small = rounded <= CA_SMALL_LIMIT;
+    /* A stream that holds little takes small blocks from the shared pool (share.c). */
+    ca_pool *asker = p;
+    uint32_t owner = 0;
+    if (rounded <= a->share_bytes && !__atomic_load_n(&p->own, __ATOMIC_RELAXED))
+        p = ca_share_route(a, p, rounded, &owner);
     ca_heap *h = &p->heap[small && !a->opt.expandable]; /* see ca_heap */
     ca_block *b = NULL;
     ca_lock_acquire(&p->lock);
@@ -300,6 +308,8 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
         return rc;
     }
     b = ca_split(a, b, rounded);
+    if (owner) ca_share_hold(asker, b, owner);
+    else if (!p->own) __atomic_store_n(&p->own, true, __ATOMIC_RELAXED);
     b->allocated = true;
     b->requested = size;
     b->ordered = ordered;
@@ -422,6 +432,7 @@ static inline __attribute__((always_inline)) ca_block *find_live(ca_allocator *a
 }
 
 void ca_block_release(ca_allocator *a, ca_pool *p, ca_block *b, bool idle) {
+    if (b->owner) ca_share_drop(a, b); /* counted as its stream's until now, pending too */
     if (!idle && b->seg->expandable) ca_exp_busy(a, p, b);
     merge_and_index(p, b);
 }
@@ -443,10 +454,27 @@ static void take_live(ca_allocator *a, ca_pool *p, ca_block *b, ca_stream stream
     b->requested = 0;
 }
 
+/* A shared block, found live in the shared pool p (locked), freed in the
+ * order of `stream`, which must be one: any stream may take it next, so it
+ * waits for a fence (share.c). */
+static int free_shared(ca_allocator *a, ca_pool *p, ca_block *b, ca_stream stream) {
+    bool known = ca_pooltab_find(a, stream) != NULL; /* a live stream's pool: the usual case */
+    if (!known && a->be->stream_check && a->be->stream_check(a->be->self, stream) != CA_OK) {
+        ca_lock_release(&p->lock);
+        return CA_ERR_STREAM;
+    }
+    take_live(a, p, b, stream);
+    if (a->async) ca_pending_add(a, p, b);
+    else ca_block_release(a, p, b, true);
+    ca_lock_release(&p->lock);
+    return CA_OK;
+}
+
 int ca_free(ca_allocator *a, void *ptr, ca_stream stream) {
     ca_pool *p;
     ca_block *b = find_live(a, (uintptr_t)ptr, stream, &p);
     if (!b) return CA_ERR_INVALID;
+    if (p == a->shared) return free_shared(a, p, b, stream);
     /* Freed in another stream's order: that stream must be one (the pool's
      * own is, while the pool is live). */
     bool cross = stream != p->key;

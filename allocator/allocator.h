@@ -18,6 +18,10 @@
 /* Default of ca_options.release_after (expandable.c says why this many). */
 #define CA_RELEASE_AFTER 10000
 
+/* Default of ca_options.share_bytes: half a 2 MiB granule, the least a pool
+ * of its own maps. */
+#define CA_SHARE_BYTES ((size_t)1 << 20)
+
 typedef struct ca_allocator ca_allocator;
 
 typedef struct ca_options {
@@ -27,6 +31,10 @@ typedef struct ca_options {
                                 * granules it did not need over the last that many go back
                                 * to the device (0: never, until an OOM or ca_release);
                                 * CA_RELEASE_AFTER by default */
+    size_t share_bytes;        /* a stream whose pool holds no memory takes requests of up to
+                                * this many bytes from a pool that all such streams share,
+                                * while it holds at most this many there (allocator/share.c);
+                                * 0: never. CA_SHARE_BYTES by default */
 } ca_options;
 
 /* What an out-of-memory failure looked like, for the OOM report. */

@@ -42,10 +42,15 @@ typedef struct ca_block {
             };
         };
     };
-    uint32_t unmapped;                 /* free, expandable: granules lying wholly inside it
+    union {
+        uint32_t unmapped;             /* free, expandable: granules lying wholly inside it
                                         * with no physical memory (0: all mapped, the hot
-                                        * path's test); 0 while allocated. A range holds
-                                        * at most 2^32 granules (set_limits) */
+                                        * path's test). A range holds at most 2^32
+                                        * granules (set_limits) */
+        uint32_t owner;                /* allocated or pending: in the shared pool, the
+                                        * stream pool that asked for it (share.c); else 0.
+                                        * Back to 0 when free (a merge reads unmapped) */
+    };
     int16_t bin;                       /* free index bin; -1 when not indexed */
     bool allocated : 1;                /* not free: held by the program, or pending */
     bool small : 1;                    /* allocated: asked for at most CA_SMALL_LIMIT (its
@@ -203,6 +208,14 @@ struct ca_pool {
                              * cost it */
     uint64_t epoch, idle_epoch;
     ca_fence mark;          /* in flight; 0: none */
+    /* Small blocks shared across streams (share.c). */
+    bool own;               /* its stream's requests come here, not to the shared pool:
+                             * once it served one, until it holds no memory again
+                             * (read without the lock: atomically) */
+    uint32_t index;         /* its place in the pool table */
+    uint32_t gen;           /* starts so far (a struct serves stream after stream) */
+    int64_t shared_held;    /* bytes its stream's requests hold in the shared pool
+                             * (atomically) */
     ca_block *spare;        /* recycled block structs */
     void **chunks;          /* block slabs, freed with the pool */
     size_t nchunks, chunks_cap;
@@ -280,6 +293,10 @@ struct ca_allocator {
     ca_addr_index addrs;      /* every segment's pool by address */
     ca_pool *spare;           /* pools SPARE, a list (under retire_lock): a new
                                * stream takes the first */
+    ca_pool *shared;          /* small blocks of streams that hold little (share.c); made on
+                               * first need, under retire_lock (read atomically) */
+    size_t share_bytes;       /* ca_options.share_bytes; 0 when off, or when the device runs
+                               * work after calls return and has no fences */
     ca_pool *retired;         /* pools RETIRED, a list (under retire_lock): their ends
                                * are looked for among them alone, not every pool
                                * (a stream per request among 4,000: issue 29) */
@@ -404,6 +421,25 @@ static inline void ca_totals_block(ca_allocator *a, int kind, int sign, const ca
 void ca_totals_start(ca_allocator *a);
 size_t ca_reserved_total(ca_allocator *a);
 
+/* share.c: small blocks of streams that hold little, in one pool */
+/* A request of `rounded` bytes (at most share_bytes) on the stream of p,
+ * which is not `own`: the shared pool, with *owner naming p, or p (which
+ * then becomes own when it serves it). */
+ca_pool *ca_share_route(ca_allocator *a, ca_pool *p, size_t rounded, uint32_t *owner);
+/* b, just allocated in the shared pool for `asker`, counts as its stream's. */
+void ca_share_hold(ca_pool *asker, ca_block *b, uint32_t owner);
+/* b, in the shared pool, is free again (its fence passed, if it waited for
+ * one): off its stream's count, which holds its pending blocks too. */
+void ca_share_drop(ca_allocator *a, ca_block *b);
+/* The shared pool, made on first need; NULL without host memory. */
+ca_pool *ca_pool_shared(ca_allocator *a);
+/* A stream pool that holds no memory again shares again (not stream 0, the
+ * legacy stream: its pool, cudaMalloc's, serves every stream already). */
+static inline void ca_share_reserved_changed(ca_pool *p) {
+    if (p->own && !p->st.reserved_bytes[CA_POOL_ALL].current && p->stream)
+        __atomic_store_n(&p->own, false, __ATOMIC_RELAXED);
+}
+
 /* Physical memory from the device: ca_hold before it is created (false, with
  * nothing taken, when the cap would be passed: one atomic step for every
  * pool and thread), ca_unhold after it is given back; ca_reserved_add when
@@ -418,6 +454,7 @@ static inline bool ca_hold(ca_allocator *a, size_t bytes) {
 static inline void ca_unhold(ca_allocator *a, size_t bytes) { __atomic_sub_fetch(&a->held, bytes, __ATOMIC_RELAXED); }
 static inline void ca_reserved_add(ca_allocator *a, ca_heap *h, int64_t delta) {
     CA_STAT(a, h, reserved_bytes, delta);
+    ca_share_reserved_changed(h->pool);
     size_t now = __atomic_add_fetch(&a->reserved, (size_t)delta, __ATOMIC_RELAXED);
     size_t peak = __atomic_load_n(&a->reserved_peak, __ATOMIC_RELAXED);
     while (now > peak && !__atomic_compare_exchange_n(&a->reserved_peak, &peak, now, true, __ATOMIC_RELAXED,

@@ -1,5 +1,5 @@
 # allocator/: the caching allocator core and its host/count backends.
-ALLOC_SRCS := allocator/allocator.c allocator/pools.c allocator/pooltab.c allocator/addrindex.c allocator/figures.c allocator/expandable.c allocator/ranges.c allocator/classic.c allocator/fence.c \
+ALLOC_SRCS := allocator/allocator.c allocator/pools.c allocator/pooltab.c allocator/addrindex.c allocator/figures.c allocator/expandable.c allocator/ranges.c allocator/classic.c allocator/fence.c allocator/share.c \
               allocator/freeindex.c allocator/block.c allocator/stats.c \
               allocator/livetable.c
 -include allocator/backends.mk
@@ -56,6 +56,10 @@ $(TESTS_BIN)/test_fences: $(OBJ)/tests/allocator/test_fences.o $(LIBCA)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
 UNIT_TESTS += $(TESTS_BIN)/test_fences
+$(TESTS_BIN)/test_share: $(OBJ)/tests/allocator/test_share.o $(LIBCA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
+UNIT_TESTS += $(TESTS_BIN)/test_share
 $(TESTS_BIN)/test_pools: $(OBJ)/tests/allocator/test_pools.o $(LIBCA)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread

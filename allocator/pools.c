@@ -26,6 +26,9 @@ static ca_pool *pool_at(ca_allocator *a, size_t i) {
 
 static void pool_start(ca_allocator *a, ca_pool *p, ca_stream stream) {
     p->stream = stream;
+    __atomic_store_n(&p->gen, p->gen + 1, __ATOMIC_RELAXED); /* its shared blocks' owner is gone */
+    __atomic_store_n(&p->shared_held, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->own, stream == 0, __ATOMIC_RELAXED); /* see ca_share_reserved_changed */
     p->next_sweep = a->opt.release_after ? a->opt.release_after : UINT64_MAX;
     p->epoch = p->idle_epoch = 1; /* a granule's 0: never busy */
     __atomic_store_n(&p->state, CA_POOL_LIVE, __ATOMIC_RELAXED);
@@ -69,6 +72,7 @@ static bool publish(ca_allocator *a, ca_pool *p) {
         __atomic_store_n(&a->pools, bigger, __ATOMIC_RELEASE);
         arr = bigger;
     }
+    p->index = (uint32_t)n;
     arr->pool[n] = p;
     __atomic_store_n(&a->npools, n + 1, __ATOMIC_RELEASE);
     ca_lock_release(&a->lock);
@@ -224,6 +228,25 @@ int ca_pool_for(ca_allocator *a, ca_stream stream, ca_pool **out) {
     ca_lock_release(&a->retire_lock);
     *out = p;
     return p ? CA_OK : CA_ERR_OOM;
+}
+
+ca_pool *ca_pool_shared(ca_allocator *a) {
+    ca_pool *p = __atomic_load_n(&a->shared, __ATOMIC_ACQUIRE);
+    if (p) return p;
+    ca_lock_acquire(&a->retire_lock);
+    if (!(p = a->shared)) {
+        if (__atomic_load_n(&a->npools, __ATOMIC_ACQUIRE)) ca_totals_start(a); /* a second pool */
+        /* its memory is any stream's, as cudaMalloc's: shown on stream 0 */
+        if ((p = pool_new(a, 0))) p->key = CA_NO_STREAM; /* no stream's look-up finds it */
+        if (p && !publish(a, p)) {
+            ca_live_destroy(&p->live);
+            free(p);
+            p = NULL;
+        }
+        if (p) __atomic_store_n(&a->shared, p, __ATOMIC_RELEASE);
+    }
+    ca_lock_release(&a->retire_lock);
+    return p;
 }
 
 int ca_pools_init(ca_allocator *a) {

@@ -13,7 +13,7 @@
 
 ca_config ca_conf;
 
-enum kind { BOOL, SIZE, COUNT, PATH, NAME, ACTION, STATUS, SECONDS, FILE_PATH };
+enum kind { BOOL, SIZE, BYTES, COUNT, PATH, NAME, ACTION, STATUS, SECONDS, FILE_PATH };
 static const struct option {
     const char *key;
     enum kind kind;
@@ -26,6 +26,9 @@ static const struct option {
      "cap on memory held per device, at least 2MiB, e.g. 20GiB (default none)"},
     {"release_after", COUNT, offsetof(ca_config, release_after),
      "every this many allocations, memory not needed over them goes back to the device; 0: never (default 10000)"},
+    {"share_bytes", BYTES, offsetof(ca_config, share_bytes),
+     "a stream that holds no memory of its own takes blocks of up to this size from one pool that such "
+     "streams share, while it holds at most this much there; 0: never (default 1MiB)"},
     {"report", PATH, offsetof(ca_config, report), "report path prefix; %p pid, %r rank (default none)"},
     {"nvtx_range", NAME, offsetof(ca_config, nvtx_range), "the NVTX range that is one iteration (default step)"},
     {"summary", BOOL, offsetof(ca_config, summary), "print the exit summary on stderr (default true)"},
@@ -119,6 +122,11 @@ static int set_option(ca_config *c, const char *src, const char *key, const char
                      src, QUOTED(value), key);
             return -1;
         }
+        case BYTES:
+            if (ca_parse_size(value, field) == 0) return 0;
+            snprintf(err, errlen, "%s: bad value '%s' for %s: accepted: a size such as 1MiB, 0 for never", src,
+                     QUOTED(value), key);
+            return -1;
         case COUNT:
             if (ca_parse_count(value, field) == 0) return 0;
             snprintf(err, errlen, "%s: bad value '%s' for %s: accepted: a count such as 10000, 0 for never", src,
@@ -167,7 +175,7 @@ static int set_option(ca_config *c, const char *src, const char *key, const char
 }
 
 int ca_config_parse(const char *conf, ca_config *out, char *err, size_t errlen) {
-    ca_config c = {.expandable = true, .release_after = CA_RELEASE_AFTER, .summary = true, .tracking = true, .python_frames = true, .trace_iterations = true, .oom_message = true, .context_fences = true, .membarrier = true, .nvtx_range = "step", .exit_code = 75, .status = true, .metrics_every = 5};
+    ca_config c = {.expandable = true, .release_after = CA_RELEASE_AFTER, .share_bytes = CA_SHARE_BYTES, .summary = true, .tracking = true, .python_frames = true, .trace_iterations = true, .oom_message = true, .context_fences = true, .membarrier = true, .nvtx_range = "step", .exit_code = 75, .status = true, .metrics_every = 5};
     unsigned given = 0, from_env = 0;
     const char *report = getenv("CUDALLOC_REPORT");
     if (report && *report && set_option(&c, "CUDALLOC_REPORT", "report", report, &from_env, err, errlen) != 0)
@@ -218,6 +226,7 @@ size_t ca_config_format(const ca_config *c, char *buf, size_t n) {
             if (!*(const size_t *)field) continue; /* 0: not set */
             snprintf(value, sizeof value, "%zu", *(const size_t *)field);
             break;
+        case BYTES:
         case COUNT:
         case STATUS:
         case SECONDS: snprintf(value, sizeof value, "%zu", *(const size_t *)field); break;

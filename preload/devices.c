@@ -58,6 +58,7 @@ static ca_allocator *new_allocator(int ordinal, CUcontext ctx, ca_backend **back
                 ordinal);
     opt.max_reserved = ca_conf.max_reserved;
     opt.release_after = ca_conf.release_after;
+    opt.share_bytes = ca_conf.share_bytes;
     ca_allocator *a = NULL;
     if (ca_allocator_new(be, &opt, &a) != CA_OK) {
         be->destroy(be);

@@ -173,6 +173,7 @@ typedef struct ca_config {
     bool sync_free;       /* cudaFree synchronizes the device first, as CUDA's does */
     size_t max_reserved;  /* per device; 0: the device's memory */
     size_t release_after; /* allocations between give-backs of granules not needed (0: never) */
+    size_t share_bytes;   /* ca_options.share_bytes (0: never) */
     char report[1024];    /* report path prefix; empty: none */
     bool summary;         /* the exit summary on stderr */
     bool tracking;        /* watch lifetimes, call sites and iterations (reports, leaks) */

@@ -91,11 +91,11 @@ for n in 0 8 128; do
         "$(ns "$out/fences_native.txt") / $(ns "$out/fences_ctx.txt") / $(ns "$out/fences_streams.txt")"
 done
 # Streams on the real driver (issue 19): alive at once, and made over a run.
-for m in "live-streams 2000" "stream-churn 5000"; do
+for m in "live-streams 2000" "stream-churn 5000 12" "shared-small 4000"; do
     LD_PRELOAD=build/lib/libcudalloc.so CUDALLOC_CONF=summary:false,tracking:false \
         build/tests/preload/prog_streams $m >> "$out/streams.log" 2>&1
 done
-row "streams: alive at once / made over a run" "$(grep -h '^live-streams\|^stream-churn' "$out/streams.log" | tr '\n' ' ')"
+row "streams: alive at once / made over a run" "$(grep -h '^live-streams\|^stream-churn\|^shared-small' "$out/streams.log" | tr '\n' ' ')"
 
 # 4. PyTorch: a small training loop under the preload, then as pluggable allocator.
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then

@@ -388,7 +388,10 @@ END_TEST
 /* A stream-ordered free into a pool whose stream cannot be made to wait
  * (another thread's per-thread stream) waits for a fence instead. */
 START_TEST(unnameable_pool_stream_falls_back_to_a_fence) {
-    ca_allocator *a = make(1, 0, 1);
+    ca_options opt;
+    ca_options_default(&opt);
+    opt.share_bytes = 0; /* pools of their own (a shared block always waits: test_share) */
+    ca_allocator *a = new_allocator(fake_device(ca_backend_count_new(0, G), 1, 0), &opt);
     void *p = must_alloc(a, 4096, UNNAMEABLE);
     ck_assert_int_eq(ca_free(a, p, 7), CA_OK);
     ck_assert_int_eq(fk.stream_waits, 1);

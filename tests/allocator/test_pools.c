@@ -142,7 +142,7 @@ START_TEST(retired_pools_end_and_are_reused) {
     ca_allocator *a = make(be, 0, 1);
     for (int i = 0; i < 3000; i++) {
         ca_stream s = (ca_stream)(i + 1) * 16;
-        void *p = must_alloc(a, MIB, s);
+        void *p = must_alloc(a, 2 * MIB, s); /* more than a stream shares (below) */
         ca_free(a, p, s);
         ca_retire_stream(a, s);
     }
@@ -153,6 +153,29 @@ START_TEST(retired_pools_end_and_are_reused) {
     ck_assert_int_eq(st.reserved_bytes[CA_POOL_ALL].current, 0); /* each pool's cache went back */
     ck_assert_int_eq(st.reserved_bytes[CA_POOL_ALL].peak, (int64_t)G);
     ck_assert_int_eq(st.num_device_alloc, st.num_device_free);
+    ck_assert_uint_eq(ca_backend_used(be), 0);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+/* The same server with requests that hold little: their blocks come from the
+ * shared pool (share.c), whose one granule is mapped once for them all. */
+START_TEST(streams_that_hold_little_map_nothing_of_their_own) {
+    ca_backend *be = ca_backend_count_new(16 * GIB, G);
+    ca_allocator *a = make(be, 0, 1);
+    for (int i = 0; i < 3000; i++) {
+        ca_stream s = (ca_stream)(i + 1) * 16;
+        void *p = must_alloc(a, MIB, s);
+        ca_free(a, p, s);
+        ca_retire_stream(a, s);
+    }
+    ck_assert_uint_le(pool_count(a), 3);
+    ca_stats st = stats(a);
+    ck_assert_int_eq(st.allocation[CA_POOL_ALL].freed, 3000);
+    ck_assert_int_eq(st.reserved_bytes[CA_POOL_ALL].peak, (int64_t)G);
+    ck_assert_int_eq(st.num_device_alloc, 1);
+    ck_assert_int_eq(st.num_device_free, 0); /* the shared pool's cache stays */
+    ca_release(a);
     ck_assert_uint_eq(ca_backend_used(be), 0);
     ca_allocator_destroy(a);
 }
@@ -476,6 +499,7 @@ int main(void) {
     tcase_add_test(tc, cap_holds_across_threads_classic);
     tcase_add_test(tc, oom_record_always_filled);
     tcase_add_test(tc, retired_pools_end_and_are_reused);
+    tcase_add_test(tc, streams_that_hold_little_map_nothing_of_their_own);
     tcase_add_test(tc, retired_pool_ends_after_its_last_free_and_fence);
     tcase_add_test(tc, a_reused_handle_gets_a_new_pool);
     tcase_add_test(tc, release_waits_for_busy_memory);

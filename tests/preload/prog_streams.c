@@ -14,6 +14,10 @@
  *                   cudaStreamPerThread and exit: the same
  *   live-streams    500 streams alive at once on a device as large as
  *                   CUDALLOC_SIM_MEMORY (run.sh: 141GiB) each allocate
+ *   shared-small    4000 non-blocking streams that hold 4 KiB each share a
+ *                   pool: they reserve what they hold in whole granules, not a
+ *                   granule each; a block freed with its stream's work still
+ *                   queued goes to no stream before that work ran, then back
  *   queued-empty    a destroyed stream's freed block with work still queued
  *                   is not given back by cudalloc_empty_cache before a wait
  *   queued-oom      ... nor by an allocation short of memory (64 MiB device),
@@ -75,7 +79,7 @@ static int create_stream(cudaStream_t *s, int i) {
     }
 }
 
-static int stream_churn(int n) {
+static int stream_churn(int n, long keep_mib) {
     cudaStream_t *seen = calloc((size_t)n, sizeof *seen);
     void *outliving[4] = {0};
     int distinct = 0, failed = 0;
@@ -105,9 +109,9 @@ static int stream_churn(int n) {
     CHECK(cudaMalloc(&p, MIB) == cudaSuccess, "cudaMalloc after %d streams", n);
     cudaFree(p);
     cudalloc_stats st = stats(0);
-    CHECK(st.allocated_bytes == 0 && st.reserved_bytes <= (int64_t)(2 * MIB),
-          "the destroyed streams' caches went back: %lld allocated, %lld reserved", (long long)st.allocated_bytes,
-          (long long)st.reserved_bytes);
+    CHECK(st.allocated_bytes == 0 && st.reserved_bytes <= keep_mib * (int64_t)MIB,
+          "the destroyed streams' caches went back: %lld allocated, %lld reserved, at most %ld MiB kept",
+          (long long)st.allocated_bytes, (long long)st.reserved_bytes, keep_mib);
     CHECK(st.num_ooms == 0, "no OOM: %lld", (long long)st.num_ooms);
     printf("stream-churn: %d streams, %d handles, peak reserved %lld, reserved after %lld, host memory %.1f MiB\n", n,
            distinct, (long long)st.reserved_bytes_peak, (long long)st.reserved_bytes, rss_mib());
@@ -137,7 +141,7 @@ static void *churn_thread(void *arg) {
     return NULL;
 }
 
-static int thread_churn(int n) {
+static int thread_churn(int n, long keep_mib) {
     enum { AT_ONCE = 8 };
     /* Each thread on a stack of its own (never reused): its TLS, and with it
      * its per-thread stream's key, is new, as in a long run where exited
@@ -181,9 +185,9 @@ static int thread_churn(int n) {
     CHECK(cudaMalloc(&p, MIB) == cudaSuccess, "cudaMalloc after %d threads", n);
     cudaFree(p);
     cudalloc_stats st = stats(0);
-    CHECK(st.allocated_bytes == 0 && st.reserved_bytes <= (int64_t)(2 * MIB),
-          "the exited threads' caches went back: %lld allocated, %lld reserved", (long long)st.allocated_bytes,
-          (long long)st.reserved_bytes);
+    CHECK(st.allocated_bytes == 0 && st.reserved_bytes <= keep_mib * (int64_t)MIB,
+          "the exited threads' caches went back: %lld allocated, %lld reserved, at most %ld MiB kept",
+          (long long)st.allocated_bytes, (long long)st.reserved_bytes, keep_mib);
     printf("thread-churn: %d threads, peak reserved %lld, reserved after %lld, host memory %.1f MiB\n", n,
            (long long)st.reserved_bytes_peak, (long long)st.reserved_bytes, rss_mib());
     munmap(stacks, (size_t)n * CHURN_STACK);
@@ -218,6 +222,48 @@ static int live_streams(int n) {
     free(s), free(p), free(big);
     all_back(0, "live-streams");
     CHECK_DONE("live-streams");
+}
+
+/* ---- streams that hold little share a pool (allocator/share.c) ---- */
+
+static int shared_small(int n) {
+    cudaStream_t *s = calloc((size_t)n, sizeof *s);
+    void **p = calloc((size_t)n, sizeof *p);
+    for (int i = 0; i < n; i++)
+        CHECK(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking) == cudaSuccess &&
+                  cudaMallocAsync(&p[i], 4096, s[i]) == cudaSuccess,
+              "stream %d and its 4 KiB", i);
+    int64_t held = (int64_t)n * 4096, granules = (held + 2 * MIB - 1) / (2 * MIB);
+    CHECK(reserved() <= granules * (int64_t)(2 * MIB), "%d streams of 4 KiB reserve %lld bytes, wanted %lld granules", n,
+          (long long)reserved(), (long long)granules);
+    printf("shared-small: %d streams hold %.2f MiB, reserve %.2f MiB\n", n, held / 1048576.0, reserved() / 1048576.0);
+    if (simulated) { /* the block of a held stream, freed in its order */
+        CHECK(hold(s[0], 1) == 0 && cudaMemsetAsync(p[0], 7, 4096, s[0]) == cudaSuccess, "work queued on stream 0");
+        CHECK(cudaFreeAsync(p[0], s[0]) == cudaSuccess, "freed in its order");
+        for (int k = 0; k < 300; k++) { /* fences recorded (every 64 frees), none passed */
+            void *q = NULL;
+            CHECK(cudaMallocAsync(&q, 4096, s[k % 4]) == cudaSuccess && q != p[0],
+                  "allocation %d took the block freed while its stream's work was queued", k);
+            cudaFreeAsync(q, s[k % 4]);
+        }
+        CHECK(hold(s[0], 0) == 0, "the work runs");
+        int back = 0;
+        for (int k = 0; k < 300 && !back; k++) {
+            void *q = NULL;
+            CHECK(cudaMallocAsync(&q, 4096, s[1]) == cudaSuccess, "allocation %d after the work ran", k);
+            back = q == p[0];
+            cudaFreeAsync(q, s[1]);
+        }
+        CHECK(back, "the block came back once its stream's work ran");
+    } else {
+        cudaFreeAsync(p[0], s[0]);
+    }
+    for (int i = 1; i < n; i++) CHECK(cudaFreeAsync(p[i], s[i]) == cudaSuccess, "free %d", i);
+    for (int i = 0; i < n; i++) cudaStreamDestroy(s[i]);
+    free(s);
+    free(p);
+    all_back(0, "shared-small");
+    CHECK_DONE("shared-small");
 }
 
 /* ---- a destroyed stream's queued work ---- */
@@ -417,15 +463,19 @@ int main(int argc, char **argv) {
     }
     long arg = argc > 2 ? strtol(argv[2], NULL, 0) : 0; /* a count, or the cap in MiB */
     size_t cap = arg > 0 ? (size_t)arg * MIB : 0;
-    if (!strcmp(mode, "stream-churn")) return stream_churn(arg > 0 ? (int)arg : 1200);
-    if (!strcmp(mode, "thread-churn")) return thread_churn(arg > 0 ? (int)arg : 1100);
+    /* the MiB reserved after the churn may be: a pool's cache (the last
+     * cudaMalloc's), or the shared pool's (allocator/share.c) */
+    long keep_mib = argc > 3 ? strtol(argv[3], NULL, 0) : 2;
+    if (!strcmp(mode, "stream-churn")) return stream_churn(arg > 0 ? (int)arg : 1200, keep_mib);
+    if (!strcmp(mode, "thread-churn")) return thread_churn(arg > 0 ? (int)arg : 1100, keep_mib);
     if (!strcmp(mode, "live-streams")) return live_streams(arg > 0 ? (int)arg : 500);
+    if (!strcmp(mode, "shared-small")) return shared_small(arg > 0 ? (int)arg : 4000);
     if (!strcmp(mode, "queued-empty")) return queued_empty();
     if (!strcmp(mode, "queued-oom")) return queued_oom();
     if (!strcmp(mode, "queued-sweep")) return queued_sweep();
     if (!strcmp(mode, "cap-threads") && cap) return cap_threads(cap);
     if (!strcmp(mode, "meminfo-cap") && cap) return meminfo_cap(cap);
-    fprintf(stderr, "usage: %s stream-churn|thread-churn|live-streams [COUNT], queued-empty|queued-oom|queued-sweep|"
+    fprintf(stderr, "usage: %s stream-churn|thread-churn [COUNT [MIB kept]], live-streams|shared-small [COUNT], queued-empty|queued-oom|queued-sweep|"
                     "bad-stream, or cap-threads|meminfo-cap MIB (the max_reserved in force)\n", argv[0]);
     return 2;
 }

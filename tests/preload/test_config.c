@@ -37,6 +37,9 @@ START_TEST(defaults_and_every_key)
                  "summary:no,trace_iterations:0,tracking:FALSE,oom_message:false,release_after:0,context_fences:0,membarrier:0,,");
     ck_assert_uint_eq(c.release_after, 0);
     ck_assert_uint_eq(parse_ok("release_after:250").release_after, 250);
+    ck_assert_uint_eq(parse_ok(NULL).share_bytes, CA_SHARE_BYTES);
+    ck_assert_uint_eq(parse_ok("share_bytes:0").share_bytes, 0);
+    ck_assert_uint_eq(parse_ok("share_bytes:256KiB").share_bytes, 256u << 10);
     ck_assert(!c.expandable && c.sync_free && !c.summary && !c.tracking && !c.trace_iterations && !c.oom_message &&
               !c.context_fences && !c.membarrier);
     ck_assert_uint_eq(c.max_reserved, 3ull << 29);
@@ -55,7 +58,7 @@ START_TEST(rejections_name_the_problem)
 {
     parse_fails("expandable_segment:true",
                 "CUDALLOC_CONF: unknown key 'expandable_segment': accepted: expandable_segments, sync_free, "
-                "max_reserved, release_after, report, nvtx_range, summary, trace_iterations, tracking, python_frames, "
+                "max_reserved, release_after, share_bytes, report, nvtx_range, summary, trace_iterations, tracking, python_frames, "
                 "oom_message, context_fences, membarrier, on_leak, on_oom, exit_code, error_exitcode, status, metrics, "
                 "metrics_every, suppressions");
     parse_fails("summary", "CUDALLOC_CONF: 'summary' is not key:value");
@@ -63,6 +66,8 @@ START_TEST(rejections_name_the_problem)
                 "CUDALLOC_CONF: bad value '-1' for release_after: accepted: a count such as 10000, 0 for never");
     parse_fails("release_after:1e4",
                 "CUDALLOC_CONF: bad value '1e4' for release_after: accepted: a count such as 10000, 0 for never");
+    parse_fails("share_bytes:-1", "CUDALLOC_CONF: bad value '-1' for share_bytes: accepted: a size such as 1MiB, 0 "
+                                  "for never");
     parse_fails("summary:maybe", "CUDALLOC_CONF: bad value 'maybe' for summary: accepted: true, false, 1, 0");
     parse_fails("max_reserved:lots",
                 "CUDALLOC_CONF: bad value 'lots' for max_reserved: accepted: a size of at least 2MiB, such as 512MiB, "
@@ -109,7 +114,7 @@ START_TEST(control_bytes_in_values_are_escaped)
     parse_fails("expandable_segments:t\r\rrue",
                 "CUDALLOC_CONF: bad value 't\\x0d\\x0drue' for expandable_segments: accepted: true, false, 1, 0");
     parse_fails("summary\n:true", "CUDALLOC_CONF: unknown key 'summary\\x0a': accepted: expandable_segments, "
-                                  "sync_free, max_reserved, release_after, report, nvtx_range, summary, trace_iterations, "
+                                  "sync_free, max_reserved, release_after, share_bytes, report, nvtx_range, summary, trace_iterations, "
                                   "tracking, python_frames, oom_message, context_fences, membarrier, on_leak, on_oom, "
                                   "exit_code, error_exitcode, status, metrics, metrics_every, suppressions");
     parse_fails("a\nb", "CUDALLOC_CONF: 'a\\x0ab' is not key:value");

@@ -1,0 +1,224 @@
+/* Unit tests of the shared pool (allocator/share.c): streams that hold little
+ * take small blocks from one pool, not a granule each; a stream that holds
+ * more gets its own pool; a shared block waits for a fence before any stream
+ * reuses it; each block's bytes come off the count of the stream that asked. */
+#include <check.h>
+
+#include "allocator/allocator.h"
+#include "tests/allocator/fake_device.h"
+#include "tests/allocator/helpers.h"
+#include "tests/check_run.h"
+
+#define KIB ((size_t)1 << 10)
+
+static ca_allocator *make(size_t share_bytes, int fences, int expandable) {
+    ca_options opt;
+    ca_options_default(&opt);
+    opt.expandable = expandable;
+    opt.share_bytes = share_bytes;
+    return new_allocator(fake_device(ca_backend_count_new(0, G), fences, 0), &opt);
+}
+
+/* The stream of the segment that holds ptr: 0 for the shared pool's. */
+struct find {
+    uintptr_t addr;
+    ca_stream stream;
+    int found;
+};
+static void find_block(void *ctx, const ca_segment_view *seg, const ca_block_view *b) {
+    struct find *f = ctx;
+    if (b->addr == f->addr) f->stream = seg->stream, f->found++;
+}
+static ca_stream pool_stream(ca_allocator *a, void *ptr) {
+    struct find f = {(uintptr_t)ptr, (ca_stream)-1, 0};
+    ca_visit(a, NULL, find_block, &f);
+    ck_assert_int_eq(f.found, 1);
+    return f.stream;
+}
+
+static int pending(ca_allocator *a) {
+    return (int)(stats(a).active[CA_POOL_ALL].current - stats(a).allocation[CA_POOL_ALL].current);
+}
+
+/* 1,000 streams that hold 4 KiB each: with sharing, two granules between
+ * them; without, one each. Both modes, on a device with fences. */
+START_TEST(streams_that_hold_little_share_a_pool) {
+    enum { N = 1000 };
+    static void *p[N + 1];
+    for (int exp = 0; exp <= 1; exp++)
+        for (int share = 0; share <= 1; share++) {
+            ca_allocator *a = make(share ? CA_SHARE_BYTES : 0, 1, exp);
+            for (int s = 1; s <= N; s++) p[s] = must_alloc(a, 4 * KIB, (ca_stream)s);
+            ca_stats st = stats(a);
+            ck_assert_int_eq(st.allocated_bytes[CA_POOL_ALL].current, (int64_t)(N * 4 * KIB));
+            if (share) ck_assert_int_le(st.reserved_bytes[CA_POOL_ALL].current, (int64_t)(2 * G));
+            else ck_assert_int_eq(st.reserved_bytes[CA_POOL_ALL].current, (int64_t)(N * G));
+            for (int s = 1; s <= N; s++) ck_assert_int_eq(ca_free(a, p[s], (ca_stream)s), CA_OK);
+            /* nothing lost: once the fences pass, all of it goes back */
+            ca_release(a);
+            st = stats(a);
+            ck_assert_int_eq(st.active_bytes[CA_POOL_ALL].current, 0);
+            ck_assert_int_eq(st.reserved_bytes[CA_POOL_ALL].current, 0);
+            ca_allocator_destroy(a);
+        }
+}
+END_TEST
+
+/* Past share_bytes held in the shared pool, a stream's requests go to its own
+ * pool, and keep going there until it holds no memory again. */
+START_TEST(a_stream_that_holds_more_gets_its_own_pool) {
+    for (int exp = 0; exp <= 1; exp++) {
+        ca_allocator *a = make(CA_SHARE_BYTES, 0, exp);
+        void *p[4];
+        for (int i = 0; i < 4; i++) {
+            p[i] = must_alloc(a, 256 * KIB, 1);
+            ck_assert_uint_eq(pool_stream(a, p[i]), 0);
+        }
+        void *own = must_alloc(a, 256 * KIB, 1), *small = must_alloc(a, 512, 1);
+        ck_assert_uint_eq(pool_stream(a, own), 1);
+        ck_assert_uint_eq(pool_stream(a, small), 1);
+        /* a larger request is its own pool's however little the stream holds */
+        void *big = must_alloc(a, CA_SHARE_BYTES + 512, 2);
+        ck_assert_uint_eq(pool_stream(a, big), 2);
+        ck_assert_uint_eq(pool_stream(a, must_alloc(a, 512, 2)), 2);
+        /* its own pool empty and given back, the stream shares again */
+        ca_free(a, own, 1);
+        ca_free(a, small, 1);
+        for (int i = 0; i < 4; i++) ca_free(a, p[i], 1);
+        ca_release(a);
+        ck_assert_uint_eq(pool_stream(a, must_alloc(a, 512, 1)), 0);
+        ca_allocator_destroy(a);
+    }
+}
+END_TEST
+
+/* A shared block may next serve any stream: its free waits for a fence, on
+ * the stream that freed it too (no reuse in stream order). */
+START_TEST(a_shared_block_waits_for_a_fence) {
+    ca_allocator *a = make(CA_SHARE_BYTES, 1, 1);
+    enum { N = 64 }; /* a fence every 64 frees (fence.c) */
+    void *p[N];
+    for (int i = 0; i < N; i++) p[i] = must_alloc(a, 4 * KIB, (ca_stream)(i + 1));
+    ck_assert_int_eq(ca_free(a, p[0], 1), CA_OK);
+    ck_assert_int_eq(pending(a), 1);
+    void *q = must_alloc(a, 4 * KIB, 1), *r = must_alloc(a, 4 * KIB, 2);
+    ck_assert_ptr_ne(q, p[0]);
+    ck_assert_ptr_ne(r, p[0]);
+    for (int i = 1; i < N; i++) ck_assert_int_eq(ca_free(a, p[i], (ca_stream)(i + 1)), CA_OK);
+    ck_assert_int_eq(fk.records, 1);
+    ck_assert_int_eq(pending(a), N);
+    /* the fence has not passed: nothing of them is handed out */
+    void *s = must_alloc(a, 4 * KIB, 3);
+    for (int i = 0; i < N; i++) ck_assert_ptr_ne(s, p[i]);
+    fk.passed = fk.recorded;
+    ck_assert_ptr_eq(must_alloc(a, 4 * KIB, 3), p[0]); /* the lowest address, free again */
+    ck_assert_int_eq(pending(a), 0);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+/* A block's bytes come off the count of the stream that asked for it,
+ * whichever stream frees it, in its order or plainly. */
+START_TEST(a_free_on_another_stream_counts_for_the_one_that_asked) {
+    ca_allocator *a = make(CA_SHARE_BYTES, 0, 1);
+    void *p[4];
+    for (int i = 0; i < 4; i++) p[i] = must_alloc(a, 256 * KIB, 1);
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(ca_free(a, p[i], 2), CA_OK);
+    ck_assert_int_eq(ca_free_device(a, p[3], 1), CA_OK);
+    /* stream 1 holds nothing shared: 1 MiB fits again */
+    for (int i = 0; i < 4; i++) ck_assert_uint_eq(pool_stream(a, must_alloc(a, 256 * KIB, 1)), 0);
+    /* and stream 2 still holds nothing */
+    ck_assert_uint_eq(pool_stream(a, must_alloc(a, CA_SHARE_BYTES, 2)), 0);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+/* A stream's blocks waiting for their fence still count as its own: one that
+ * frees faster than fences pass gets a pool of its own (reuse in stream
+ * order); once the fence passed, they count no more. */
+START_TEST(pending_frees_count_until_their_fence_passes) {
+    for (int passes = 0; passes <= 1; passes++) {
+        ca_allocator *a = make(CA_SHARE_BYTES, 1, 1);
+        void *p[4];
+        for (int i = 0; i < 4; i++) p[i] = must_alloc(a, 256 * KIB, 1);
+        for (int i = 0; i < 4; i++) ck_assert_int_eq(ca_free(a, p[i], 1), CA_OK);
+        ck_assert_int_eq(pending(a), 4);
+        /* another stream still shares; its request fences the four */
+        ck_assert_uint_eq(pool_stream(a, must_alloc(a, 256 * KIB, 2)), 0);
+        ck_assert_int_eq(fk.records, 1);
+        if (passes) {
+            fk.passed = fk.recorded;
+            ck_assert_uint_eq(pool_stream(a, must_alloc(a, 4 * KIB, 2)), 0); /* polls: the four are free */
+            ck_assert_int_eq(pending(a), 0);
+        }
+        ck_assert_uint_eq(pool_stream(a, must_alloc(a, 256 * KIB, 1)), passes ? 0 : 1);
+        ca_allocator_destroy(a);
+    }
+}
+END_TEST
+
+/* A pool struct serves stream after stream: the blocks its last stream left
+ * in the shared pool do not count for the next one, before or after. */
+START_TEST(a_new_stream_on_an_old_pool_starts_from_nothing) {
+    ca_allocator *a = make(CA_SHARE_BYTES, 0, 1);
+    void *old = must_alloc(a, CA_SHARE_BYTES, 1);
+    ck_assert_uint_eq(pool_stream(a, old), 0);
+    ca_retire_stream(a, 1); /* its pool holds nothing itself: spare at once */
+    void *p = must_alloc(a, 4 * KIB, 2); /* takes the spare pool */
+    ck_assert_uint_eq(pool_stream(a, p), 0);
+    ck_assert_int_eq(ca_free(a, old, 2), CA_OK); /* not off stream 2's count */
+    ck_assert_uint_eq(pool_stream(a, must_alloc(a, CA_SHARE_BYTES - 4 * KIB, 2)), 0);
+    ck_assert_uint_eq(pool_stream(a, must_alloc(a, 512, 2)), 2); /* now it holds 1 MiB */
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+static int refuse_odd(void *self, ca_stream s) { return s & 1 ? CA_ERR_STREAM : CA_OK; }
+
+/* Freed in the order of something that is not a stream: refused, nothing freed. */
+START_TEST(a_shared_block_freed_on_no_stream_is_refused) {
+    ca_options opt;
+    ca_options_default(&opt);
+    ca_backend *be = ca_backend_count_new(0, G);
+    be->stream_check = refuse_odd;
+    ca_allocator *a = new_allocator(be, &opt);
+    void *p = must_alloc(a, 4 * KIB, 2);
+    ck_assert_uint_eq(pool_stream(a, p), 0);
+    ck_assert_int_eq(ca_free(a, p, 3), CA_ERR_STREAM);
+    ck_assert(ca_owns(a, p, NULL));
+    ck_assert_int_eq(ca_free(a, p, 4), CA_OK); /* another stream's order is a stream's */
+    ck_assert(!ca_owns(a, p, NULL));
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+/* Off (share_bytes 0), or stream 0 (the legacy stream: its pool serves every
+ * stream already): a pool of its own from the first request. */
+START_TEST(stream_zero_and_share_off_never_share) {
+    ca_allocator *a = make(CA_SHARE_BYTES, 0, 1);
+    ck_assert_uint_eq(pool_stream(a, must_alloc(a, 512, 0)), 0);
+    ck_assert_int_eq(stats(a).reserved_bytes[CA_POOL_ALL].current, (int64_t)G);
+    ck_assert_uint_eq(pool_stream(a, must_alloc(a, 512, 5)), 0); /* shared: no new granule */
+    ck_assert_int_eq(stats(a).reserved_bytes[CA_POOL_ALL].current, (int64_t)(2 * G));
+    ca_allocator_destroy(a);
+    a = make(0, 0, 1);
+    ck_assert_uint_eq(pool_stream(a, must_alloc(a, 512, 5)), 5);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("share");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, streams_that_hold_little_share_a_pool);
+    tcase_add_test(tc, a_stream_that_holds_more_gets_its_own_pool);
+    tcase_add_test(tc, a_shared_block_waits_for_a_fence);
+    tcase_add_test(tc, a_free_on_another_stream_counts_for_the_one_that_asked);
+    tcase_add_test(tc, pending_frees_count_until_their_fence_passes);
+    tcase_add_test(tc, a_new_stream_on_an_old_pool_starts_from_nothing);
+    tcase_add_test(tc, a_shared_block_freed_on_no_stream_is_refused);
+    tcase_add_test(tc, stream_zero_and_share_off_never_share);
+    suite_add_tcase(s, tc);
+    return ca_check_run(s);
+}
