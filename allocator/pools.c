@@ -137,7 +137,10 @@ static void end_pool(ca_allocator *a, ca_pool *p) {
 static void try_end(ca_allocator *a, ca_pool *p, bool wait) {
     if (p->state != CA_POOL_RETIRED || p->st.allocation[CA_POOL_ALL].current) return;
     const ca_backend *be = a->be;
-    if (!p->retire_fence && be->fence_record_done) {
+    /* a pool that holds no memory (its stream's blocks were the shared pool's:
+     * share.c) has nothing the device's work could touch: no fence */
+    bool holds = p->st.reserved_bytes[CA_POOL_ALL].current != 0;
+    if (holds && !p->retire_fence && be->fence_record_done) {
         ca_fence f = 0;
         if (be->fence_record_done(be->self, &f) == CA_OK && f) p->retire_fence = f;
         /* else the device was synchronized, or cannot answer: past its work */

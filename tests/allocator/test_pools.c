@@ -202,6 +202,22 @@ START_TEST(retired_pool_ends_after_its_last_free_and_fence) {
 }
 END_TEST
 
+/* A retired pool that holds no memory (its stream's blocks were the shared
+ * pool's) ends at once: no fence to record, nothing to wait for. */
+START_TEST(a_retired_pool_that_holds_nothing_ends_without_a_fence) {
+    ca_backend *be = fake_device(ca_backend_count_new(16 * GIB, G), 1, 1);
+    ca_allocator *a = make(be, 0, 1);
+    void *x = must_alloc(a, 4096, 5); /* the shared pool's */
+    ck_assert_int_eq(ca_free(a, x, 5), CA_OK);
+    ca_retire_stream(a, 5);
+    ck_assert_int_eq(fk.done_records, 0);
+    ck_assert_int_eq(fk.records, 0);
+    must_alloc(a, 4096, 6); /* takes the ended pool: one pool for the two streams */
+    ck_assert_uint_eq(pool_count(a), 2);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
 /* A new stream with a destroyed one's handle gets a pool of its own: the
  * old pool's memory, freed with work still queued, is not handed to it. */
 START_TEST(a_reused_handle_gets_a_new_pool) {
@@ -501,6 +517,7 @@ int main(void) {
     tcase_add_test(tc, retired_pools_end_and_are_reused);
     tcase_add_test(tc, streams_that_hold_little_map_nothing_of_their_own);
     tcase_add_test(tc, retired_pool_ends_after_its_last_free_and_fence);
+    tcase_add_test(tc, a_retired_pool_that_holds_nothing_ends_without_a_fence);
     tcase_add_test(tc, a_reused_handle_gets_a_new_pool);
     tcase_add_test(tc, release_waits_for_busy_memory);
     tcase_add_test(tc, non_streams_are_refused);
