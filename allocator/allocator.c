@@ -474,7 +474,7 @@ int ca_free(ca_allocator *a, void *ptr, ca_stream stream) {
     ca_pool *p;
     ca_block *b = find_live(a, (uintptr_t)ptr, stream, &p);
     if (!b) return CA_ERR_INVALID;
-    if (p == a->shared) return free_shared(a, p, b, stream);
+    if (p == __atomic_load_n(&a->shared, __ATOMIC_RELAXED)) return free_shared(a, p, b, stream);
     /* Freed in another stream's order: that stream must be one (the pool's
      * own is, while the pool is live). */
     bool cross = stream != p->key;
