@@ -172,7 +172,7 @@ static void release_all(ca_allocator *a) {
     for (size_t i = 0; i < n; i++) {
         ca_pool *p = arr[i];
         ca_lock_acquire(&p->lock);
-        if (ca_pool_has_pending(p)) ca_pending_settle(a, p);
+        if (ca_pool_has_any_pending(p)) ca_pending_settle(a, p);
         if (p->state != CA_POOL_SPARE) release_pool(a, p);
         ca_lock_release(&p->lock);
     }
@@ -277,7 +277,9 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
     ca_block *b = NULL;
     ca_lock_acquire(&p->lock);
     int rc = CA_ERR_OOM;
-    if (ca_pool_has_pending(p)) {
+    /* a block its stream freed in its order: at once (share.c) */
+    if (owner && p->n_kept && (b = ca_share_take(a, p, owner, rounded))) rc = CA_OK;
+    else if (ca_pool_has_pending(p)) {
         if (!ca_pending_lazy(p)) ca_pending_collect(a, p);
         else { /* fenced when the free memory cannot serve the request without growing */
             ca_pending_poll(a, p);
@@ -308,8 +310,12 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
         return rc;
     }
     b = ca_split(a, b, rounded);
-    if (owner) ca_share_hold(asker, b, owner);
-    else if (!p->own) __atomic_store_n(&p->own, true, __ATOMIC_RELAXED);
+    if (owner && b->owner != owner) { /* (a kept block is its stream's already) */
+        if (b->owner) ca_share_drop(a, b);
+        ca_share_hold(asker, b, owner);
+    } else if (!owner && !p->own) {
+        __atomic_store_n(&p->own, true, __ATOMIC_RELAXED);
+    }
     b->allocated = true;
     b->requested = size;
     b->ordered = ordered;
@@ -418,13 +424,19 @@ static inline __attribute__((always_inline)) ca_block *find_live(ca_allocator *a
         *pool = mine;
         return b;
     }
+    /* then the shared pool: the small blocks of streams that hold little */
+    ca_pool *shared = __atomic_load_n(&a->shared, __ATOMIC_ACQUIRE);
+    if (shared && (b = live_in(a, shared, addr))) {
+        *pool = shared;
+        return b;
+    }
     if (stream != CA_NO_STREAM && (its = ca_pooltab_find(a, stream)) != mine && (b = live_in(a, its, addr))) {
         *pool = its;
         return b;
     }
     /* Then the pool whose segment spans addr (the address index). */
     ca_pool *p = ca_addr_index_find(&a->addrs, addr);
-    if (p && p != mine && p != its && (b = live_in(a, p, addr))) {
+    if (p && p != mine && p != its && p != shared && (b = live_in(a, p, addr))) {
         *pool = p;
         return b;
     }
@@ -458,14 +470,15 @@ static void take_live(ca_allocator *a, ca_pool *p, ca_block *b, ca_stream stream
  * order of `stream`, which must be one: any stream may take it next, so it
  * waits for a fence (share.c). */
 static int free_shared(ca_allocator *a, ca_pool *p, ca_block *b, ca_stream stream) {
-    bool known = ca_pooltab_find(a, stream) != NULL; /* a live stream's pool: the usual case */
-    if (!known && a->be->stream_check && a->be->stream_check(a->be->self, stream) != CA_OK) {
+    bool own_order = ca_share_asked_on(a, b, stream); /* the usual case */
+    if (!own_order && !ca_pooltab_find(a, stream) && a->be->stream_check &&
+        a->be->stream_check(a->be->self, stream) != CA_OK) {
         ca_lock_release(&p->lock);
         return CA_ERR_STREAM;
     }
     take_live(a, p, b, stream);
-    if (a->async) ca_pending_add(a, p, b);
-    else ca_block_release(a, p, b, true);
+    if (!a->async) ca_block_release(a, p, b, true);
+    else if (!own_order || !ca_share_keep(a, p, b)) ca_pending_add(a, p, b);
     ca_lock_release(&p->lock);
     return CA_OK;
 }
@@ -588,7 +601,7 @@ void ca_wait_pending(ca_allocator *a) {
     for (size_t i = 0; i < n; i++) {
         ca_pool *p = arr[i];
         ca_lock_acquire(&p->lock);
-        if (ca_pool_has_pending(p)) ca_pending_settle(a, p);
+        if (ca_pool_has_any_pending(p)) ca_pending_settle(a, p);
         ca_exp_drop_mark(a, p); /* its events go back to the backend now */
         ca_lock_release(&p->lock);
     }

@@ -73,10 +73,22 @@ static void batch_done(ca_allocator *a, ca_pool *p, ca_batch *bt) {
     p->spare_batches = bt;
 }
 
-/* One fence for every block freed since the last one. None can be recorded
- * now (a capture is under way, the device refused): the blocks stay unfenced,
- * never free, and the next call tries again. */
+static void link_unfenced(ca_pool *p, ca_block *b) {
+    b->pending_next = p->unfenced;
+    p->unfenced = b;
+    p->unfenced_bytes += b->size;
+    p->n_unfenced++;
+}
+
+/* One fence for every block freed since the last one, those kept for their
+ * stream's next request too (share.c). None can be recorded now (a capture
+ * is under way, the device refused): the blocks stay unfenced, never free,
+ * and the next call tries again. */
 static void fence_unfenced(ca_allocator *a, ca_pool *p) {
+    for (ca_block *b = p->n_kept ? ca_share_take_all(p) : NULL, *next; b; b = next) {
+        next = b->pending_next;
+        link_unfenced(p, b);
+    }
     if (!p->unfenced) return;
     ca_batch *bt = p->spare_batches;
     if (bt) p->spare_batches = bt->next;
@@ -103,13 +115,15 @@ static void fence_unfenced(ca_allocator *a, ca_pool *p) {
     p->newest = bt;
 }
 
+void ca_pending_requeue(ca_allocator *a, ca_pool *p, ca_block *b) {
+    link_unfenced(p, b);
+    if (p->n_unfenced >= CA_FENCE_BATCH) fence_unfenced(a, p);
+}
+
 void ca_pending_add(ca_allocator *a, ca_pool *p, ca_block *b) {
     b->pending = true;
     ca_pend(a, p, b);
-    b->pending_next = p->unfenced;
-    p->unfenced = b;
-    p->unfenced_bytes += b->size;
-    if (++p->n_unfenced >= CA_FENCE_BATCH) fence_unfenced(a, p);
+    ca_pending_requeue(a, p, b);
 }
 
 static void pop_oldest(ca_allocator *a, ca_pool *p) {
@@ -129,7 +143,7 @@ void ca_pending_collect(ca_allocator *a, ca_pool *p) {
 }
 
 bool ca_pending_wait_oldest(ca_allocator *a, ca_pool *p) {
-    bool unfenced = p->unfenced;
+    bool unfenced = p->unfenced || p->n_kept;
     if (!p->oldest) fence_unfenced(a, p);
     if (!p->oldest) return unfenced && !p->unfenced; /* a fence passed at record freed them */
     if (!a->be->fence_wait(a->be->self, p->oldest->fence)) return false; /* could not wait: still busy */
@@ -156,4 +170,7 @@ void ca_pending_drop(ca_allocator *a, ca_pool *p) {
     p->oldest = p->newest = p->spare_batches = NULL;
     p->unfenced = NULL;
     p->n_unfenced = p->unfenced_bytes = 0;
+    free(p->keep); /* the kept blocks go with the pool's segments */
+    p->keep = NULL;
+    p->n_kept = p->kept_bytes = 0;
 }

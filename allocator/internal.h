@@ -216,6 +216,9 @@ struct ca_pool {
     uint32_t gen;           /* starts so far (a struct serves stream after stream) */
     int64_t shared_held;    /* bytes its stream's requests hold in the shared pool
                              * (atomically) */
+    struct ca_share_keep *keep; /* the shared pool: blocks kept for reuse in their
+                             * stream's order (share.c); NULL until the first */
+    size_t n_kept, kept_bytes;
     ca_block *spare;        /* recycled block structs */
     void **chunks;          /* block slabs, freed with the pool */
     size_t nchunks, chunks_cap;
@@ -433,6 +436,16 @@ void ca_share_hold(ca_pool *asker, ca_block *b, uint32_t owner);
 void ca_share_drop(ca_allocator *a, ca_block *b);
 /* The shared pool, made on first need; NULL without host memory. */
 ca_pool *ca_pool_shared(ca_allocator *a);
+/* Was the shared block b asked for on `stream` (a live stream, then)? */
+bool ca_share_asked_on(ca_allocator *a, const ca_block *b, ca_stream stream);
+/* b, in the shared pool p (locked), freed in the order of the stream that
+ * asked for it: kept pending for that stream's next request; false when not
+ * kept (then it waits for a fence). */
+bool ca_share_keep(ca_allocator *a, ca_pool *p, ca_block *b);
+/* A block kept for `owner` of `size` bytes, out of the pending figures, or NULL. */
+ca_block *ca_share_take(ca_allocator *a, ca_pool *p, uint32_t owner, size_t size);
+/* Every kept block (linked by pending_next, still pending), for a fence. */
+ca_block *ca_share_take_all(ca_pool *p);
 /* A stream pool that holds no memory again shares again (not stream 0, the
  * legacy stream: its pool, cudaMalloc's, serves every stream already). */
 static inline void ca_share_reserved_changed(ca_pool *p) {
@@ -560,6 +573,10 @@ void ca_pending_settle(ca_allocator *a, ca_pool *p);
 /* At destruction: fences dropped without waiting. */
 void ca_pending_drop(ca_allocator *a, ca_pool *p);
 static inline bool ca_pool_has_pending(const ca_pool *p) { return p->unfenced || p->oldest; }
+/* The same, or blocks kept for their stream (share.c): what a settle waits for. */
+static inline bool ca_pool_has_any_pending(const ca_pool *p) { return ca_pool_has_pending(p) || p->n_kept; }
+/* b, pending already (kept for its stream: share.c), waits for a fence too. */
+void ca_pending_requeue(ca_allocator *a, ca_pool *p, ca_block *b);
 
 /* allocator.c: a block that is free again, merged and indexed;
  * idle: no device work can touch it any more (else its granules are busy:

@@ -20,10 +20,19 @@
  * waiting for fences is at most share_bytes a stream, less than the granule
  * a pool of its own would map.
  *
+ * Reuse in stream order is kept for the stream that asked for a block: freed
+ * in that stream's order, the block is kept aside, pending, for the stream's
+ * next request of its rounded size (the work before the free is before that
+ * request in the stream), and the next fence takes what is still kept with
+ * it (fence.c). A few blocks per stream, CA_LAZY_BYTES in all: a loop of
+ * cudaMallocAsync and cudaFreeAsync on a stream that shares records no fence.
+ *
  * Each block remembers the pool of the stream that asked for it (`owner`: the
  * pool's place in the table and which of its starts, since a pool struct
  * serves stream after stream), so that it comes off that stream's count,
  * whichever stream frees it. */
+#include <stdlib.h>
+
 #include "internal.h"
 
 /* owner: (place in the table + 1) << GEN_BITS | start, modulo 2^GEN_BITS.
@@ -63,4 +72,92 @@ void ca_share_drop(ca_allocator *a, ca_block *b) {
     ca_pool *p = owner_pool(a, b->owner);
     if (p) __atomic_sub_fetch(&p->shared_held, (int64_t)b->size, __ATOMIC_RELAXED);
     b->owner = 0;
+}
+
+/* ---- reuse in stream order ---- */
+
+/* Kept blocks by the owner they are kept for: a slot holds one owner's. */
+#define KEEP_SLOTS 64
+#define KEEP_PER_SLOT 4
+struct ca_share_keep {
+    struct keep_slot {
+        uint32_t owner;
+        int n;
+        ca_block *head; /* newest first, by pending_next */
+    } slot[KEEP_SLOTS];
+};
+
+static struct keep_slot *slot_of(ca_pool *p, uint32_t owner) {
+    return &p->keep->slot[(owner * 0x9E3779B9u) >> (32 - 6)];
+}
+
+/* The blocks of sl after its first `keep` wait for a fence. Detached first:
+ * a fence recorded meanwhile takes every kept block (ca_share_take_all). */
+static void evict(ca_allocator *a, ca_pool *p, struct keep_slot *sl, int keep) {
+    ca_block **link = &sl->head;
+    for (int i = 0; i < keep && *link; i++) link = &(*link)->pending_next;
+    ca_block *b = *link;
+    *link = NULL;
+    sl->n = keep < sl->n ? keep : sl->n;
+    for (ca_block *next; b; b = next) {
+        next = b->pending_next;
+        p->n_kept--;
+        p->kept_bytes -= b->size;
+        ca_pending_requeue(a, p, b);
+    }
+}
+
+bool ca_share_asked_on(ca_allocator *a, const ca_block *b, ca_stream stream) {
+    ca_pool *o = owner_pool(a, b->owner);
+    return o && __atomic_load_n(&o->key, __ATOMIC_RELAXED) == stream;
+}
+
+bool ca_share_keep(ca_allocator *a, ca_pool *p, ca_block *b) {
+    if (p->kept_bytes + b->size > CA_LAZY_BYTES) return false;
+    if (!p->keep && !(p->keep = calloc(1, sizeof *p->keep))) return false;
+    struct keep_slot *sl = slot_of(p, b->owner);
+    if (sl->n) evict(a, p, sl, sl->owner != b->owner ? 0 : KEEP_PER_SLOT - 1);
+    sl->owner = b->owner;
+    b->pending = true;
+    ca_pend(a, p, b);
+    b->pending_next = sl->head;
+    sl->head = b;
+    sl->n++;
+    p->n_kept++;
+    p->kept_bytes += b->size;
+    return true;
+}
+
+ca_block *ca_share_take(ca_allocator *a, ca_pool *p, uint32_t owner, size_t size) {
+    struct keep_slot *sl = slot_of(p, owner);
+    if (!sl->n || sl->owner != owner) return NULL;
+    for (ca_block **link = &sl->head, *b; (b = *link); link = &b->pending_next)
+        if (b->size == size) {
+            *link = b->pending_next;
+            b->pending_next = NULL;
+            b->pending = false;
+            sl->n--;
+            p->n_kept--;
+            p->kept_bytes -= b->size;
+            ca_pend_kind(a, p, b->small ? CA_POOL_SMALL : CA_POOL_LARGE, -1, -(int64_t)b->size);
+            return b;
+        }
+    return NULL;
+}
+
+ca_block *ca_share_take_all(ca_pool *p) {
+    ca_block *all = NULL;
+    for (int i = 0; i < KEEP_SLOTS && p->n_kept; i++) {
+        struct keep_slot *sl = &p->keep->slot[i];
+        for (ca_block *b = sl->head, *next; b; b = next) {
+            next = b->pending_next;
+            b->pending_next = all;
+            all = b;
+            p->n_kept--;
+            p->kept_bytes -= b->size;
+        }
+        sl->head = NULL;
+        sl->n = 0;
+    }
+    return all;
 }

@@ -92,19 +92,20 @@ START_TEST(a_stream_that_holds_more_gets_its_own_pool) {
 }
 END_TEST
 
-/* A shared block may next serve any stream: its free waits for a fence, on
- * the stream that freed it too (no reuse in stream order). */
+/* A shared block may next serve any stream: freed in the order of a stream
+ * other than the one that asked for it, it waits for a fence. */
 START_TEST(a_shared_block_waits_for_a_fence) {
     ca_allocator *a = make(CA_SHARE_BYTES, 1, 1);
     enum { N = 64 }; /* a fence every 64 frees (fence.c) */
+    const ca_stream other = 999;
     void *p[N];
     for (int i = 0; i < N; i++) p[i] = must_alloc(a, 4 * KIB, (ca_stream)(i + 1));
-    ck_assert_int_eq(ca_free(a, p[0], 1), CA_OK);
+    ck_assert_int_eq(ca_free(a, p[0], other), CA_OK);
     ck_assert_int_eq(pending(a), 1);
     void *q = must_alloc(a, 4 * KIB, 1), *r = must_alloc(a, 4 * KIB, 2);
     ck_assert_ptr_ne(q, p[0]);
     ck_assert_ptr_ne(r, p[0]);
-    for (int i = 1; i < N; i++) ck_assert_int_eq(ca_free(a, p[i], (ca_stream)(i + 1)), CA_OK);
+    for (int i = 1; i < N; i++) ck_assert_int_eq(ca_free(a, p[i], other), CA_OK);
     ck_assert_int_eq(fk.records, 1);
     ck_assert_int_eq(pending(a), N);
     /* the fence has not passed: nothing of them is handed out */
@@ -113,6 +114,37 @@ START_TEST(a_shared_block_waits_for_a_fence) {
     fk.passed = fk.recorded;
     ck_assert_ptr_eq(must_alloc(a, 4 * KIB, 3), p[0]); /* the lowest address, free again */
     ck_assert_int_eq(pending(a), 0);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+/* Freed in the order of the stream that asked for it, a shared block is that
+ * stream's next request of its size at once (stream order), no other's; a
+ * loop on one stream records no fence; the next fence takes what is kept. */
+START_TEST(a_block_freed_in_its_stream_s_order_is_its_next_at_once) {
+    ca_allocator *a = make(CA_SHARE_BYTES, 1, 1);
+    void *p = must_alloc(a, 4 * KIB, 1);
+    ck_assert_int_eq(ca_free(a, p, 1), CA_OK);
+    ck_assert_int_eq(pending(a), 1);
+    void *r = must_alloc(a, 4 * KIB, 2), *big = must_alloc(a, 8 * KIB, 1);
+    ck_assert_ptr_ne(r, p);
+    ck_assert_ptr_ne(big, p); /* another size */
+    ck_assert_ptr_eq(must_alloc(a, 4 * KIB, 1), p);
+    ck_assert_int_eq(pending(a), 0);
+    ck_assert_int_eq(ca_free(a, p, 1), CA_OK);
+    for (int i = 0; i < 1000; i++) {
+        void *x = must_alloc(a, 4 * KIB, 1);
+        ck_assert_ptr_eq(x, p);
+        ck_assert_int_eq(ca_free(a, x, 1), CA_OK);
+    }
+    ck_assert_int_eq(fk.records, 0);
+    ck_assert_int_eq(ca_free(a, r, 2), CA_OK);
+    ck_assert_int_eq(ca_free(a, big, 1), CA_OK);
+    ck_assert_int_eq(pending(a), 3);
+    ca_release(a); /* a fence for the kept blocks, waited for: all free, all given back */
+    ck_assert_int_eq(fk.records, 1);
+    ck_assert_int_eq(pending(a), 0);
+    ck_assert_int_eq(stats(a).reserved_bytes[CA_POOL_ALL].current, 0);
     ca_allocator_destroy(a);
 }
 END_TEST
@@ -214,6 +246,7 @@ int main(void) {
     tcase_add_test(tc, streams_that_hold_little_share_a_pool);
     tcase_add_test(tc, a_stream_that_holds_more_gets_its_own_pool);
     tcase_add_test(tc, a_shared_block_waits_for_a_fence);
+    tcase_add_test(tc, a_block_freed_in_its_stream_s_order_is_its_next_at_once);
     tcase_add_test(tc, a_free_on_another_stream_counts_for_the_one_that_asked);
     tcase_add_test(tc, pending_frees_count_until_their_fence_passes);
     tcase_add_test(tc, a_new_stream_on_an_old_pool_starts_from_nothing);

@@ -17,7 +17,8 @@
  *   shared-small    4000 non-blocking streams that hold 4 KiB each share a
  *                   pool: they reserve what they hold in whole granules, not a
  *                   granule each; a block freed with its stream's work still
- *                   queued goes to no stream before that work ran, then back
+ *                   queued goes to no other stream, but to its own at once
+ *                   (stream order); freed in another's order, to none
  *   queued-empty    a destroyed stream's freed block with work still queued
  *                   is not given back by cudalloc_empty_cache before a wait
  *   queued-oom      ... nor by an allocation short of memory (64 MiB device),
@@ -240,21 +241,23 @@ static int shared_small(int n) {
     if (simulated) { /* the block of a held stream, freed in its order */
         CHECK(hold(s[0], 1) == 0 && cudaMemsetAsync(p[0], 7, 4096, s[0]) == cudaSuccess, "work queued on stream 0");
         CHECK(cudaFreeAsync(p[0], s[0]) == cudaSuccess, "freed in its order");
-        for (int k = 0; k < 300; k++) { /* fences recorded (every 64 frees), none passed */
+        for (int k = 0; k < 300; k++) { /* four other streams, in their own orders */
             void *q = NULL;
-            CHECK(cudaMallocAsync(&q, 4096, s[k % 4]) == cudaSuccess && q != p[0],
+            CHECK(cudaMallocAsync(&q, 4096, s[1 + k % 4]) == cudaSuccess && q != p[0],
                   "allocation %d took the block freed while its stream's work was queued", k);
-            cudaFreeAsync(q, s[k % 4]);
+            cudaFreeAsync(q, s[1 + k % 4]);
+        }
+        void *again = NULL; /* its own stream's next request is after that work: at once */
+        CHECK(cudaMallocAsync(&again, 4096, s[0]) == cudaSuccess && again == p[0], "stream 0 takes its block back");
+        /* freed in another stream's order: a fence (behind the held stream) first */
+        CHECK(cudaFreeAsync(again, s[1]) == cudaSuccess, "freed in stream 1's order");
+        for (int k = 0; k < 300; k++) {
+            void *q = NULL;
+            CHECK(cudaMallocAsync(&q, 4096, s[k % 5]) == cudaSuccess && q != p[0],
+                  "allocation %d took the block freed in another stream's order while stream 0's work was queued", k);
+            cudaFreeAsync(q, s[k % 5]);
         }
         CHECK(hold(s[0], 0) == 0, "the work runs");
-        int back = 0;
-        for (int k = 0; k < 300 && !back; k++) {
-            void *q = NULL;
-            CHECK(cudaMallocAsync(&q, 4096, s[1]) == cudaSuccess, "allocation %d after the work ran", k);
-            back = q == p[0];
-            cudaFreeAsync(q, s[1]);
-        }
-        CHECK(back, "the block came back once its stream's work ran");
     } else {
         cudaFreeAsync(p[0], s[0]);
     }
