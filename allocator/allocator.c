@@ -271,14 +271,14 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
     /* A stream that holds little takes small blocks from the shared pool (share.c). */
     ca_pool *asker = p;
     uint32_t owner = 0;
-    if (rounded <= a->share_bytes && !__atomic_load_n(&p->own, __ATOMIC_RELAXED))
+    if (__builtin_expect(rounded <= a->share_bytes && !__atomic_load_n(&p->own, __ATOMIC_RELAXED), 0))
         p = ca_share_route(a, p, rounded, &owner);
     ca_heap *h = &p->heap[small && !a->opt.expandable]; /* see ca_heap */
     ca_block *b = NULL;
     ca_lock_acquire(&p->lock);
     int rc = CA_ERR_OOM;
     /* a block its stream freed in its order: at once (share.c) */
-    if (owner && p->n_kept && (b = ca_share_take(a, p, owner, rounded))) rc = CA_OK;
+    if (__builtin_expect(owner != 0, 0) && p->n_kept && (b = ca_share_take(a, p, owner, rounded))) rc = CA_OK;
     else if (ca_pool_has_pending(p)) {
         if (!ca_pending_lazy(p)) ca_pending_collect(a, p);
         else { /* fenced when the free memory cannot serve the request without growing */
@@ -310,10 +310,12 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
         return rc;
     }
     b = ca_split(a, b, rounded);
-    if (owner && b->owner != owner) { /* (a kept block is its stream's already) */
-        if (b->owner) ca_share_drop(a, b);
-        ca_share_hold(asker, b, owner);
-    } else if (!owner && !p->own) {
+    if (__builtin_expect(owner != 0, 0)) {
+        if (b->owner != owner) { /* (a kept block is its stream's already) */
+            if (b->owner) ca_share_drop(a, b);
+            ca_share_hold(asker, b, owner);
+        }
+    } else if (__builtin_expect(!p->own, 0)) {
         __atomic_store_n(&p->own, true, __ATOMIC_RELAXED);
     }
     b->allocated = true;
@@ -444,7 +446,7 @@ static inline __attribute__((always_inline)) ca_block *find_live(ca_allocator *a
 }
 
 void ca_block_release(ca_allocator *a, ca_pool *p, ca_block *b, bool idle) {
-    if (b->owner) ca_share_drop(a, b); /* counted as its stream's until now, pending too */
+    if (__builtin_expect(b->owner != 0, 0)) ca_share_drop(a, b); /* its stream's until now, pending too */
     if (!idle && b->seg->expandable) ca_exp_busy(a, p, b);
     merge_and_index(p, b);
 }
