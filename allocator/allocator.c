@@ -469,8 +469,9 @@ static void take_live(ca_allocator *a, ca_pool *p, ca_block *b, ca_stream stream
 }
 
 /* A shared block, found live in the shared pool p (locked), freed in the
- * order of `stream`, which must be one: any stream may take it next, so it
- * waits for a fence (share.c). */
+ * order of `stream`, which must be one: kept for the next request of the
+ * stream that asked for it, if it is that stream's order; else, as any
+ * stream may take it next, waiting for a fence (share.c). */
 static int free_shared(ca_allocator *a, ca_pool *p, ca_block *b, ca_stream stream) {
     bool own_order = ca_share_asked_on(a, b, stream); /* the usual case */
     if (!own_order && !ca_pooltab_find(a, stream) && a->be->stream_check &&

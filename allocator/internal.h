@@ -446,6 +446,10 @@ bool ca_share_keep(ca_allocator *a, ca_pool *p, ca_block *b);
 ca_block *ca_share_take(ca_allocator *a, ca_pool *p, uint32_t owner, size_t size);
 /* Every kept block (linked by pending_next, still pending), for a fence. */
 ca_block *ca_share_take_all(ca_pool *p);
+/* asker's stream is gone: the blocks kept for it wait for a fence, as any
+ * other stream would reuse them (a new stream may get its handle, and its
+ * pool struct). Under retire_lock, no pool's lock held. */
+void ca_share_forget(ca_allocator *a, ca_pool *asker);
 /* A stream pool that holds no memory again shares again (not stream 0, the
  * legacy stream: its pool, cudaMalloc's, serves every stream already). */
 static inline void ca_share_reserved_changed(ca_pool *p) {

@@ -195,6 +195,7 @@ void ca_retire_stream(ca_allocator *a, ca_stream stream) {
             *list = p;
         }
         ca_lock_release(&p->lock);
+        ca_share_forget(a, p); /* before a new stream can take the struct (under retire_lock) */
     }
     ca_lock_release(&a->retire_lock);
 }

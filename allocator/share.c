@@ -116,7 +116,8 @@ bool ca_share_keep(ca_allocator *a, ca_pool *p, ca_block *b) {
     if (p->kept_bytes + b->size > CA_LAZY_BYTES) return false;
     if (!p->keep && !(p->keep = calloc(1, sizeof *p->keep))) return false;
     struct keep_slot *sl = slot_of(p, b->owner);
-    if (sl->n) evict(a, p, sl, sl->owner != b->owner ? 0 : KEEP_PER_SLOT - 1);
+    if (sl->n && sl->owner != b->owner) evict(a, p, sl, 0);
+    else if (sl->n >= KEEP_PER_SLOT) evict(a, p, sl, KEEP_PER_SLOT - 1);
     sl->owner = b->owner;
     b->pending = true;
     ca_pend(a, p, b);
@@ -160,4 +161,14 @@ ca_block *ca_share_take_all(ca_pool *p) {
         sl->n = 0;
     }
     return all;
+}
+
+void ca_share_forget(ca_allocator *a, ca_pool *asker) {
+    ca_pool *p = __atomic_load_n(&a->shared, __ATOMIC_ACQUIRE);
+    uint32_t owner = owner_of(asker);
+    if (!p || !owner) return;
+    ca_lock_acquire(&p->lock);
+    struct keep_slot *sl = p->n_kept ? slot_of(p, owner) : NULL;
+    if (sl && sl->n && sl->owner == owner) evict(a, p, sl, 0);
+    ca_lock_release(&p->lock);
 }

@@ -149,6 +149,24 @@ START_TEST(a_block_freed_in_its_stream_s_order_is_its_next_at_once) {
 }
 END_TEST
 
+/* A block kept for a stream that is gone waits for a fence: a new stream may
+ * get the pool struct, and after 4,096 starts of it the same owner number
+ * (12 bits of start), with the old stream's work still queued. */
+START_TEST(a_gone_stream_s_kept_blocks_wait_for_a_fence) {
+    ca_allocator *a = make(CA_SHARE_BYTES, 1, 1);
+    void *p = must_alloc(a, 4 * KIB, 1);
+    ck_assert_int_eq(ca_free(a, p, 1), CA_OK); /* kept for stream 1 */
+    ca_retire_stream(a, 1);
+    for (int i = 0; i <= 4096; i++) { /* each stream takes the spare struct again */
+        ca_stream s = (ca_stream)(100 + i);
+        ck_assert_ptr_ne(must_alloc(a, 4 * KIB, s), p);
+        ca_retire_stream(a, s);
+    }
+    ck_assert_int_eq(pending(a), 1);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
 /* A block's bytes come off the count of the stream that asked for it,
  * whichever stream frees it, in its order or plainly. */
 START_TEST(a_free_on_another_stream_counts_for_the_one_that_asked) {
@@ -247,6 +265,7 @@ int main(void) {
     tcase_add_test(tc, a_stream_that_holds_more_gets_its_own_pool);
     tcase_add_test(tc, a_shared_block_waits_for_a_fence);
     tcase_add_test(tc, a_block_freed_in_its_stream_s_order_is_its_next_at_once);
+    tcase_add_test(tc, a_gone_stream_s_kept_blocks_wait_for_a_fence);
     tcase_add_test(tc, a_free_on_another_stream_counts_for_the_one_that_asked);
     tcase_add_test(tc, pending_frees_count_until_their_fence_passes);
     tcase_add_test(tc, a_new_stream_on_an_old_pool_starts_from_nothing);
