@@ -31,9 +31,15 @@ void *ca_real_dlvsym(void *handle, const char *name, const char *version);
     static __typeof__(&name) real_##name##_found;                                          \
     __typeof__(&name) real_##name = __atomic_load_n(&real_##name##_found, __ATOMIC_ACQUIRE); \
     if (!real_##name) {                                                                    \
-        real_##name = (__typeof__(&name))ca_real_dlsym(RTLD_NEXT, #name);                  \
+        real_##name = (__typeof__(&name))ca_real_symbol(#name);                            \
         __atomic_store_n(&real_##name##_found, real_##name, __ATOMIC_RELEASE);             \
     }
+/* The real `name` behind one of our hooks: dlsym(RTLD_NEXT), else the first
+ * object after ours in load order that defines it. RTLD_NEXT searches only the
+ * global scope: a libcudart loaded RTLD_LOCAL (ctypes.CDLL's default, a
+ * Python extension's dependency) is not in it, yet the program's calls reach
+ * our hooks all the same. NULL when no object defines it. */
+void *ca_real_symbol(const char *name);
 /* dlsym(RTLD_NEXT, name) (dlvsym: in that version) as seen from the object
  * containing `caller`, for names that are no TLS variable. */
 void *ca_next_symbol(const void *caller, const char *name, const char *version);

@@ -191,6 +191,11 @@ CA_NO_SANITIZE void *ca_next_symbol(const void *caller, const char *name, const 
     return NULL;
 }
 
+void *ca_real_symbol(const char *name) {
+    void *f = ca_real_dlsym(RTLD_NEXT, name);
+    return f ? f : ca_next_symbol((const void *)ca_real_symbol, name, NULL);
+}
+
 CA_NO_SANITIZE void *ca_real_dlsym(void *handle, const char *name) {
     if (!__atomic_load_n(&real_dlsym, __ATOMIC_ACQUIRE)) find_real();
     dlsym_fn f = __atomic_load_n(&real_dlsym, __ATOMIC_ACQUIRE);

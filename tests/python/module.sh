@@ -51,6 +51,15 @@ for py in python3 /usr/bin/python3; do
     if [ $? -eq 0 ] && grep -q "^cudalloc: 10 iterations (explicit)" <<<"$out"; then ok; else bad "$real: under the preload" "$out"; fi
     check "$real: pluggable allocator" env LD_LIBRARY_PATH="$build/sim" PYTHONPATH="$repo/python:$repo/tests/python/fake_torch" \
         "$real" "$prog" pluggable "$lib"
+    # A server with a stream per request (server_streams.py), libcudart through ctypes
+    # (loaded RTLD_LOCAL: the preload's stream hooks find the real calls all the same):
+    # the requests' small blocks share a pool; each stream a granule is past the bound.
+    srv=$repo/tests/python/server_streams.py
+    out=$("$build/bin/cudalloc" run --sim 1GiB -- "$real" "$srv" 2000 64 2>&1)
+    if [ $? -eq 0 ] && grep -q "server_streams: ok" <<<"$out"; then ok; else bad "$real: server_streams" "$out"; fi
+    out=$("$build/bin/cudalloc" run --sim 1GiB --conf share_bytes:0 -- "$real" "$srv" 2000 64 2>&1)
+    if [ $? -eq 1 ] && grep -q "FAILED: 0 errors" <<<"$out"; then ok; else
+        bad "$real: server_streams with share_bytes:0 (a granule a stream) should pass the bound" "$out"; fi
     # python -m cudalloc run: a .py program runs with this Python; the status comes back
     out=$(cd "$tmp" && "$real" -m cudalloc run --sim 256MiB --report "$tmp/m" -- "$prog" preload "$version" "$tmp/m" 2>&1)
     if [ $? -eq 0 ] && grep -q "module_prog preload: ok" <<<"$out"; then ok; else bad "$real: python -m cudalloc run" "$out"; fi
