@@ -38,8 +38,8 @@ $(TESTS_BIN)/glibc_footprint: tests/tools/glibc_footprint.c $(TRACE_OBJS) $(UTIL
 # (sizes uniform, powers of two, equal, bimodal, drifting; frees of the oldest
 # or of recent blocks), with glibc's footprint beside; an allocation with 250
 # and 4,000 live streams; a stream per request among 250 and 4,000 (the
-# simulated driver alone, then under the preload); cudalloc-report on 2,500
-# and 10,000 streams, one per row.
+# simulated driver alone, then under the preload, with the shared pool and
+# with share_bytes:0); cudalloc-report on 2,500 and 10,000 streams, one per row.
 SCALE := $(BUILD)/bench/scale
 SCALE_SHAPES := unif:65536:rand pow2:65536:rand equal:16384:rand bimodal:4194304:rand \
                 drift:65536:rand drift:4194304:rand logu:65536:fifo logu:65536:recent drift:65536:recent
@@ -58,11 +58,12 @@ bench-scale: $(BIN)/cudalloc-replay $(BIN)/cudalloc-report $(TESTS_BIN)/bench_st
 	@$(TESTS_BIN)/glibc_footprint $(SCALE)/churn_100k*.csv
 	@$(BIN)/cudalloc-replay --runs 9 --compare $(SCALE)/churn_1k.csv $(SCALE)/churn_100k.csv
 	@$(TESTS_BIN)/bench_streams 250 4000
-	@LD_LIBRARY_PATH=$(SIM) LD_PRELOAD=$(LIBCUDALLOC) CUDALLOC_CONF=summary:false CUDALLOC_SIM_MEMORY=64GiB \
-	    $(PRELOAD_TEST_BIN)/bench_streams_async 250 4000
 	@LD_LIBRARY_PATH=$(SIM) CUDALLOC_SIM_MEMORY=64GiB $(PRELOAD_TEST_BIN)/bench_stream_churn 250 4000
-	@LD_LIBRARY_PATH=$(SIM) LD_PRELOAD=$(LIBCUDALLOC) CUDALLOC_CONF=summary:false CUDALLOC_SIM_MEMORY=64GiB \
-	    $(PRELOAD_TEST_BIN)/bench_stream_churn 250 4000
+	@for conf in summary:false summary:false,share_bytes:0; do echo "== CUDALLOC_CONF=$$conf"; \
+	    LD_LIBRARY_PATH=$(SIM) LD_PRELOAD=$(LIBCUDALLOC) CUDALLOC_CONF=$$conf CUDALLOC_SIM_MEMORY=64GiB \
+	        $(PRELOAD_TEST_BIN)/bench_streams_async 250 4000; \
+	    LD_LIBRARY_PATH=$(SIM) LD_PRELOAD=$(LIBCUDALLOC) CUDALLOC_CONF=$$conf CUDALLOC_SIM_MEMORY=64GiB \
+	        $(PRELOAD_TEST_BIN)/bench_stream_churn 250 4000; done
 	@for n in 2500 10000; do \
 	    awk -v n=$$n 'BEGIN { print "Thread,Time,Action,Pointer,Size,Stream"; \
 	        for (i = 0; i < n; i++) printf "1,%d,allocate,0x%x,4096,0x%x\n", i, 65536 + 4096 * i, 4096 + 16 * i }' \
