@@ -113,7 +113,7 @@ static void end_pool(ca_allocator *a, ca_pool *p) {
             else ca_classic_destroy(a, seg);
         }
         h->segments = NULL;
-        memset(&h->free, 0, sizeof h->free);
+        if (h->free.count) memset(&h->free, 0, sizeof h->free); /* (empty: all zero already) */
     }
     ca_block_free_all(p);
     p->unfenced = NULL;
