@@ -215,7 +215,7 @@ struct ca_pool {
     uint32_t index;         /* its place in the pool table */
     uint32_t gen;           /* starts so far (a struct serves stream after stream) */
     int64_t shared_held;    /* bytes its stream's requests hold in the shared pool
-                             * (atomically) */
+                             * (changed under that pool's lock; read atomically) */
     struct ca_share_keep *keep; /* the shared pool: blocks kept for reuse in their
                              * stream's order (share.c); NULL until the first */
     size_t n_kept, kept_bytes;

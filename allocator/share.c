@@ -57,20 +57,26 @@ static ca_pool *owner_pool(ca_allocator *a, uint32_t owner) {
 ca_pool *ca_share_route(ca_allocator *a, ca_pool *p, size_t rounded, uint32_t *owner) {
     int64_t held = __atomic_load_n(&p->shared_held, __ATOMIC_RELAXED);
     uint32_t o = owner_of(p);
-    ca_pool *s;
-    if (held < 0 || (size_t)held + rounded > a->share_bytes || !o || !(s = ca_pool_shared(a))) return p;
+    ca_pool *s = __atomic_load_n(&a->shared, __ATOMIC_ACQUIRE);
+    if (held < 0 || (size_t)held + rounded > a->share_bytes || !o || (!s && !(s = ca_pool_shared(a)))) return p;
     *owner = o;
     return s;
 }
 
+/* A stream's count changes under the shared pool's lock only (its blocks are
+ * that pool's): a plain store, no locked instruction; read without the lock. */
+static void count(ca_pool *p, int64_t delta) {
+    __atomic_store_n(&p->shared_held, __atomic_load_n(&p->shared_held, __ATOMIC_RELAXED) + delta, __ATOMIC_RELAXED);
+}
+
 void ca_share_hold(ca_pool *asker, ca_block *b, uint32_t owner) {
     b->owner = owner;
-    __atomic_add_fetch(&asker->shared_held, (int64_t)b->size, __ATOMIC_RELAXED);
+    count(asker, (int64_t)b->size);
 }
 
 void ca_share_drop(ca_allocator *a, ca_block *b) {
     ca_pool *p = owner_pool(a, b->owner);
-    if (p) __atomic_sub_fetch(&p->shared_held, (int64_t)b->size, __ATOMIC_RELAXED);
+    if (p) count(p, -(int64_t)b->size);
     b->owner = 0;
 }
 
