@@ -275,7 +275,8 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
         p = ca_share_route(a, p, rounded, &owner);
     ca_heap *h = &p->heap[small && !a->opt.expandable]; /* see ca_heap */
     ca_block *b = NULL;
-    ca_lock_acquire(&p->lock);
+    if (__builtin_expect(owner != 0, 0)) ca_share_lock(p, asker);
+    else ca_lock_acquire(&p->lock);
     int rc = CA_ERR_OOM;
     /* a block its stream freed in its order: at once (share.c) */
     if (__builtin_expect(owner != 0, 0) && p->n_kept && (b = ca_share_take(a, p, owner, rounded))) rc = CA_OK;
@@ -315,7 +316,7 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
             if (b->owner) ca_share_drop(a, b);
             ca_share_hold(asker, b, owner);
         }
-    } else if (__builtin_expect(!p->own, 0)) {
+    } else if (__builtin_expect(!__atomic_load_n(&p->own, __ATOMIC_RELAXED), 0)) {
         __atomic_store_n(&p->own, true, __ATOMIC_RELAXED);
     }
     b->allocated = true;

@@ -216,6 +216,8 @@ struct ca_pool {
     uint32_t gen;           /* starts so far (a struct serves stream after stream) */
     int64_t shared_held;    /* bytes its stream's requests hold in the shared pool
                              * (changed under that pool's lock; read atomically) */
+    uint32_t contended;     /* its requests that found the shared pool's lock taken
+                             * (atomically); at CA_SHARE_CONTENDED it becomes own */
     struct ca_share_keep *keep; /* the shared pool: blocks kept for reuse in their
                              * stream's order (share.c); NULL until the first */
     size_t n_kept, kept_bytes;
@@ -429,6 +431,12 @@ size_t ca_reserved_total(ca_allocator *a);
  * which is not `own`: the shared pool, with *owner naming p, or p (which
  * then becomes own when it serves it). */
 ca_pool *ca_share_route(ca_allocator *a, ca_pool *p, size_t rounded, uint32_t *owner);
+/* Requests of a stream that find the shared pool's lock held by another
+ * thread, after which the stream gets its own pool (its own lock). */
+#define CA_SHARE_CONTENDED 16
+/* The shared pool p's lock, for a request of asker's stream: counted when
+ * another thread holds it (share.c). */
+void ca_share_lock(ca_pool *p, ca_pool *asker);
 /* b, just allocated in the shared pool for `asker`, counts as its stream's. */
 void ca_share_hold(ca_pool *asker, ca_block *b, uint32_t owner);
 /* b, in the shared pool, is free again (its fence passed, if it waited for
@@ -453,7 +461,7 @@ void ca_share_forget(ca_allocator *a, ca_pool *asker);
 /* A stream pool that holds no memory again shares again (not stream 0, the
  * legacy stream: its pool, cudaMalloc's, serves every stream already). */
 static inline void ca_share_reserved_changed(ca_pool *p) {
-    if (p->own && !p->st.reserved_bytes[CA_POOL_ALL].current && p->stream)
+    if (__atomic_load_n(&p->own, __ATOMIC_RELAXED) && !p->st.reserved_bytes[CA_POOL_ALL].current && p->stream)
         __atomic_store_n(&p->own, false, __ATOMIC_RELAXED);
 }
 

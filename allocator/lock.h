@@ -4,6 +4,7 @@
 #define CA_LOCK_H
 
 #include <sched.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -28,6 +29,9 @@ static inline void ca_lock_acquire(ca_lock *l) {
         }
     }
 }
+
+/* One attempt: true with the lock taken, false when another holds it. */
+static inline bool ca_lock_try(ca_lock *l) { return !atomic_exchange_explicit(&l->held, 1, memory_order_acquire); }
 
 static inline void ca_lock_release(ca_lock *l) {
     atomic_store_explicit(&l->held, 0, memory_order_release);

@@ -48,6 +48,10 @@ $(TESTS_BIN)/bench_streams: $(OBJ)/tests/allocator/bench_streams.o $(LIBCA)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ -lpthread
 ALL_TARGETS += $(TESTS_BIN)/bench_streams
+$(TESTS_BIN)/bench_share: $(OBJ)/tests/allocator/bench_share.o $(LIBCA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ -lpthread
+ALL_TARGETS += $(TESTS_BIN)/bench_share
 .PHONY: bench-remap
 bench-remap: $(TESTS_BIN)/bench_remap
 	@$(TESTS_BIN)/bench_remap

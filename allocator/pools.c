@@ -28,6 +28,7 @@ static void pool_start(ca_allocator *a, ca_pool *p, ca_stream stream) {
     p->stream = stream;
     __atomic_store_n(&p->gen, p->gen + 1, __ATOMIC_RELAXED); /* its shared blocks' owner is gone */
     __atomic_store_n(&p->shared_held, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->contended, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&p->own, stream == 0, __ATOMIC_RELAXED); /* see ca_share_reserved_changed */
     p->next_sweep = a->opt.release_after ? a->opt.release_after : UINT64_MAX;
     p->epoch = p->idle_epoch = 1; /* a granule's 0: never busy */

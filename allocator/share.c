@@ -8,6 +8,9 @@
  * share, while it holds at most share_bytes there. A request that would take
  * it past that, or any larger one, is its own pool's; from then on that pool
  * serves all of the stream's requests (`own`), until it holds no memory again.
+ * So does a stream whose requests found the shared pool's lock held by
+ * another thread CA_SHARE_CONTENDED times: threads that allocate at once get
+ * locks of their own, as pools per stream gave them.
  *
  * The shared pool's blocks may next serve any stream, so each free, in any
  * stream's order, waits for a fence as a plain free does (fence.c): a block is
@@ -61,6 +64,15 @@ ca_pool *ca_share_route(ca_allocator *a, ca_pool *p, size_t rounded, uint32_t *o
     if (held < 0 || (size_t)held + rounded > a->share_bytes || !o || (!s && !(s = ca_pool_shared(a)))) return p;
     *owner = o;
     return s;
+}
+
+void ca_share_lock(ca_pool *p, ca_pool *asker) {
+    if (ca_lock_try(&p->lock)) return;
+    /* threads that allocate a lot at once share one lock badly: past a few
+     * such waits the stream gets a pool, and a lock, of its own */
+    uint32_t n = __atomic_add_fetch(&asker->contended, 1, __ATOMIC_RELAXED);
+    if (n >= CA_SHARE_CONTENDED) __atomic_store_n(&asker->own, true, __ATOMIC_RELAXED);
+    ca_lock_acquire(&p->lock);
 }
 
 /* A stream's count changes under the shared pool's lock only (its blocks are

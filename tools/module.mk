@@ -44,7 +44,7 @@ SCALE := $(BUILD)/bench/scale
 SCALE_SHAPES := unif:65536:rand pow2:65536:rand equal:16384:rand bimodal:4194304:rand \
                 drift:65536:rand drift:4194304:rand logu:65536:fifo logu:65536:recent drift:65536:recent
 .PHONY: bench-scale
-bench-scale: $(BIN)/cudalloc-replay $(BIN)/cudalloc-report $(TESTS_BIN)/bench_streams \
+bench-scale: $(BIN)/cudalloc-replay $(BIN)/cudalloc-report $(TESTS_BIN)/bench_streams $(TESTS_BIN)/bench_share \
              $(LIBCUDALLOC) $(PRELOAD_TEST_BIN)/bench_streams_async $(PRELOAD_TEST_BIN)/bench_stream_churn \
              $(TESTS_BIN)/glibc_footprint
 	@mkdir -p $(SCALE)
@@ -58,6 +58,7 @@ bench-scale: $(BIN)/cudalloc-replay $(BIN)/cudalloc-report $(TESTS_BIN)/bench_st
 	@$(TESTS_BIN)/glibc_footprint $(SCALE)/churn_100k*.csv
 	@$(BIN)/cudalloc-replay --runs 9 --compare $(SCALE)/churn_1k.csv $(SCALE)/churn_100k.csv
 	@$(TESTS_BIN)/bench_streams 250 4000
+	@$(TESTS_BIN)/bench_share 1 2 4
 	@LD_LIBRARY_PATH=$(SIM) CUDALLOC_SIM_MEMORY=64GiB $(PRELOAD_TEST_BIN)/bench_stream_churn 250 4000
 	@for conf in summary:false summary:false,share_bytes:0; do echo "== CUDALLOC_CONF=$$conf"; \
 	    LD_LIBRARY_PATH=$(SIM) LD_PRELOAD=$(LIBCUDALLOC) CUDALLOC_CONF=$$conf CUDALLOC_SIM_MEMORY=64GiB \

@@ -3,8 +3,10 @@
  * more gets its own pool; a shared block waits for a fence before any stream
  * reuses it; each block's bytes come off the count of the stream that asked. */
 #include <check.h>
+#include <pthread.h>
 
 #include "allocator/allocator.h"
+#include "allocator/internal.h"
 #include "tests/allocator/fake_device.h"
 #include "tests/allocator/helpers.h"
 #include "tests/check_run.h"
@@ -223,6 +225,50 @@ START_TEST(a_new_stream_on_an_old_pool_starts_from_nothing) {
 }
 END_TEST
 
+/* Another thread holds the shared pool's lock for 20 ms (a request made
+ * meanwhile waits for it). */
+struct holder {
+    ca_lock *lock;
+    _Atomic int held;
+};
+static void *hold_lock(void *arg) {
+    struct holder *h = arg;
+    ca_lock_acquire(h->lock);
+    h->held = 1;
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    ca_lock_release(h->lock);
+    return NULL;
+}
+
+/* A stream whose requests keep finding the shared pool's lock held by
+ * another thread gets its own pool (and lock); one that never waits keeps
+ * sharing however much it allocates. */
+START_TEST(a_stream_that_waits_for_the_shared_lock_gets_its_own_pool) {
+    ca_allocator *a = make(CA_SHARE_BYTES, 0, 1);
+    for (int i = 0; i < 1000; i++) { /* no wait: shared throughout */
+        void *p = must_alloc(a, 4 * KIB, 2);
+        ck_assert_uint_eq(pool_stream(a, p), 0);
+        ca_free(a, p, 2);
+    }
+    ca_pool *shared = a->shared;
+    ck_assert_ptr_nonnull(shared);
+    for (int i = 0; i < CA_SHARE_CONTENDED; i++) {
+        struct holder h = {&shared->lock, 0};
+        pthread_t t;
+        pthread_create(&t, NULL, hold_lock, &h);
+        while (!h.held) sched_yield();
+        void *p = must_alloc(a, 4 * KIB, 1); /* waits for the holder */
+        pthread_join(t, NULL);
+        ck_assert_uint_eq(pool_stream(a, p), 0); /* this one still shared */
+        ca_free(a, p, 1);
+    }
+    ck_assert_uint_eq(pool_stream(a, must_alloc(a, 4 * KIB, 1)), 1);
+    ck_assert_uint_eq(pool_stream(a, must_alloc(a, 4 * KIB, 2)), 0);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
 static int refuse_odd(void *self, ca_stream s) { return s & 1 ? CA_ERR_STREAM : CA_OK; }
 
 /* Freed in the order of something that is not a stream: refused, nothing freed. */
@@ -270,6 +316,7 @@ int main(void) {
     tcase_add_test(tc, pending_frees_count_until_their_fence_passes);
     tcase_add_test(tc, a_new_stream_on_an_old_pool_starts_from_nothing);
     tcase_add_test(tc, a_shared_block_freed_on_no_stream_is_refused);
+    tcase_add_test(tc, a_stream_that_waits_for_the_shared_lock_gets_its_own_pool);
     tcase_add_test(tc, stream_zero_and_share_off_never_share);
     suite_add_tcase(s, tc);
     return ca_check_run(s);
