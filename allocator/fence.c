@@ -85,7 +85,7 @@ static void link_unfenced(ca_pool *p, ca_block *b) {
  * is under way, the device refused): the blocks stay unfenced, never free,
  * and the next call tries again. */
 static void fence_unfenced(ca_allocator *a, ca_pool *p) {
-    for (ca_block *b = p->n_kept ? ca_share_take_all(p) : NULL, *next; b; b = next) {
+    for (ca_block *b = p->n_kept ? ca_share_take_all(a, p) : NULL, *next; b; b = next) {
         next = b->pending_next;
         link_unfenced(p, b);
     }

@@ -453,7 +453,7 @@ bool ca_share_keep(ca_allocator *a, ca_pool *p, ca_block *b);
 /* A block kept for `owner` of `size` bytes, out of the pending figures, or NULL. */
 ca_block *ca_share_take(ca_allocator *a, ca_pool *p, uint32_t owner, size_t size);
 /* Every kept block (linked by pending_next, still pending), for a fence. */
-ca_block *ca_share_take_all(ca_pool *p);
+ca_block *ca_share_take_all(ca_allocator *a, ca_pool *p);
 /* asker's stream is gone: the blocks kept for it wait for a fence, as any
  * other stream would reuse them (a new stream may get its handle, and its
  * pool struct). Under retire_lock, no pool's lock held. */
@@ -490,15 +490,21 @@ static inline void ca_reserved_add(ca_allocator *a, ca_heap *h, int64_t delta) {
 /* Pending plain frees of one kind (small or large) come (count > 0) or go:
  * blocks awaiting their fence count as active, not allocated. Read without
  * the lock by the device-wide sums, so stored whole. */
-static inline void ca_pend_kind(ca_allocator *a, ca_pool *p, int kind, int64_t count, int64_t bytes) {
+static inline void ca_pend_pool(ca_pool *p, int kind, int64_t count, int64_t bytes) {
     int kinds[2] = {CA_POOL_ALL, kind};
     for (int i = 0; i < 2; i++) {
         int k = kinds[i];
         __atomic_store_n(&p->pend_count[k], p->pend_count[k] + count, __ATOMIC_RELAXED);
         __atomic_store_n(&p->pend_bytes[k], p->pend_bytes[k] + bytes, __ATOMIC_RELAXED);
     }
+}
+static inline void ca_pend_totals(ca_allocator *a, int kind, int64_t count, int64_t bytes) {
     ca_total_add(a, offsetof(ca_stats, active), kind, count);
     ca_total_add(a, offsetof(ca_stats, active_bytes), kind, bytes);
+}
+static inline void ca_pend_kind(ca_allocator *a, ca_pool *p, int kind, int64_t count, int64_t bytes) {
+    ca_pend_pool(p, kind, count, bytes);
+    ca_pend_totals(a, kind, count, bytes);
 }
 /* One block's plain free becomes pending. */
 static inline void ca_pend(ca_allocator *a, ca_pool *p, const ca_block *b) {

@@ -94,6 +94,19 @@ void ca_share_drop(ca_allocator *a, ca_block *b) {
 
 /* ---- reuse in stream order ---- */
 
+/* A kept block is pending in its pool's figures, but joins the device-wide
+ * running totals (allocator/internal.h: `several`) only when it goes to a
+ * fence: a keep and a take are then two plain stores each, not four locked
+ * adds (a stream-ordered pair through the preload: about 20 ns; BENCHMARKS.md). */
+static int kind_of(const ca_block *b) { return b->small ? CA_POOL_SMALL : CA_POOL_LARGE; }
+
+/* b, kept until now, goes to a fence: into the totals. */
+static void unkeep(ca_allocator *a, ca_pool *p, ca_block *b) {
+    p->n_kept--;
+    p->kept_bytes -= b->size;
+    ca_pend_totals(a, kind_of(b), 1, (int64_t)b->size);
+}
+
 /* Kept blocks by the owner they are kept for: a slot holds one owner's. */
 #define KEEP_SLOTS 64
 #define KEEP_PER_SLOT 4
@@ -119,8 +132,7 @@ static void evict(ca_allocator *a, ca_pool *p, struct keep_slot *sl, int keep) {
     sl->n = keep < sl->n ? keep : sl->n;
     for (ca_block *next; b; b = next) {
         next = b->pending_next;
-        p->n_kept--;
-        p->kept_bytes -= b->size;
+        unkeep(a, p, b);
         ca_pending_requeue(a, p, b);
     }
 }
@@ -138,7 +150,7 @@ bool ca_share_keep(ca_allocator *a, ca_pool *p, ca_block *b) {
     else if (sl->n >= KEEP_PER_SLOT) evict(a, p, sl, KEEP_PER_SLOT - 1);
     sl->owner = b->owner;
     b->pending = true;
-    ca_pend(a, p, b);
+    ca_pend_pool(p, kind_of(b), 1, (int64_t)b->size);
     b->pending_next = sl->head;
     sl->head = b;
     sl->n++;
@@ -158,13 +170,13 @@ ca_block *ca_share_take(ca_allocator *a, ca_pool *p, uint32_t owner, size_t size
             sl->n--;
             p->n_kept--;
             p->kept_bytes -= b->size;
-            ca_pend_kind(a, p, b->small ? CA_POOL_SMALL : CA_POOL_LARGE, -1, -(int64_t)b->size);
+            ca_pend_pool(p, kind_of(b), -1, -(int64_t)b->size);
             return b;
         }
     return NULL;
 }
 
-ca_block *ca_share_take_all(ca_pool *p) {
+ca_block *ca_share_take_all(ca_allocator *a, ca_pool *p) {
     ca_block *all = NULL;
     for (int i = 0; i < KEEP_SLOTS && p->n_kept; i++) {
         struct keep_slot *sl = &p->keep->slot[i];
@@ -172,8 +184,7 @@ ca_block *ca_share_take_all(ca_pool *p) {
             next = b->pending_next;
             b->pending_next = all;
             all = b;
-            p->n_kept--;
-            p->kept_bytes -= b->size;
+            unkeep(a, p, b);
         }
         sl->head = NULL;
         sl->n = 0;

@@ -151,6 +151,30 @@ START_TEST(a_block_freed_in_its_stream_s_order_is_its_next_at_once) {
 }
 END_TEST
 
+/* The device-wide running totals of pending bytes (allocator/internal.h:
+ * `several`; active is allocated plus these) take a kept block only when it
+ * goes to a fence, and give it back when it is free: they end at zero, as
+ * the pools' figures do. */
+static int64_t total_pending_bytes(ca_allocator *a) {
+    int64_t (*t)[CA_POOL_KINDS] = a->totals;
+    size_t f = CA_FIELD(offsetof(ca_stats, active_bytes));
+    return t[f][CA_POOL_SMALL] + t[f][CA_POOL_LARGE];
+}
+START_TEST(kept_blocks_leave_the_device_totals_as_they_came) {
+    ca_allocator *a = make(CA_SHARE_BYTES, 1, 1);
+    void *p[8];
+    for (int i = 0; i < 8; i++) p[i] = must_alloc(a, 4 * KIB, (ca_stream)(1 + i % 2));
+    for (int i = 0; i < 8; i++) ca_free(a, p[i], (ca_stream)(1 + i % 2)); /* kept: 4 a stream */
+    ck_assert_int_eq(pending(a), 8);
+    ck_assert_int_eq(total_pending_bytes(a), 0); /* kept: not in the totals */
+    for (int i = 0; i < 3; i++) ca_free(a, must_alloc(a, 4 * KIB, 1), 1); /* taken and kept again */
+    ca_release(a); /* a fence takes the kept blocks, waited for: all free */
+    ck_assert_int_eq(pending(a), 0);
+    ck_assert_int_eq(total_pending_bytes(a), 0);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
 /* A block kept for a stream that is gone waits for a fence: a new stream may
  * get the pool struct, and after 4,096 starts of it the same owner number
  * (12 bits of start), with the old stream's work still queued. */
@@ -312,6 +336,7 @@ int main(void) {
     tcase_add_test(tc, a_shared_block_waits_for_a_fence);
     tcase_add_test(tc, a_block_freed_in_its_stream_s_order_is_its_next_at_once);
     tcase_add_test(tc, a_gone_stream_s_kept_blocks_wait_for_a_fence);
+    tcase_add_test(tc, kept_blocks_leave_the_device_totals_as_they_came);
     tcase_add_test(tc, a_free_on_another_stream_counts_for_the_one_that_asked);
     tcase_add_test(tc, pending_frees_count_until_their_fence_passes);
     tcase_add_test(tc, a_new_stream_on_an_old_pool_starts_from_nothing);
