@@ -1,7 +1,9 @@
 /* Unit tests of the shared pool (allocator/share.c): streams that hold little
  * take small blocks from one pool, not a granule each; a stream that holds
- * more gets its own pool; a shared block waits for a fence before any stream
- * reuses it; each block's bytes come off the count of the stream that asked. */
+ * more, or waits for the pool's lock, gets its own pool; a shared block is its
+ * own stream's again at once when freed in that stream's order, any other's
+ * only after a fence; each block's bytes come off the count of the stream
+ * that asked. */
 #include <check.h>
 #include <pthread.h>
 
