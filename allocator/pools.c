@@ -80,6 +80,20 @@ static bool publish(ca_allocator *a, ca_pool *p) {
     return true;
 }
 
+/* A new pool for `stream`, looked up by `key`, in the table; NULL without
+ * host memory. Under retire_lock. */
+static ca_pool *pool_made(ca_allocator *a, ca_stream stream, ca_stream key) {
+    if (__atomic_load_n(&a->npools, __ATOMIC_ACQUIRE)) ca_totals_start(a); /* a second pool */
+    ca_pool *p = pool_new(a, stream);
+    if (p) p->key = key;
+    if (p && !publish(a, p)) {
+        ca_live_destroy(&p->live);
+        free(p);
+        p = NULL;
+    }
+    return p;
+}
+
 /* ---- the end of a retired pool ---- */
 
 static void zero_but_current(ca_stats *s) {
@@ -185,7 +199,8 @@ void ca_retire_stream(ca_allocator *a, ca_stream stream) {
     ca_pool *p = ca_pooltab_find(a, stream);
     if (p) {
         ca_lock_acquire(&p->lock);
-        if (p->key == stream && p->state == CA_POOL_LIVE) {
+        bool retired = p->key == stream && p->state == CA_POOL_LIVE;
+        if (retired) {
             __atomic_store_n(&p->key, CA_NO_STREAM, __ATOMIC_RELAXED);
             ca_pooltab_drop(a, stream);
             __atomic_store_n(&p->state, CA_POOL_RETIRED, __ATOMIC_RELAXED);
@@ -196,7 +211,7 @@ void ca_retire_stream(ca_allocator *a, ca_stream stream) {
             *list = p;
         }
         ca_lock_release(&p->lock);
-        ca_share_forget(a, p); /* before a new stream can take the struct (under retire_lock) */
+        if (retired) ca_share_forget(a, p); /* before a new stream can take the struct (under retire_lock) */
     }
     ca_lock_release(&a->retire_lock);
 }
@@ -223,12 +238,7 @@ int ca_pool_for(ca_allocator *a, ca_stream stream, ca_pool **out) {
         pool_start(a, p, stream);
         ca_lock_release(&p->lock);
     }
-    if (!p && __atomic_load_n(&a->npools, __ATOMIC_ACQUIRE)) ca_totals_start(a); /* a second pool */
-    if (!p && (p = pool_new(a, stream)) && !publish(a, p)) {
-        ca_live_destroy(&p->live);
-        free(p);
-        p = NULL;
-    }
+    if (!p) p = pool_made(a, stream, stream);
     if (p) ca_pooltab_set(a, stream, p);
     ca_lock_release(&a->retire_lock);
     *out = p;
@@ -239,17 +249,9 @@ ca_pool *ca_pool_shared(ca_allocator *a) {
     ca_pool *p = __atomic_load_n(&a->shared, __ATOMIC_ACQUIRE);
     if (p) return p;
     ca_lock_acquire(&a->retire_lock);
-    if (!(p = a->shared)) {
-        if (__atomic_load_n(&a->npools, __ATOMIC_ACQUIRE)) ca_totals_start(a); /* a second pool */
-        /* its memory is any stream's, as cudaMalloc's: shown on stream 0 */
-        if ((p = pool_new(a, 0))) p->key = CA_NO_STREAM; /* no stream's look-up finds it */
-        if (p && !publish(a, p)) {
-            ca_live_destroy(&p->live);
-            free(p);
-            p = NULL;
-        }
-        if (p) __atomic_store_n(&a->shared, p, __ATOMIC_RELEASE);
-    }
+    /* its memory is any stream's, as cudaMalloc's: shown on stream 0; no
+     * stream's look-up finds it */
+    if (!(p = a->shared) && (p = pool_made(a, 0, CA_NO_STREAM))) __atomic_store_n(&a->shared, p, __ATOMIC_RELEASE);
     ca_lock_release(&a->retire_lock);
     return p;
 }

@@ -251,18 +251,19 @@ START_TEST(a_new_stream_on_an_old_pool_starts_from_nothing) {
 }
 END_TEST
 
-/* Another thread holds the shared pool's lock for 20 ms (a request made
- * meanwhile waits for it). */
+/* Another thread holds the shared pool's lock until the request it stands
+ * in the way of has counted its wait (share.c: the asker's `contended`). */
 struct holder {
     ca_lock *lock;
+    const uint32_t *contended;
+    uint32_t until;
     _Atomic int held;
 };
 static void *hold_lock(void *arg) {
     struct holder *h = arg;
     ca_lock_acquire(h->lock);
     h->held = 1;
-    struct timespec ts = {0, 20 * 1000 * 1000};
-    nanosleep(&ts, NULL);
+    while (__atomic_load_n(h->contended, __ATOMIC_RELAXED) < h->until) sched_yield();
     ca_lock_release(h->lock);
     return NULL;
 }
@@ -279,8 +280,11 @@ START_TEST(a_stream_that_waits_for_the_shared_lock_gets_its_own_pool) {
     }
     ca_pool *shared = a->shared;
     ck_assert_ptr_nonnull(shared);
+    ca_free(a, must_alloc(a, 4 * KIB, 1), 1); /* stream 1's pool, uncontended */
+    ca_pool *asker = ca_pooltab_find(a, 1);
+    ck_assert_ptr_nonnull(asker);
     for (int i = 0; i < CA_SHARE_CONTENDED; i++) {
-        struct holder h = {&shared->lock, 0};
+        struct holder h = {&shared->lock, &asker->contended, (uint32_t)i + 1, 0};
         pthread_t t;
         pthread_create(&t, NULL, hold_lock, &h);
         while (!h.held) sched_yield();
