@@ -18,9 +18,12 @@
 /* Default of ca_options.release_after (expandable.c says why this many). */
 #define CA_RELEASE_AFTER 10000
 
-/* Default of ca_options.share_bytes: half a 2 MiB granule, the least a pool
- * of its own maps. */
-#define CA_SHARE_BYTES ((size_t)1 << 20)
+/* Default of ca_options.share_bytes: a 2 MiB granule, the least a pool of its
+ * own maps. A stream that outgrows the shared pool has put that much there,
+ * so its own pool's granules cost no more than they would have alone; at half
+ * a granule, a stream holding 1.5 MiB paid 1 MiB shared and a 2 MiB granule
+ * (BENCHMARKS.md, issue 29, sixth round). */
+#define CA_SHARE_BYTES ((size_t)2 << 20)
 
 typedef struct ca_allocator ca_allocator;
 

@@ -20,8 +20,8 @@
  * counts as its stream's until it is free again, its fence passed: a stream
  * that frees faster than fences pass, or holds more, reaches share_bytes and
  * gets its own pool, with reuse in stream order; what the shared pool keeps
- * waiting for fences is at most share_bytes a stream, less than the granule
- * a pool of its own would map.
+ * waiting for fences is at most share_bytes a stream, no more than the
+ * granule a pool of its own would map.
  *
  * Reuse in stream order is kept for the stream that asked for a block: freed
  * in that stream's order, the block is kept aside, pending, for the stream's

@@ -28,7 +28,7 @@ static const struct option {
      "every this many allocations, memory not needed over them goes back to the device; 0: never (default 10000)"},
     {"share_bytes", BYTES, offsetof(ca_config, share_bytes),
      "a stream that holds no memory of its own takes blocks of up to this size from one pool that such "
-     "streams share, while it holds at most this much there; 0: never (default 1MiB)"},
+     "streams share, while it holds at most this much there; 0: never (default 2MiB)"},
     {"report", PATH, offsetof(ca_config, report), "report path prefix; %p pid, %r rank (default none)"},
     {"nvtx_range", NAME, offsetof(ca_config, nvtx_range), "the NVTX range that is one iteration (default step)"},
     {"summary", BOOL, offsetof(ca_config, summary), "print the exit summary on stderr (default true)"},

@@ -253,11 +253,11 @@ END_TEST
 /* (Streams that hold little share a pool instead: test_share.) */
 START_TEST(streams_have_their_own_pools) {
     ca_allocator *a = make(1, 0, 0);
-    void *p = must_alloc(a, 2 * MIB, 1);
+    void *p = must_alloc(a, 4 * MIB, 1);
     ca_free(a, p, 1);
-    void *q = must_alloc(a, 2 * MIB, 2);
+    void *q = must_alloc(a, 4 * MIB, 2);
     ck_assert_ptr_ne(p, q);
-    ck_assert_ptr_eq(must_alloc(a, 2 * MIB, 1), p);
+    ck_assert_ptr_eq(must_alloc(a, 4 * MIB, 1), p);
     ca_allocator_destroy(a);
 }
 END_TEST

@@ -14,6 +14,9 @@
 #include "tests/check_run.h"
 
 #define KIB ((size_t)1 << 10)
+/* A quarter MiB: share_bytes holds QUARTERS of them. */
+#define QUARTER (256 * KIB)
+#define QUARTERS ((int)(CA_SHARE_BYTES / QUARTER))
 
 static ca_allocator *make(size_t share_bytes, int fences, int expandable) {
     ca_options opt;
@@ -73,12 +76,12 @@ END_TEST
 START_TEST(a_stream_that_holds_more_gets_its_own_pool) {
     for (int exp = 0; exp <= 1; exp++) {
         ca_allocator *a = make(CA_SHARE_BYTES, 0, exp);
-        void *p[4];
-        for (int i = 0; i < 4; i++) {
-            p[i] = must_alloc(a, 256 * KIB, 1);
+        void *p[QUARTERS];
+        for (int i = 0; i < QUARTERS; i++) {
+            p[i] = must_alloc(a, QUARTER, 1);
             ck_assert_uint_eq(pool_stream(a, p[i]), 0);
         }
-        void *own = must_alloc(a, 256 * KIB, 1), *small = must_alloc(a, 512, 1);
+        void *own = must_alloc(a, QUARTER, 1), *small = must_alloc(a, 512, 1);
         ck_assert_uint_eq(pool_stream(a, own), 1);
         ck_assert_uint_eq(pool_stream(a, small), 1);
         /* a larger request is its own pool's however little the stream holds */
@@ -88,7 +91,7 @@ START_TEST(a_stream_that_holds_more_gets_its_own_pool) {
         /* its own pool empty and given back, the stream shares again */
         ca_free(a, own, 1);
         ca_free(a, small, 1);
-        for (int i = 0; i < 4; i++) ca_free(a, p[i], 1);
+        for (int i = 0; i < QUARTERS; i++) ca_free(a, p[i], 1);
         ca_release(a);
         ck_assert_uint_eq(pool_stream(a, must_alloc(a, 512, 1)), 0);
         ca_allocator_destroy(a);
@@ -199,12 +202,12 @@ END_TEST
  * whichever stream frees it, in its order or plainly. */
 START_TEST(a_free_on_another_stream_counts_for_the_one_that_asked) {
     ca_allocator *a = make(CA_SHARE_BYTES, 0, 1);
-    void *p[4];
-    for (int i = 0; i < 4; i++) p[i] = must_alloc(a, 256 * KIB, 1);
-    for (int i = 0; i < 3; i++) ck_assert_int_eq(ca_free(a, p[i], 2), CA_OK);
-    ck_assert_int_eq(ca_free_device(a, p[3], 1), CA_OK);
-    /* stream 1 holds nothing shared: 1 MiB fits again */
-    for (int i = 0; i < 4; i++) ck_assert_uint_eq(pool_stream(a, must_alloc(a, 256 * KIB, 1)), 0);
+    void *p[QUARTERS];
+    for (int i = 0; i < QUARTERS; i++) p[i] = must_alloc(a, QUARTER, 1);
+    for (int i = 0; i < QUARTERS - 1; i++) ck_assert_int_eq(ca_free(a, p[i], 2), CA_OK);
+    ck_assert_int_eq(ca_free_device(a, p[QUARTERS - 1], 1), CA_OK);
+    /* stream 1 holds nothing shared: share_bytes fits again */
+    for (int i = 0; i < QUARTERS; i++) ck_assert_uint_eq(pool_stream(a, must_alloc(a, QUARTER, 1)), 0);
     /* and stream 2 still holds nothing */
     ck_assert_uint_eq(pool_stream(a, must_alloc(a, CA_SHARE_BYTES, 2)), 0);
     ca_allocator_destroy(a);
@@ -217,19 +220,19 @@ END_TEST
 START_TEST(pending_frees_count_until_their_fence_passes) {
     for (int passes = 0; passes <= 1; passes++) {
         ca_allocator *a = make(CA_SHARE_BYTES, 1, 1);
-        void *p[4];
-        for (int i = 0; i < 4; i++) p[i] = must_alloc(a, 256 * KIB, 1);
-        for (int i = 0; i < 4; i++) ck_assert_int_eq(ca_free(a, p[i], 1), CA_OK);
-        ck_assert_int_eq(pending(a), 4);
-        /* another stream still shares; its request fences the four */
-        ck_assert_uint_eq(pool_stream(a, must_alloc(a, 256 * KIB, 2)), 0);
+        void *p[QUARTERS];
+        for (int i = 0; i < QUARTERS; i++) p[i] = must_alloc(a, QUARTER, 1);
+        for (int i = 0; i < QUARTERS; i++) ck_assert_int_eq(ca_free(a, p[i], 1), CA_OK);
+        ck_assert_int_eq(pending(a), QUARTERS);
+        /* another stream still shares; its request fences them */
+        ck_assert_uint_eq(pool_stream(a, must_alloc(a, QUARTER, 2)), 0);
         ck_assert_int_eq(fk.records, 1);
         if (passes) {
             fk.passed = fk.recorded;
-            ck_assert_uint_eq(pool_stream(a, must_alloc(a, 4 * KIB, 2)), 0); /* polls: the four are free */
+            ck_assert_uint_eq(pool_stream(a, must_alloc(a, 4 * KIB, 2)), 0); /* polls: they are free */
             ck_assert_int_eq(pending(a), 0);
         }
-        ck_assert_uint_eq(pool_stream(a, must_alloc(a, 256 * KIB, 1)), passes ? 0 : 1);
+        ck_assert_uint_eq(pool_stream(a, must_alloc(a, QUARTER, 1)), passes ? 0 : 1);
         ca_allocator_destroy(a);
     }
 }
@@ -246,7 +249,7 @@ START_TEST(a_new_stream_on_an_old_pool_starts_from_nothing) {
     ck_assert_uint_eq(pool_stream(a, p), 0);
     ck_assert_int_eq(ca_free(a, old, 2), CA_OK); /* not off stream 2's count */
     ck_assert_uint_eq(pool_stream(a, must_alloc(a, CA_SHARE_BYTES - 4 * KIB, 2)), 0);
-    ck_assert_uint_eq(pool_stream(a, must_alloc(a, 512, 2)), 2); /* now it holds 1 MiB */
+    ck_assert_uint_eq(pool_stream(a, must_alloc(a, 512, 2)), 2); /* now it holds share_bytes */
     ca_allocator_destroy(a);
 }
 END_TEST

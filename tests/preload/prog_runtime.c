@@ -162,13 +162,13 @@ static int late_events(void) {
     cudaStreamCreate(&b);
     void *p, *q;
     /* more than a stream shares (allocator/share.c): a's own pool */
-    CHECK(cudaMallocAsync(&p, 2 * MIB, a) == cudaSuccess, "alloc on a");
+    CHECK(cudaMallocAsync(&p, 4 * MIB, a) == cudaSuccess, "alloc on a");
     CHECK(cudaFreeAsync(p, b) == cudaSuccess, "free in b's order");
     void *waited = NULL;
     int (*last_wait)(void *, void **) =
         (int (*)(void *, void **))dlsym(dlopen("libcuda.so.1", RTLD_NOW), "simgpu_stream_last_wait");
     CHECK(last_wait && last_wait(a, &waited) == 0 && waited, "stream a waits on an event recorded in b");
-    CHECK(cudaMallocAsync(&q, 2 * MIB, a) == cudaSuccess && q == p, "reused at once on a, after the wait");
+    CHECK(cudaMallocAsync(&q, 4 * MIB, a) == cudaSuccess && q == p, "reused at once on a, after the wait");
     cudaFreeAsync(q, a);
     /* a plain cudaFree is fenced by the next allocation: with no non-blocking
      * stream, by one event on the legacy stream, which orders every later use

@@ -95,10 +95,10 @@ PY
 
 # A stream per row, 10,000 of them: linear in streams (issue 29: 25 s before,
 # each of the allocator's segments looked through all of the report's, and
-# each new stream through every pool; under a second now). 2 MiB each: more
+# each new stream through every pool; under a second now). 4 MiB each: more
 # than a stream shares (allocator/share.c), so each has a pool of its own.
 awk 'BEGIN { print "Thread,Time,Action,Pointer,Size,Stream"
-    for (i = 0; i < 10000; i++) printf "1,%d,allocate,0x%x00000,2097152,0x%x\n", i, 2 * (i + 1), 4096 + 16 * i }' > "$tmp/streams.csv"
+    for (i = 0; i < 10000; i++) printf "1,%d,allocate,0x%x00000,4194304,0x%x\n", i, 4 * (i + 1), 4096 + 16 * i }' > "$tmp/streams.csv"
 out=$(timeout 10 "$report" "$tmp/streams.csv") || no "streams.csv: exited $? (124: over 10 s)"
 grep -q 'in 10000 segments' <<<"$out" && ok || no "streams.csv: $(grep segments <<<"$out" | head -1)"
 # 4 KiB each: the streams share one pool, 40 MiB for 39.1 MiB (20,000 MiB
