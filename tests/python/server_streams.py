@@ -5,7 +5,9 @@ request makes a non-blocking stream, allocates its KV blocks (4 to 64 KiB)
 with cudaMallocAsync, works on them (cudaMemsetAsync), and when it leaves
 the window frees them in its stream's order and destroys the stream.
 
-    server_streams.py REQUESTS MAX_RESERVED_MIB
+    server_streams.py REQUESTS MAX_RESERVED_MIB [KIB,KIB,...]
+
+The block sizes are drawn from the KiB list (default 4,8,16,32,64).
 
 Prints the peak reserved and allocated; exits 1 unless every call succeeded
 and the peak reserved (cudalloc.stats()) stayed within MAX_RESERVED_MIB."""
@@ -25,6 +27,7 @@ cudart.cudaMemsetAsync.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_
 NON_BLOCKING = 1
 WORKERS, WINDOW, BLOCKS = 4, 64, 4
 requests, max_mib = int(sys.argv[1]), int(sys.argv[2])
+sizes = [int(k) << 10 for k in (sys.argv[3] if len(sys.argv) > 3 else "4,8,16,32,64").split(",")]
 errors = []
 
 
@@ -34,7 +37,7 @@ def start(rng):
         errors.append("stream")
     blocks = []
     for _ in range(BLOCKS):
-        p, n = ctypes.c_void_p(), rng.choice((4, 8, 16, 32, 64)) << 10
+        p, n = ctypes.c_void_p(), rng.choice(sizes)
         if cudart.cudaMallocAsync(ctypes.byref(p), n, stream) != 0 or \
                 cudart.cudaMemsetAsync(p, 0, n, stream) != 0:
             errors.append("alloc %d" % n)
