@@ -324,6 +324,8 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
     b->ordered = ordered;
     b->has_id = false; /* a new allocation: a new id when asked */
     ca_live_add(&p->live, b);
+    if (__builtin_expect(p->live.count >= CA_EDGES_FROM && !h->edges && a->opt.expandable, 0))
+        ca_exp_edges_start(h);
     b->small = small;
     int kind = small ? CA_POOL_SMALL : CA_POOL_LARGE;
     bool rose_n = ca_stat_update(p->st.allocation, kind, 1);
@@ -357,15 +359,25 @@ int ca_malloc_ordered(ca_allocator *a, size_t size, ca_stream stream, void **ptr
 }
 
 /* b is free: merge it with free neighbours and index the result. */
-static void merge_and_index(ca_pool *p, ca_block *b) {
+static inline __attribute__((always_inline)) void merge_and_index(ca_pool *p, ca_block *b) {
     b->allocated = false;
     b->requested = 0;
     ca_segment *seg = b->seg;
     ca_free_index *fi = &seg->heap->free;
     ca_block *n = b->next, *prev = b->prev;
+    /* Are they free? From the bitmap where the segment keeps one: neither
+     * is read unless it is. */
+    bool n_free, prev_free;
+    if (__builtin_expect(!seg->free_edges, 1)) {
+        n_free = n && !n->allocated;
+        prev_free = prev && !prev->allocated;
+    } else {
+        n_free = n && ca_edge_at(seg, b->addr + b->size);
+        prev_free = prev && ca_edge_at(seg, b->addr - CA_ROUND);
+    }
     /* b was allocated, so all its granules are mapped, the ones it shares
      * with a neighbour too: the merged block's unmapped ones are theirs */
-    if (n && !n->allocated) {
+    if (n_free) {
         ca_free_index_remove(fi, n);
         ca_starts_end(seg, n);
         b->size += n->size;
@@ -375,7 +387,7 @@ static void merge_and_index(ca_pool *p, ca_block *b) {
         else seg->last = b;
         ca_block_put(p, n);
     }
-    if (prev && !prev->allocated) {
+    if (prev_free) {
         ca_free_index_remove(fi, prev);
         ca_starts_end(seg, b);
         prev->size += b->size;
@@ -455,9 +467,12 @@ void ca_block_release(ca_allocator *a, ca_pool *p, ca_block *b, bool idle) {
 /* b, found live in pool p (locked), out of the live table with the
  * statistics of a free applied. */
 static void take_live(ca_allocator *a, ca_pool *p, ca_block *b, ca_stream stream) {
-    /* the merge reads both neighbours' lines: cache misses with many blocks */
-    __builtin_prefetch(b->prev);
-    __builtin_prefetch(b->next);
+    /* where no bitmap tells, the merge reads both neighbours' lines: cache
+     * misses with many blocks */
+    if (!b->seg->free_edges) {
+        __builtin_prefetch(b->prev);
+        __builtin_prefetch(b->next);
+    }
     ca_live_remove(&p->live, b);
     int kind = b->small ? CA_POOL_SMALL : CA_POOL_LARGE;
     ca_totals_block(a, kind, -1, b);

@@ -22,6 +22,43 @@
 #include "internal.h"
 #include "util/checked.h"
 
+/* Room in seg's bitmap of free edges for `cap` granules: a bit per CA_ROUND
+ * bytes, in whole words. */
+static int grow_edges(ca_segment *seg, size_t cap) {
+    size_t words = ((cap << seg->gshift) / CA_ROUND + 63) / 64, old = seg->free_edges_words;
+    if (words <= old) return CA_OK;
+    uint64_t *edges = realloc(seg->free_edges, words * sizeof *edges);
+    if (!edges) return CA_ERR_OOM;
+    memset(edges + old, 0, (words - old) * sizeof *edges);
+    seg->free_edges = edges;
+    seg->free_edges_words = words;
+    return CA_OK;
+}
+
+/* From now on the heap's ranges keep bitmaps of free edges (ca_segment):
+ * each is made and filled from the blocks in the index. Left off when that
+ * memory cannot be had: the merges then read the neighbours, as before. */
+void ca_exp_edges_start(ca_heap *h) {
+    h->edges = true;
+    for (ca_segment *seg = h->segments; seg; seg = seg->next) {
+        if (grow_edges(seg, seg->handles_cap) != CA_OK) {
+            ca_exp_edges_stop(h);
+            return;
+        }
+        for (ca_block *b = seg->first; b; b = b->next)
+            if (b->bin >= 0) ca_edges_mark(seg, b, true);
+    }
+}
+
+void ca_exp_edges_stop(ca_heap *h) {
+    h->edges = false;
+    for (ca_segment *seg = h->segments; seg; seg = seg->next) {
+        free(seg->free_edges);
+        seg->free_edges = NULL;
+        seg->free_edges_words = 0;
+    }
+}
+
 /* Room for new_n granule handles (and their bits); the arrays grow
  * geometrically. new_n is at most the reserve's granules, so neither doubling
  * nor the byte count wraps. */
@@ -43,6 +80,7 @@ static int grow_handles(ca_allocator *a, ca_segment *seg, size_t new_n) {
     if (!starts) return CA_ERR_OOM;
     memset(starts + seg->handles_cap, 0, (cap - seg->handles_cap) * sizeof *starts);
     seg->first_start = starts;
+    if (seg->heap->edges && grow_edges(seg, cap) != CA_OK) ca_exp_edges_stop(seg->heap);
     if (a->async) {
         uint64_t *busy = realloc(seg->busy, cap * sizeof *busy);
         if (!busy) return CA_ERR_OOM;
@@ -651,6 +689,7 @@ void ca_exp_destroy(ca_allocator *a, ca_segment *seg) {
     CA_STAT(a, seg->heap, segment, -1);
     free(seg->handles);
     free(seg->mapped_bits);
+    free(seg->free_edges);
     free(seg->first_start);
     free(seg->busy);
     free(seg);

@@ -7,6 +7,18 @@
  * "Order" below is the index's order: size, then list or address. */
 #include "internal.h"
 
+void ca_edges_mark(ca_segment *seg, const ca_block *b, bool on) {
+    size_t first = ca_unit_of(seg, b->addr), last = first + b->size / CA_ROUND - 1;
+    uint64_t f = 1ull << (first % 64), l = 1ull << (last % 64);
+    if (on) {
+        seg->free_edges[first / 64] |= f;
+        seg->free_edges[last / 64] |= l;
+    } else {
+        seg->free_edges[first / 64] &= ~f;
+        seg->free_edges[last / 64] &= ~l;
+    }
+}
+
 static inline int bin_of(size_t size) {
     size_t u = size / CA_ROUND;
     if (u < 64) return (int)u; /* exact bins up to 32 KiB */
@@ -73,17 +85,19 @@ void ca_free_index_insert(ca_free_index *fi, ca_block *x) {
     fi->count++;
     if (listed(bin)) {
         list_insert(fi, bin, x);
-        return;
+    } else {
+        x->left = x->right = NULL;
+        ca_block **link = root, *parent = NULL;
+        while (*link) {
+            parent = *link;
+            link = key_less(x, parent) ? &parent->left : &parent->right;
+        }
+        *link = x;
+        x->parent = parent;
+        while (x->parent && prio(x->parent) < prio(x)) rotate_up(root, x);
     }
-    x->left = x->right = NULL;
-    ca_block **link = root, *parent = NULL;
-    while (*link) {
-        parent = *link;
-        link = key_less(x, parent) ? &parent->left : &parent->right;
-    }
-    *link = x;
-    x->parent = parent;
-    while (x->parent && prio(x->parent) < prio(x)) rotate_up(root, x);
+    /* last, a tail call: without bitmaps the insert keeps no frame */
+    if (__builtin_expect(x->seg->free_edges != NULL, 0)) ca_edges_mark(x->seg, x, true);
 }
 
 void ca_free_index_remove(ca_free_index *fi, ca_block *x) {
@@ -106,6 +120,7 @@ out:
     x->bin = -1;
     x->left = x->right = NULL;
     fi->count--;
+    if (__builtin_expect(x->seg->free_edges != NULL, 0)) ca_edges_mark(x->seg, x, false);
 }
 
 static int next_bin(const ca_free_index *fi, int from) {

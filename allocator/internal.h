@@ -109,10 +109,15 @@ struct ca_segment {
                            * (NULL: none), so that the block around an address is found
                            * near it (ca_find_allocation) */
     unsigned gshift;      /* expandable: log2 of the granule */
+    uint64_t *free_edges; /* expandable: per CA_ROUND bytes of span, a bit set at the first
+                           * and the last unit of each free block in the index, so that a
+                           * free finds its neighbours free or not without reading them
+                           * (cache misses with many blocks; ca_neighbour_free) */
     uint64_t *busy;       /* expandable, on a device that runs work after calls return: per
                            * granule, the pool's epoch when a free that left device work
                            * behind last covered it (0: none); see expandable.c */
     size_t handles_cap;
+    size_t free_edges_words;
     ca_block *first, *last;
     ca_segment *next;     /* in the heap */
     bool expandable;
@@ -122,6 +127,21 @@ struct ca_segment {
 static inline bool ca_granules_differ(const struct ca_segment *seg, uintptr_t a, uintptr_t b) {
     return (a ^ b) >> seg->gshift;
 }
+
+/* The unit (CA_ROUND bytes) of seg where addr lies. */
+static inline size_t ca_unit_of(const struct ca_segment *seg, uintptr_t addr) {
+    return (addr - seg->base) / CA_ROUND;
+}
+
+/* Is the unit of seg at addr the first or last of a free block? */
+static inline bool ca_edge_at(const struct ca_segment *seg, uintptr_t addr) {
+    size_t unit = ca_unit_of(seg, addr);
+    return seg->free_edges[unit / 64] >> (unit % 64) & 1;
+}
+
+/* b joins (on) or leaves the index: its edges' bits follow, where seg keeps
+ * them (freeindex.c). */
+void ca_edges_mark(struct ca_segment *seg, const ca_block *b, bool on);
 
 static inline void ca_starts_begin(struct ca_segment *seg, ca_block *b) {
     if (seg->expandable && (!b->prev || ca_granules_differ(seg, b->prev->addr, b->addr)))
@@ -159,6 +179,8 @@ struct ca_heap {
     ca_range ranges[CA_MAX_RANGES];
     int nranges;            /* read without the lock: atomically */
     size_t reserved_va;     /* expandable: the sum of the ranges' sizes */
+    bool edges;             /* expandable: its ranges keep bitmaps of free edges (from
+                             * CA_EDGES_FROM live blocks in the pool on) */
 };
 
 /* A pool's life: LIVE while its stream is; RETIRED once the stream is
@@ -331,6 +353,14 @@ static inline size_t ca_pools(ca_allocator *a, ca_pool *const **arr) {
 
 /* freeindex.c */
 void ca_free_index_insert(ca_free_index *fi, ca_block *b);
+/* Bitmaps of free edges (ca_segment.free_edges) for an expandable heap's
+ * ranges from now on, or no more. With few blocks everything a merge reads
+ * is in the caches: the bitmaps would only cost instructions (resnet_end_plain:
+ * 398 -> 448 a call, callgrind), so a pool starts them at CA_EDGES_FROM live
+ * blocks (issue 29, BENCHMARKS.md). */
+#define CA_EDGES_FROM 8192
+void ca_exp_edges_start(ca_heap *h);
+void ca_exp_edges_stop(ca_heap *h);
 void ca_free_index_remove(ca_free_index *fi, ca_block *b);
 ca_block *ca_free_index_best_fit(ca_free_index *fi, size_t size);
 ca_block *ca_free_index_largest(ca_free_index *fi);

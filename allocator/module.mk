@@ -41,6 +41,10 @@ $(TESTS_BIN)/test_freeindex: $(OBJ)/tests/allocator/test_freeindex.o $(LIBCA)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
 UNIT_TESTS += $(TESTS_BIN)/test_freeindex
+$(TESTS_BIN)/test_edges: $(OBJ)/tests/allocator/test_edges.o $(LIBCA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_CHECK) -lpthread
+UNIT_TESTS += $(TESTS_BIN)/test_edges
 $(TESTS_BIN)/bench_remap: $(OBJ)/tests/allocator/bench_remap.o $(LIBCA)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ -lpthread

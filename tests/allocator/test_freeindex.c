@@ -12,6 +12,7 @@
 #define N 4000
 
 static ca_block blocks[N];
+static ca_segment no_edges; /* the blocks' segment: no bitmap of free edges */
 static bool in[N];
 
 static void count_cb(void *ctx, ca_block *b) {
@@ -47,6 +48,7 @@ START_TEST(every_walk_sees_every_block_in_order) {
     srand(29);
     for (int i = 0; i < N; i++) {
         blocks[i].addr = 0x7f0000000000u + (uintptr_t)i * (1u << 20);
+        blocks[i].seg = &no_edges;
         blocks[i].size = CA_ROUND * (1 + (size_t)rand() % (rand() % 2 ? 64 : 4096)); /* 512 B to 2 MiB */
     }
     for (int round = 0; round < 6; round++) {
@@ -75,8 +77,11 @@ END_TEST
 
 START_TEST(equal_sizes_under_32_kib_come_newest_first) {
     static ca_free_index fi;
-    ca_block b[3] = {{.addr = 0x1000, .size = 4096}, {.addr = 0x9000, .size = 4096}, {.addr = 0x5000, .size = 4096}};
-    ca_block big[2] = {{.addr = 0x90000, .size = 65536}, {.addr = 0x10000, .size = 65536}};
+    ca_block b[3] = {{.addr = 0x1000, .size = 4096, .seg = &no_edges},
+                     {.addr = 0x9000, .size = 4096, .seg = &no_edges},
+                     {.addr = 0x5000, .size = 4096, .seg = &no_edges}};
+    ca_block big[2] = {{.addr = 0x90000, .size = 65536, .seg = &no_edges},
+                       {.addr = 0x10000, .size = 65536, .seg = &no_edges}};
     for (int i = 0; i < 3; i++) ca_free_index_insert(&fi, &b[i]);
     for (int i = 0; i < 2; i++) ca_free_index_insert(&fi, &big[i]);
     ck_assert_ptr_eq(ca_free_index_best_fit(&fi, 4096), &b[2]);
@@ -92,7 +97,9 @@ END_TEST
  * bytes) follows removals at either end: the largest walk starts there. */
 START_TEST(a_list_keeps_its_tail) {
     static ca_free_index fi;
-    ca_block b[3] = {{.addr = 0x1000, .size = 4096}, {.addr = 0x9000, .size = 4096}, {.addr = 0x5000, .size = 4096}};
+    ca_block b[3] = {{.addr = 0x1000, .size = 4096, .seg = &no_edges},
+                     {.addr = 0x9000, .size = 4096, .seg = &no_edges},
+                     {.addr = 0x5000, .size = 4096, .seg = &no_edges}};
     for (int i = 0; i < 3; i++) ca_free_index_insert(&fi, &b[i]); /* listed b2, b1, b0 */
     ck_assert_ptr_eq(ca_free_index_largest(&fi), &b[0]);
     ca_free_index_remove(&fi, &b[0]); /* the tail */

@@ -1,0 +1,178 @@
+/* Unit tests of the bitmaps of free edges (ca_segment.free_edges, issue 29):
+ * a pool starts them at CA_EDGES_FROM live blocks; from then on, through
+ * churn, plain frees waiting for fences, releases and new ranges, a unit's
+ * bit is set exactly where a block in the free index begins or ends; and the
+ * blocks land where they land without the bitmaps (the merges read the
+ * neighbours then), address for address. */
+#include <check.h>
+#include <stdlib.h>
+
+#include "allocator/internal.h"
+#include "tests/allocator/fake_device.h"
+#include "tests/allocator/helpers.h"
+#include "tests/check_run.h"
+
+#define LIVE 12000 /* past CA_EDGES_FROM */
+#define OPS 40000
+
+_Static_assert(LIVE > CA_EDGES_FROM, "the tests must start the bitmaps");
+
+static uint64_t rng(uint64_t *s) { /* xorshift64* */
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 2685821657736338717ull;
+}
+
+/* 512 B to 64 KiB mostly, up to 4 MiB one time in ten */
+static size_t random_size(uint64_t *s) {
+    return rng(s) % 10 ? 1 + rng(s) % 65536 : 1 + rng(s) % (4 * MIB);
+}
+
+static ca_heap *heap_of(ca_allocator *a, ca_stream stream) {
+    ca_pool *const *arr;
+    size_t n = ca_pools(a, &arr);
+    for (size_t i = 0; i < n; i++)
+        if (arr[i]->state == CA_POOL_LIVE && arr[i]->stream == stream) return &arr[i]->heap[0];
+    return NULL;
+}
+
+/* Every range of h: its bitmap is the one its blocks call for. Returns the
+ * ranges checked. */
+static int check_edges(ca_heap *h) {
+    int ranges = 0;
+    for (ca_segment *seg = h->segments; seg; seg = seg->next, ranges++) {
+        ck_assert_ptr_nonnull(seg->free_edges);
+        size_t words = seg->free_edges_words;
+        ck_assert_uint_ge(words * 64, seg->span / CA_ROUND);
+        uint64_t *want = calloc(words, sizeof *want);
+        ck_assert_ptr_nonnull(want);
+        for (ca_block *b = seg->first; b; b = b->next) {
+            ck_assert_msg(b->allocated || b->bin >= 0, "a free block out of the index");
+            if (b->bin < 0) continue;
+            size_t first = ca_unit_of(seg, b->addr), last = first + b->size / CA_ROUND - 1;
+            want[first / 64] |= 1ull << (first % 64);
+            want[last / 64] |= 1ull << (last % 64);
+        }
+        for (size_t w = 0; w < words; w++)
+            ck_assert_msg(seg->free_edges[w] == want[w], "range %d, word %zu: %#llx, want %#llx", ranges, w,
+                          (unsigned long long)seg->free_edges[w], (unsigned long long)want[w]);
+        free(want);
+    }
+    return ranges;
+}
+
+typedef struct {
+    void *p;
+    ca_stream stream;
+    bool plain; /* to be freed by ca_free_device */
+} live_t;
+
+/* Churn on the fake device: allocations on stream 0 (a few on stream 7),
+ * frees by ca_free and ca_free_device, fences passing now and then, a
+ * release every 3000 operations. `each` runs after every operation. */
+typedef void (*after_op)(ca_allocator *a, int op, void *ptr);
+static void churn(ca_allocator *a, uint64_t seed, after_op each) {
+    static live_t live[LIVE];
+    int n = 0;
+    uint64_t s = seed;
+    for (int op = 0; op < OPS; op++) {
+        if (op % 3000 == 2999) {
+            fk.passed = fk.recorded;
+            ca_release(a);
+            each(a, op, NULL);
+            continue;
+        }
+        if (op % 200 == 0) fk.passed = fk.recorded;
+        bool grow = n < LIVE && (op < LIVE || rng(&s) % 2);
+        if (grow) {
+            void *p = NULL;
+            ca_stream st = rng(&s) % 50 ? 0 : 7;
+            ck_assert_int_eq(ca_malloc(a, random_size(&s), st, &p, NULL), CA_OK);
+            live[n++] = (live_t){p, st, st == 0 && rng(&s) % 4 == 0};
+            each(a, op, p);
+        } else {
+            int i = (int)(rng(&s) % (uint64_t)n);
+            if (live[i].plain) ck_assert_int_eq(ca_free_device(a, live[i].p, 0), CA_OK);
+            else ck_assert_int_eq(ca_free(a, live[i].p, live[i].stream), CA_OK);
+            live[i] = live[--n];
+            each(a, op, NULL);
+        }
+    }
+    for (int i = 0; i < n; i++) ck_assert_int_eq(ca_free(a, live[i].p, live[i].stream), CA_OK);
+}
+
+static ca_allocator *on_fake_device(void) {
+    ca_backend *be = fake_device(ca_backend_count_new(64 * 1024 * MIB, G), 1, 1);
+    return new_allocator(be, NULL);
+}
+
+static int checks, ranges_seen;
+static void check_now_and_then(ca_allocator *a, int op, void *ptr) {
+    ca_heap *h = heap_of(a, 0);
+    if (!h || !h->edges) {
+        ck_assert_msg(op < LIVE, "no bitmaps at operation %d", op);
+        return;
+    }
+    if (op % 1000 == 0 || op % 3000 == 2999) {
+        int r = check_edges(h);
+        if (r > ranges_seen) ranges_seen = r;
+        checks++;
+    }
+}
+
+START_TEST(bitmaps_follow_the_index) {
+    ca_allocator *a = on_fake_device();
+    checks = ranges_seen = 0;
+    churn(a, 0x5eed, check_now_and_then);
+    ck_assert_int_ge(checks, 25);
+    ca_heap *h = heap_of(a, 0);
+    ck_assert(h->edges);
+    check_edges(h);
+    ca_heap *other = heap_of(a, 7); /* a pool with few blocks never starts them */
+    ck_assert_ptr_nonnull(other);
+    ck_assert(!other->edges);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
+/* The same operations on two allocators: one keeps bitmaps from its first
+ * block on, the other never (stopped after every operation). */
+static void *with[OPS], *without[OPS];
+static void record_with(ca_allocator *a, int op, void *ptr) {
+    ca_heap *h = heap_of(a, 0);
+    if (h && !h->edges) ca_exp_edges_start(h);
+    with[op] = ptr;
+}
+static void record_without(ca_allocator *a, int op, void *ptr) {
+    ca_heap *h = heap_of(a, 0);
+    if (h && h->edges) ca_exp_edges_stop(h);
+    without[op] = ptr;
+}
+
+START_TEST(blocks_land_where_they_did_without_bitmaps) {
+    ca_allocator *a = on_fake_device();
+    churn(a, 0xb10c5, record_with);
+    ck_assert(heap_of(a, 0)->edges);
+    check_edges(heap_of(a, 0));
+    ca_stats sa = stats(a);
+    ca_allocator_destroy(a);
+    ca_allocator *b = on_fake_device();
+    churn(b, 0xb10c5, record_without);
+    ck_assert(!heap_of(b, 0)->edges);
+    ca_stats sb = stats(b);
+    ca_allocator_destroy(b);
+    for (int op = 0; op < OPS; op++) ck_assert_msg(with[op] == without[op], "operation %d differs", op);
+    ck_assert_int_eq(sa.reserved_bytes[CA_POOL_ALL].peak, sb.reserved_bytes[CA_POOL_ALL].peak);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("edges");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, bitmaps_follow_the_index);
+    tcase_add_test(tc, blocks_land_where_they_did_without_bitmaps);
+    suite_add_tcase(s, tc);
+    return ca_check_run(s);
+}
