@@ -57,7 +57,7 @@ int main(int argc, char **argv) {
            dev.preloaded ? "cudalloc" : dev.host_only ? "the trainer's count" : "the trainer's count and cudaMemGetInfo");
     fflush(stdout);
 
-    dt_result r;
+    dt_result r = {0}; /* train_run keeps its trace pointers: none here */
     dt_leaks leaks;
     train_run(&a, &data, &m, &r, &leaks);
     if (a.result) sweep_write_row(a.result, &a, &r, "yes");

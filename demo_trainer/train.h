@@ -36,7 +36,9 @@ typedef struct dt_leaks {
     dt_tensor *val_total;       /* eval-grad */
 } dt_leaks;
 
-/* Train m on d as a says, printing a line each print_every steps and a summary. */
+/* Train m on d as a says, printing a line each print_every steps and a summary.
+ * r's loss_trace, held_trace and nodes_trace are read first: each NULL or an
+ * array of a->steps to fill; the rest of *r is written. */
 void train_run(const dt_args *a, const dt_data *d, gpt *m, dt_result *r, dt_leaks *leaks);
 void trainer_free_leaks(dt_leaks *leaks);
 
