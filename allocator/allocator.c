@@ -47,6 +47,7 @@ static void set_limits(ca_allocator *a) {
      * and so no limit, beyond 2^32 - 1 granules (16 TiB of 4 KiB ones). */
     if (reserve / g > UINT32_MAX) reserve = (size_t)UINT32_MAX * g;
     if (a->limit > reserve) a->limit = a->cap = reserve; /* kept to by the allocator itself */
+    a->max_request = a->limit & ~(size_t)(CA_ROUND - 1);
     a->reserve = reserve < g ? g : reserve & ~(g - 1);
     /* That much is what a heap may take in all; it starts with one range of
      * CA_FIRST_RANGE (twice the limit on a smaller device: room for what it
@@ -264,9 +265,8 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
     }
     /* Physical memory comes in granules: a request whose granules exceed the
      * limit could never be served, whatever is freed. */
-    size_t rounded = SIZE_MAX, granules;
-    bool never = !ca_size_round_up(size, CA_ROUND, &rounded) || !ca_size_round_up(rounded, a->granule, &granules) ||
-                 granules > a->limit;
+    bool never = size > a->max_request;
+    size_t rounded = never ? SIZE_MAX : (size + CA_ROUND - 1) & ~(size_t)(CA_ROUND - 1);
     bool small = rounded <= CA_SMALL_LIMIT;
     /* A stream that holds little takes small blocks from the shared pool (share.c). */
     ca_pool *asker = p;
@@ -319,14 +319,11 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
     } else if (__builtin_expect(!__atomic_load_n(&p->own, __ATOMIC_RELAXED), 0)) {
         __atomic_store_n(&p->own, true, __ATOMIC_RELAXED);
     }
-    b->allocated = true;
+    b->flags = ca_block_flags_live(small, ordered); /* no id yet: a new one when asked */
     b->requested = size;
-    b->ordered = ordered;
-    b->has_id = false; /* a new allocation: a new id when asked */
     ca_live_add(&p->live, b);
     if (__builtin_expect(p->live.count >= CA_EDGES_FROM && !h->edges && a->opt.expandable, 0))
         ca_exp_edges_start(h);
-    b->small = small;
     int kind = small ? CA_POOL_SMALL : CA_POOL_LARGE;
     bool rose_n = ca_stat_update(p->st.allocation, kind, 1);
     bool rose_b = ca_stat_update(p->st.allocated_bytes, kind, (int64_t)b->size);

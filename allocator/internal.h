@@ -52,14 +52,19 @@ typedef struct ca_block {
                                         * Back to 0 when free (a merge reads unmapped) */
     };
     int16_t bin;                       /* free index bin; -1 when not indexed */
-    bool allocated : 1;                /* not free: held by the program, or pending */
-    bool small : 1;                    /* allocated: asked for at most CA_SMALL_LIMIT (its
+    union {
+        struct {
+            bool allocated : 1;        /* not free: held by the program, or pending */
+            bool small : 1;            /* allocated: asked for at most CA_SMALL_LIMIT (its
                                         * statistics count in the small pool) */
-    bool pending : 1;                  /* freed by a plain free, waiting for a fence
+            bool pending : 1;          /* freed by a plain free, waiting for a fence
                                         * (fence.c); `allocated` stays set meanwhile,
                                         * so nothing merges, maps or unmaps it */
-    bool ordered : 1;                  /* live: made by ca_malloc_ordered */
-    bool has_id : 1;                   /* live: id is given */
+            bool ordered : 1;          /* live: made by ca_malloc_ordered */
+            bool has_id : 1;           /* live: id is given */
+        };
+        uint8_t flags;                 /* all of them, for an allocation's one store */
+    };
     union {
         struct ca_block *parent;       /* free, in a treap bin: its parent */
         uint64_t id;                   /* live, has_id: its allocation's id
@@ -67,6 +72,12 @@ typedef struct ca_block {
     };
 } ca_block;
 _Static_assert(offsetof(ca_block, parent) == 64 && sizeof(ca_block) == 72, "a block's hot fields fit 64 bytes");
+
+/* A new allocation's flags: allocated, not pending, no id yet. */
+#define CA_FLAG(field) (((ca_block){.field = true}).flags) /* its bit in flags */
+static inline uint8_t ca_block_flags_live(bool small, bool ordered) {
+    return (uint8_t)(CA_FLAG(allocated) | (small ? CA_FLAG(small) : 0) | (ordered ? CA_FLAG(ordered) : 0));
+}
 
 /* Is b live (allocated, not waiting for a fence)? Then requested is set. */
 static inline bool ca_block_live(const ca_block *b) { return b->allocated && !b->pending; }
@@ -300,6 +311,8 @@ struct ca_allocator {
     size_t granule;
     size_t capacity;          /* device total, from mem_info at creation (0: unknown) */
     size_t limit;             /* the most it may ever hold (see ca_malloc), whole granules */
+    size_t max_request;       /* the largest request whose granules fit the limit: limit
+                               * in whole CA_ROUND units (one compare on the hot path) */
     size_t cap;               /* limit, when the allocator keeps to it itself because the
                                * device would give more (max_reserved, CA_MAX_BYTES); 0: the
                                * device's own capacity is the limit */
