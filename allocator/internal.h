@@ -120,10 +120,11 @@ struct ca_segment {
                            * (NULL: none), so that the block around an address is found
                            * near it (ca_find_allocation) */
     unsigned gshift;      /* expandable: log2 of the granule */
-    uint64_t *free_edges; /* expandable: per CA_ROUND bytes of span, a bit set at the first
-                           * and the last unit of each free block in the index, so that a
-                           * free finds its neighbours free or not without reading them
-                           * (cache misses with many blocks; ca_neighbour_free) */
+    uint64_t *free_edges; /* expandable, once its heap keeps them (ca_heap.edges; else
+                           * NULL): per CA_ROUND bytes of span, a bit set at the first and
+                           * the last unit of each free block in the index, so that a free
+                           * finds its neighbours free or not without reading them (cache
+                           * misses with many blocks; ca_edge_at) */
     uint64_t *busy;       /* expandable, on a device that runs work after calls return: per
                            * granule, the pool's epoch when a free that left device work
                            * behind last covered it (0: none); see expandable.c */
