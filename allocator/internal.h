@@ -367,14 +367,6 @@ static inline size_t ca_pools(ca_allocator *a, ca_pool *const **arr) {
 
 /* freeindex.c */
 void ca_free_index_insert(ca_free_index *fi, ca_block *b);
-/* Bitmaps of free edges (ca_segment.free_edges) for an expandable heap's
- * ranges from now on, or no more. With few blocks everything a merge reads
- * is in the caches: the bitmaps would only cost instructions (resnet_end_plain:
- * 398 -> 448 a call, callgrind), so a pool starts them at CA_EDGES_FROM live
- * blocks (issue 29, BENCHMARKS.md). */
-#define CA_EDGES_FROM 8192
-void ca_exp_edges_start(ca_heap *h);
-void ca_exp_edges_stop(ca_heap *h);
 void ca_free_index_remove(ca_free_index *fi, ca_block *b);
 ca_block *ca_free_index_best_fit(ca_free_index *fi, size_t size);
 ca_block *ca_free_index_largest(ca_free_index *fi);
@@ -568,6 +560,14 @@ static inline int64_t ca_pool_needed_bytes(const ca_pool *p) {
 static inline uint64_t ca_pool_clock(const ca_pool *p) { return (uint64_t)p->st.allocation[CA_POOL_ALL].allocated; }
 
 /* expandable.c */
+/* Bitmaps of free edges (ca_segment.free_edges) for an expandable heap's
+ * ranges from now on, or no more. With few blocks everything a merge reads
+ * is in the caches: the bitmaps would only cost instructions (resnet_end_plain:
+ * 398 -> 448 a call, callgrind), so a pool starts them at CA_EDGES_FROM live
+ * blocks (issue 29, BENCHMARKS.md). */
+#define CA_EDGES_FROM 8192
+void ca_exp_edges_start(ca_heap *h);
+void ca_exp_edges_stop(ca_heap *h);
 /* Work one search for donor granules may do, beyond two units per granule it
  * needs (a move replaces a creation, which costs far more on a GPU): a unit
  * is a free block looked at or 64 granules scanned. BENCHMARKS.md (issue 11)
