@@ -39,7 +39,7 @@ static int grow_edges(ca_segment *seg, size_t cap) {
  * each is made and filled from the blocks in the index. Left off when that
  * memory cannot be had: the merges then read the neighbours, as before. */
 void ca_exp_edges_start(ca_heap *h) {
-    h->edges = true;
+    h->edge_bits = true;
     for (ca_segment *seg = h->segments; seg; seg = seg->next) {
         if (grow_edges(seg, seg->handles_cap) != CA_OK) {
             ca_exp_edges_stop(h);
@@ -51,7 +51,7 @@ void ca_exp_edges_start(ca_heap *h) {
 }
 
 void ca_exp_edges_stop(ca_heap *h) {
-    h->edges = false;
+    h->edge_bits = false;
     for (ca_segment *seg = h->segments; seg; seg = seg->next) {
         free(seg->free_edges);
         seg->free_edges = NULL;
@@ -80,7 +80,7 @@ static int grow_handles(ca_allocator *a, ca_segment *seg, size_t new_n) {
     if (!starts) return CA_ERR_OOM;
     memset(starts + seg->handles_cap, 0, (cap - seg->handles_cap) * sizeof *starts);
     seg->first_start = starts;
-    if (seg->heap->edges && grow_edges(seg, cap) != CA_OK) ca_exp_edges_stop(seg->heap);
+    if (seg->heap->edge_bits && grow_edges(seg, cap) != CA_OK) ca_exp_edges_stop(seg->heap);
     if (a->async) {
         uint64_t *busy = realloc(seg->busy, cap * sizeof *busy);
         if (!busy) return CA_ERR_OOM;

@@ -120,7 +120,7 @@ struct ca_segment {
                            * (NULL: none), so that the block around an address is found
                            * near it (ca_find_allocation) */
     unsigned gshift;      /* expandable: log2 of the granule */
-    uint64_t *free_edges; /* expandable, once its heap keeps them (ca_heap.edges; else
+    uint64_t *free_edges; /* expandable, once its heap keeps them (ca_heap.edge_bits; else
                            * NULL): per CA_ROUND bytes of span, a bit set at the first and
                            * the last unit of each free block in the index, so that a free
                            * finds its neighbours free or not without reading them (cache
@@ -191,7 +191,7 @@ struct ca_heap {
     ca_range ranges[CA_MAX_RANGES];
     int nranges;            /* read without the lock: atomically */
     size_t reserved_va;     /* expandable: the sum of the ranges' sizes */
-    bool edges;             /* expandable: its ranges keep bitmaps of free edges (from
+    bool edge_bits;         /* expandable: its ranges keep bitmaps of free edges (from
                              * CA_EDGES_FROM live blocks in the pool on) */
 };
 

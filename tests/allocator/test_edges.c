@@ -3,7 +3,7 @@
  * churn, plain frees waiting for fences, releases and new ranges, a unit's
  * bit is set exactly where a block in the free index begins or ends; and the
  * blocks land where they land without the bitmaps (the merges read the
- * neighbours then), address for address. */
+ * neighbours then), address for address; a pool taken again keeps them right. */
 #include <check.h>
 #include <stdlib.h>
 
@@ -112,7 +112,7 @@ static ca_allocator *on_fake_device(void) {
 static int checks, ranges_seen;
 static void check_now_and_then(ca_allocator *a, int op, void *ptr) {
     ca_heap *h = heap_of(a, 0);
-    if (!h || !h->edges) {
+    if (!h || !h->edge_bits) {
         ck_assert_msg(op < LIVE, "no bitmaps at operation %d", op);
         return;
     }
@@ -129,11 +129,11 @@ START_TEST(bitmaps_follow_the_index) {
     churn(a, 0x5eed, check_now_and_then);
     ck_assert_int_ge(checks, 25);
     ca_heap *h = heap_of(a, 0);
-    ck_assert(h->edges);
+    ck_assert(h->edge_bits);
     check_edges(h);
     ca_heap *other = heap_of(a, 7); /* a pool with few blocks never starts them */
     ck_assert_ptr_nonnull(other);
-    ck_assert(!other->edges);
+    ck_assert(!other->edge_bits);
     ca_allocator_destroy(a);
 }
 END_TEST
@@ -143,30 +143,60 @@ END_TEST
 static void *with[OPS], *without[OPS];
 static void record_with(ca_allocator *a, int op, void *ptr) {
     ca_heap *h = heap_of(a, 0);
-    if (h && !h->edges) ca_exp_edges_start(h);
+    if (h && !h->edge_bits) ca_exp_edges_start(h);
     with[op] = ptr;
 }
 static void record_without(ca_allocator *a, int op, void *ptr) {
     ca_heap *h = heap_of(a, 0);
-    if (h && h->edges) ca_exp_edges_stop(h);
+    if (h && h->edge_bits) ca_exp_edges_stop(h);
     without[op] = ptr;
 }
 
 START_TEST(blocks_land_where_they_did_without_bitmaps) {
     ca_allocator *a = on_fake_device();
     churn(a, 0xb10c5, record_with);
-    ck_assert(heap_of(a, 0)->edges);
+    ck_assert(heap_of(a, 0)->edge_bits);
     check_edges(heap_of(a, 0));
     ca_stats sa = stats(a);
     ca_allocator_destroy(a);
     ca_allocator *b = on_fake_device();
     churn(b, 0xb10c5, record_without);
-    ck_assert(!heap_of(b, 0)->edges);
+    ck_assert(!heap_of(b, 0)->edge_bits);
     ca_stats sb = stats(b);
     ca_allocator_destroy(b);
     for (int op = 0; op < OPS; op++)
         if (with[op] != without[op]) ck_abort_msg("operation %d differs", op);
     ck_assert_int_eq(sa.reserved_bytes[CA_POOL_ALL].peak, sb.reserved_bytes[CA_POOL_ALL].peak);
+}
+END_TEST
+
+/* A pool that ended keeps its heap's choice: the stream that takes it next
+ * starts with bitmaps, made for its first range as that range grows, and
+ * right from its first block. */
+START_TEST(a_reused_pool_keeps_them_right) {
+    ca_backend *be = fake_device(ca_backend_count_new(64 * 1024 * MIB, G), 1, 1);
+    ca_options o;
+    ca_options_default(&o);
+    o.share_bytes = 0; /* every block in its stream's pool */
+    ca_allocator *a = new_allocator(be, &o);
+    static void *p[CA_EDGES_FROM + 100];
+    int n = CA_EDGES_FROM + 100;
+    for (int i = 0; i < n; i++) p[i] = must_alloc(a, 4096 + (size_t)(i % 5) * 512, 5);
+    ca_heap *h = heap_of(a, 5);
+    ck_assert(h->edge_bits);
+    for (int i = 0; i < n; i++) ck_assert_int_eq(ca_free(a, p[i], 5), CA_OK);
+    ca_retire_stream(a, 5);
+    fk.passed = fk.recorded = fk.recorded + 1;
+    ck_assert_int_eq(stats(a).reserved_bytes[CA_POOL_ALL].current, 0); /* it ended */
+    uint64_t s = 7;
+    for (int i = 0; i < 300; i++) p[i] = must_alloc(a, 1 + rng(&s) % 65536, 6);
+    ck_assert_ptr_eq(heap_of(a, 6), h); /* the same pool, taken again */
+    ck_assert(h->edge_bits);
+    for (int i = 0; i < 300; i += 2) ck_assert_int_eq(ca_free(a, p[i], 6), CA_OK);
+    ck_assert_int_eq(check_edges(h), 1);
+    for (int i = 1; i < 300; i += 2) ck_assert_int_eq(ca_free(a, p[i], 6), CA_OK);
+    check_edges(h);
+    ca_allocator_destroy(a);
 }
 END_TEST
 
@@ -176,6 +206,7 @@ int main(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, bitmaps_follow_the_index);
     tcase_add_test(tc, blocks_land_where_they_did_without_bitmaps);
+    tcase_add_test(tc, a_reused_pool_keeps_them_right);
     suite_add_tcase(s, tc);
     return ca_check_run(s);
 }
