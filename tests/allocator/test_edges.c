@@ -109,7 +109,7 @@ static ca_allocator *on_fake_device(void) {
     return new_allocator(be, NULL);
 }
 
-static int checks, ranges_seen;
+static int checks;
 static void check_now_and_then(ca_allocator *a, int op, void *ptr) {
     ca_heap *h = heap_of(a, 0);
     if (!h || !h->edge_bits) {
@@ -117,15 +117,14 @@ static void check_now_and_then(ca_allocator *a, int op, void *ptr) {
         return;
     }
     if (op % 1000 == 0 || op % 3000 == 2999) {
-        int r = check_edges(h);
-        if (r > ranges_seen) ranges_seen = r;
+        ck_assert_int_ge(check_edges(h), 1);
         checks++;
     }
 }
 
 START_TEST(bitmaps_follow_the_index) {
     ca_allocator *a = on_fake_device();
-    checks = ranges_seen = 0;
+    checks = 0;
     churn(a, 0x5eed, check_now_and_then);
     ck_assert_int_ge(checks, 25);
     ca_heap *h = heap_of(a, 0);
