@@ -322,8 +322,7 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
     b->flags = ca_block_flags_live(small, ordered); /* no id yet: a new one when asked */
     b->requested = size;
     ca_live_add(&p->live, b);
-    if (__builtin_expect(p->live.count >= CA_EDGES_FROM && !h->edge_bits && a->opt.expandable, 0))
-        ca_exp_edges_start(h);
+    if (__builtin_expect(p->live.count >= h->edges_from, 0)) ca_exp_edges_start(h);
     int kind = small ? CA_POOL_SMALL : CA_POOL_LARGE;
     bool rose_n = ca_stat_update(p->st.allocation, kind, 1);
     bool rose_b = ca_stat_update(p->st.allocated_bytes, kind, (int64_t)b->size);

@@ -40,6 +40,7 @@ static int grow_edges(ca_segment *seg, size_t cap) {
  * memory cannot be had: the merges then read the neighbours, as before. */
 void ca_exp_edges_start(ca_heap *h) {
     h->edge_bits = true;
+    h->edges_from = SIZE_MAX;
     for (ca_segment *seg = h->segments; seg; seg = seg->next) {
         if (grow_edges(seg, seg->handles_cap) != CA_OK) {
             ca_exp_edges_stop(h);
@@ -52,6 +53,9 @@ void ca_exp_edges_start(ca_heap *h) {
 
 void ca_exp_edges_stop(ca_heap *h) {
     h->edge_bits = false;
+    /* not again before the pool holds twice as much: a start walks every block */
+    size_t live = h->pool->live.count;
+    h->edges_from = live < CA_EDGES_FROM ? 2 * CA_EDGES_FROM : 2 * live;
     for (ca_segment *seg = h->segments; seg; seg = seg->next) {
         free(seg->free_edges);
         seg->free_edges = NULL;

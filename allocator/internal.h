@@ -191,8 +191,10 @@ struct ca_heap {
     ca_range ranges[CA_MAX_RANGES];
     int nranges;            /* read without the lock: atomically */
     size_t reserved_va;     /* expandable: the sum of the ranges' sizes */
-    bool edge_bits;         /* expandable: its ranges keep bitmaps of free edges (from
-                             * CA_EDGES_FROM live blocks in the pool on) */
+    bool edge_bits;         /* expandable: its ranges keep bitmaps of free edges */
+    size_t edges_from;      /* the pool's live blocks at which they start: CA_EDGES_FROM,
+                             * twice what it held after a start that failed; SIZE_MAX
+                             * once started, and in classic heaps */
 };
 
 /* A pool's life: LIVE while its stream is; RETIRED once the stream is
@@ -561,10 +563,11 @@ static inline uint64_t ca_pool_clock(const ca_pool *p) { return (uint64_t)p->st.
 
 /* expandable.c */
 /* Bitmaps of free edges (ca_segment.free_edges) for an expandable heap's
- * ranges from now on, or no more. With few blocks everything a merge reads
- * is in the caches: the bitmaps would only cost instructions (resnet_end_plain:
- * 398 -> 448 a call, callgrind), so a pool starts them at CA_EDGES_FROM live
- * blocks (issue 29, BENCHMARKS.md). */
+ * ranges from now on, or no more (host memory short: stop, which puts the
+ * next start off, ca_heap.edges_from). With few blocks everything a merge
+ * reads is in the caches: the bitmaps would only cost instructions
+ * (resnet_end_plain: 398 -> 448 a call, callgrind), so a pool starts them at
+ * CA_EDGES_FROM live blocks (issue 29, BENCHMARKS.md). */
 #define CA_EDGES_FROM 8192
 void ca_exp_edges_start(ca_heap *h);
 void ca_exp_edges_stop(ca_heap *h);

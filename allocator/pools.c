@@ -46,6 +46,7 @@ static ca_pool *pool_new(ca_allocator *a, ca_stream stream) {
     for (int k = 0; k < 2; k++) {
         p->heap[k].pool = p;
         p->heap[k].small = k == 1;
+        p->heap[k].edges_from = a->opt.expandable && k == 0 ? CA_EDGES_FROM : SIZE_MAX;
     }
     pool_start(a, p, stream);
     return p;

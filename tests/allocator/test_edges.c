@@ -3,7 +3,8 @@
  * churn, plain frees waiting for fences, releases and new ranges, a unit's
  * bit is set exactly where a block in the free index begins or ends; and the
  * blocks land where they land without the bitmaps (the merges read the
- * neighbours then), address for address; a pool taken again keeps them right. */
+ * neighbours then), address for address; a pool taken again keeps them right;
+ * a stop puts the next start off. */
 #include <check.h>
 #include <stdlib.h>
 
@@ -12,8 +13,8 @@
 #include "tests/allocator/helpers.h"
 #include "tests/check_run.h"
 
-#define LIVE 12000 /* past CA_EDGES_FROM */
-#define OPS 40000
+#define LIVE (CA_EDGES_FROM + 4000) /* past CA_EDGES_FROM */
+#define OPS (LIVE + 28000)
 
 _Static_assert(LIVE > CA_EDGES_FROM, "the tests must start the bitmaps");
 
@@ -199,6 +200,30 @@ START_TEST(a_reused_pool_keeps_them_right) {
 }
 END_TEST
 
+/* Bitmaps stopped (as when their memory could not be had) are not started
+ * again at the next allocation, which would walk every block each time, but
+ * once the pool holds twice as many blocks. */
+START_TEST(a_stop_puts_the_next_start_off) {
+    ca_allocator *a = on_fake_device();
+    static void *p[2 * CA_EDGES_FROM];
+    int n = 0;
+    while (n < CA_EDGES_FROM) p[n++] = must_alloc(a, 4096, 0);
+    ca_heap *h = heap_of(a, 0);
+    ck_assert(h->edge_bits);
+    ca_exp_edges_stop(h);
+    p[n++] = must_alloc(a, 4096, 0);
+    ck_assert(!h->edge_bits);
+    while (n < 2 * CA_EDGES_FROM - 1) p[n++] = must_alloc(a, 4096, 0);
+    ck_assert(!h->edge_bits);
+    p[n++] = must_alloc(a, 4096, 0); /* twice the blocks it held at the stop */
+    ck_assert(h->edge_bits);
+    for (int i = 0; i < n; i += 2) ck_assert_int_eq(ca_free(a, p[i], 0), CA_OK);
+    check_edges(h);
+    for (int i = 1; i < n; i += 2) ck_assert_int_eq(ca_free(a, p[i], 0), CA_OK);
+    ca_allocator_destroy(a);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("edges");
     TCase *tc = tcase_create("core");
@@ -206,6 +231,7 @@ int main(void) {
     tcase_add_test(tc, bitmaps_follow_the_index);
     tcase_add_test(tc, blocks_land_where_they_did_without_bitmaps);
     tcase_add_test(tc, a_reused_pool_keeps_them_right);
+    tcase_add_test(tc, a_stop_puts_the_next_start_off);
     suite_add_tcase(s, tc);
     return ca_check_run(s);
 }
