@@ -567,8 +567,10 @@ static inline uint64_t ca_pool_clock(const ca_pool *p) { return (uint64_t)p->st.
  * next start off, ca_heap.edges_from). With few blocks everything a merge
  * reads is in the caches: the bitmaps would only cost instructions
  * (resnet_end_plain: 398 -> 448 a call, callgrind), so a pool starts them at
- * CA_EDGES_FROM live blocks (issue 29, BENCHMARKS.md). */
-#define CA_EDGES_FROM 8192
+ * CA_EDGES_FROM live blocks: at 20,000 and 50,000 they saved no misses in
+ * callgrind's 8 MiB model and cost time, at 100,000 and 1,000,000 they paid
+ * (issue 29, BENCHMARKS.md, "Where the bitmaps pay"). */
+#define CA_EDGES_FROM 65536
 void ca_exp_edges_start(ca_heap *h);
 void ca_exp_edges_stop(ca_heap *h);
 /* Work one search for donor granules may do, beyond two units per granule it
