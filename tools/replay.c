@@ -32,7 +32,8 @@ static void usage(FILE *f) {
             "  --min-capacity  search the smallest capacity (to 1 MiB) with no OOM\n"
             "  --runs        replays after the first to take the median time of (default 9);\n"
             "                the first, on a fresh allocator, is reported as cold_ns_per_op\n"
-            "  --compare     also time glibc malloc, mimalloc and jemalloc on the sizes\n"
+            "  --compare     also time glibc malloc, mimalloc and jemalloc on the sizes,\n"
+            "                and the replay loop alone (an allocator that does nothing)\n"
             "  --threads N   also measure N threads on N streams against one thread\n"
             "  --timeline    also print reserved and allocated memory (now and peak) per\n"
             "                iteration of the trace (its iteration rows), or every N calls\n"
@@ -202,7 +203,7 @@ int main(int argc, char **argv) {
                 if (ns < 0) printf(", %s unavailable", libs[k]);
                 else printf(", %s %.1f ns/op (%.2fx cudalloc's time)", libs[k], ns, ns / r.ns_per_op);
             }
-            printf("\n");
+            printf(", loop alone %.1f ns/op\n", replay_foreign(&t, argv[i], "loop", runs));
         }
         if (timeline && replay_timeline(&t, &run_cfg, timeline_every, 2, stdout) != CA_OK) {
             fprintf(stderr, "cudalloc-replay: %s: the timeline's allocator failed to start\n", argv[i]);

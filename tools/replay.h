@@ -41,8 +41,9 @@ size_t replay_min_capacity(const ca_trace *t, const replay_config *cfg, size_t h
 double replay_throughput(const ca_trace *t, const replay_config *cfg, int threads);
 
 /* Median ns per call replaying the same sizes (of the trace read from path)
- * through "glibc", "mimalloc", "jemalloc", or "preloaded" (whatever malloc
- * this process has); <0 when not available. */
+ * through "glibc", "mimalloc", "jemalloc", "preloaded" (whatever malloc
+ * this process has), or "loop" (no allocator: the loop's own time); <0 when
+ * not available. */
 double replay_foreign(const ca_trace *t, const char *path, const char *which, int runs);
 
 /* Replays `passes` times on a fresh allocator, printing reserved and

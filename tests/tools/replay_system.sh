@@ -48,6 +48,19 @@ gap=$(( $(field peak_reserved "$out") - $(field peak_requested "$out") ))
 out=$("$replay" --runs 1 --capacity 2MiB "$tmp/small.csv")
 [ "$(field ooms "$out")" = 1 ] && ok || no "capacity 2MiB should give exactly 1 OOM: $out"
 
+# --compare: each allocator beside cudalloc on the same calls, and the replay
+# loop alone, which does no allocator's work: a small share of cudalloc's time
+# (about 5 against 60 ns a call on a 2-core VM).
+gen=$(dirname "$0")/gen_churn.sh
+bash "$gen" 200 512 65536 3000 > "$tmp/compare.csv"
+out=$("$replay" --runs 5 --compare "$tmp/compare.csv")
+line=$(grep '^  compare: ' <<<"$out")
+num='[0-9]+\.[0-9] ns/op'
+grep -Eq "^  compare: cudalloc $num, glibc $num \([0-9.]+x cudalloc's time\), mimalloc ($num \([0-9.]+x cudalloc's time\)|unavailable), jemalloc ($num \([0-9.]+x cudalloc's time\)|unavailable), loop alone $num$" <<<"$line" &&
+    ok || no "--compare line: '$line'"
+loop=$(sed -En 's/.*loop alone ([0-9.]+) ns.*/\1/p' <<<"$line"); mine=$(sed -En 's/.*cudalloc ([0-9.]+) ns.*/\1/p' <<<"$line")
+awk -v l="$loop" -v c="$mine" 'BEGIN { exit !(l > 0 && l < c / 2) }' && ok || no "--compare: the loop alone ($loop ns) not under half of cudalloc's $mine ns"
+
 # Sizes at their edges on a 64 MiB device: what fits it succeeds; anything
 # larger, up to 2^64 - 1, is an allocation failure, never a small block.
 python3 - "$tmp/edges.csv" <<'PY'
@@ -166,7 +179,6 @@ msg=$("$replay" "$tmp/missing.csv" 2>&1); rc=$?
 # The churn generator's shapes (bench-scale, issue 29): each replays whole, its
 # sizes within [MIN, MAX], each free of a live block; drift's sizes grow; a bad
 # option is one line and exit status 2.
-gen=$(dirname "$0")/gen_churn.sh
 for sizes in logu unif pow2 equal bimodal drift; do
     for order in rand fifo recent; do
         f=$tmp/churn_${sizes}_$order.csv
