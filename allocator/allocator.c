@@ -127,8 +127,8 @@ static inline void active_peaks(ca_allocator *a, ca_pool *p, int kind) {
 }
 
 /* Split b (taken out of the index) so that it is `size` bytes; the rest, if
- * worth keeping apart, becomes a free block. */
-ca_block *ca_split(ca_allocator *a, ca_block *b, size_t size) {
+ * worth keeping apart, becomes a free block. (Inline: every allocation.) */
+static inline __attribute__((always_inline)) ca_block *split_block(ca_block *b, size_t size) {
     size_t rest = b->size - size;
     /* Classic large blocks keep small remainders, as PyTorch does, so that a
      * large segment is not cut into pieces only small requests could use. */
@@ -229,13 +229,25 @@ static void fill_oom(ca_allocator *a, size_t size, ca_stream stream, ca_oom_info
     oom->stream = stream;
 }
 
-static int try_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **b) {
-    return a->opt.expandable ? ca_exp_alloc(a, h, size, true, b) : ca_classic_alloc(a, h, size, true, b);
+/* may_grow false: from the memory already free and mapped, or not at all
+ * (CA_ERR_OOM). Inline: an expandable fit whose memory is mapped, nearly
+ * every allocation's, is taken here. */
+static inline __attribute__((always_inline)) int try_alloc_maybe_growing(ca_allocator *a, ca_heap *h, size_t size,
+                                                                        bool may_grow, ca_block **b) {
+    if (!a->opt.expandable) return ca_classic_alloc(a, h, size, may_grow, b);
+    ca_block *fit = ca_exp_fit(h, size);
+    if (__builtin_expect(!fit || fit->unmapped, 0)) return ca_exp_alloc(a, h, size, fit, may_grow, b);
+    ca_free_index_remove(&h->free, fit);
+    *b = fit;
+    return CA_OK;
 }
 
-/* From the memory already free and mapped, or not at all (CA_ERR_OOM). */
+static int try_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block **b) {
+    return try_alloc_maybe_growing(a, h, size, true, b);
+}
+
 static int try_alloc_in_place(ca_allocator *a, ca_heap *h, size_t size, ca_block **b) {
-    return a->opt.expandable ? ca_exp_alloc(a, h, size, false, b) : ca_classic_alloc(a, h, size, false, b);
+    return try_alloc_maybe_growing(a, h, size, false, b);
 }
 
 /* Every release_after allocations of a pool: expandable pools give back the
@@ -287,7 +299,7 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
             if (!never && (rc = try_alloc_in_place(a, h, rounded, &b)) != CA_OK) ca_pending_collect(a, p);
         }
     }
-    if (rc != CA_OK && !never) rc = try_alloc(a, h, rounded, &b);
+    if (rc != CA_OK && !never) rc = try_alloc_maybe_growing(a, h, rounded, true, &b);
     /* Short of memory: wait for this pool's plain frees, oldest first, before
      * giving cached memory back. */
     while (rc == CA_ERR_OOM && !never && ca_pending_wait_oldest(a, p)) rc = try_alloc(a, h, rounded, &b);
@@ -310,7 +322,7 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
         if (rc == CA_ERR_OOM && oom) fill_oom(a, size, stream, oom);
         return rc;
     }
-    b = ca_split(a, b, rounded);
+    b = split_block(b, rounded);
     if (__builtin_expect(owner != 0, 0)) {
         if (b->owner != owner) { /* (a kept block is its stream's already) */
             if (b->owner) ca_share_drop(a, b);
@@ -324,12 +336,12 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
     ca_live_add(&p->live, b);
     if (__builtin_expect(p->live.count >= h->edges_from, 0)) ca_exp_edges_start(h);
     int kind = small ? CA_POOL_SMALL : CA_POOL_LARGE;
-    bool rose_n = ca_stat_update(p->st.allocation, kind, 1);
-    bool rose_b = ca_stat_update(p->st.allocated_bytes, kind, (int64_t)b->size);
+    bool rose_n = ca_stat_rise(p->st.allocation, kind, 1);
+    bool rose_b = ca_stat_rise(p->st.allocated_bytes, kind, (int64_t)b->size);
     ca_totals_block(a, kind, 1, b);
     if (rose_n) ca_pool_new_peak(a, offsetof(ca_stats, allocation));
     if (rose_b) ca_pool_new_peak(a, offsetof(ca_stats, allocated_bytes));
-    if (ca_stat_update(p->st.requested_bytes, kind, (int64_t)size))
+    if (ca_stat_rise(p->st.requested_bytes, kind, (int64_t)size))
         ca_pool_new_peak(a, offsetof(ca_stats, requested_bytes));
     /* active = allocated + pending, so its peak can only rise with
      * allocated's, or while plain frees are pending */
@@ -454,15 +466,19 @@ static inline __attribute__((always_inline)) ca_block *find_live(ca_allocator *a
     return NULL;
 }
 
-void ca_block_release(ca_allocator *a, ca_pool *p, ca_block *b, bool idle) {
+/* ca_block_release, inline in the frees (a call's frame is a tenth of a free). */
+static inline __attribute__((always_inline)) void release_block(ca_allocator *a, ca_pool *p, ca_block *b, bool idle) {
     if (__builtin_expect(b->owner != 0, 0)) ca_share_drop(a, b); /* its stream's until now, pending too */
     if (!idle && b->seg->expandable) ca_exp_busy(a, p, b);
     merge_and_index(p, b);
 }
 
+void ca_block_release(ca_allocator *a, ca_pool *p, ca_block *b, bool idle) { release_block(a, p, b, idle); }
+
 /* b, found live in pool p (locked), out of the live table with the
  * statistics of a free applied. */
-static void take_live(ca_allocator *a, ca_pool *p, ca_block *b, ca_stream stream) {
+static inline __attribute__((always_inline)) void take_live(ca_allocator *a, ca_pool *p, ca_block *b,
+                                                            ca_stream stream) {
     /* where no bitmap tells, the merge reads both neighbours' lines: cache
      * misses with many blocks */
     if (!b->seg->free_edges) {
@@ -472,10 +488,9 @@ static void take_live(ca_allocator *a, ca_pool *p, ca_block *b, ca_stream stream
     ca_live_remove(&p->live, b);
     int kind = b->small ? CA_POOL_SMALL : CA_POOL_LARGE;
     ca_totals_block(a, kind, -1, b);
-    /* (a free raises no peak) */
-    ca_stat_update(p->st.allocation, kind, -1);
-    ca_stat_update(p->st.allocated_bytes, kind, -(int64_t)b->size);
-    ca_stat_update(p->st.requested_bytes, kind, -(int64_t)b->requested);
+    ca_stat_fall(p->st.allocation, kind, 1);
+    ca_stat_fall(p->st.allocated_bytes, kind, (int64_t)b->size);
+    ca_stat_fall(p->st.requested_bytes, kind, (int64_t)b->requested);
     ca_emit(a, CA_EV_FREE, b->addr, b->size, b->requested, stream);
     b->requested = 0;
 }
@@ -529,7 +544,7 @@ int ca_free(ca_allocator *a, void *ptr, ca_stream stream) {
     /* In stream order the pool's stream may still have work on the block:
      * not idle, on a device that runs work after calls return. */
     if (wait_device) ca_pending_add(a, p, b);
-    else ca_block_release(a, p, b, !a->async);
+    else release_block(a, p, b, !a->async);
     ca_lock_release(&p->lock);
     return CA_OK;
 }
@@ -540,7 +555,7 @@ int ca_free_device(ca_allocator *a, void *ptr, int device_idle) {
     if (!b) return CA_ERR_INVALID;
     take_live(a, p, b, 0);
     if (!device_idle && a->be->fence_record && p->state == CA_POOL_LIVE) ca_pending_add(a, p, b);
-    else ca_block_release(a, p, b, device_idle || !a->async);
+    else release_block(a, p, b, device_idle || !a->async);
     ca_lock_release(&p->lock);
     return CA_OK;
 }

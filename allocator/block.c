@@ -11,35 +11,23 @@
 #define SLAB_FIRST 16
 #define SLAB_BLOCKS 256
 
-ca_block *ca_block_new(ca_pool *a) {
-    if (!a->spare) {
-        if (a->nchunks == a->chunks_cap) {
-            size_t cap = a->chunks_cap ? a->chunks_cap * 2 : 16;
-            void **chunks = realloc(a->chunks, cap * sizeof *chunks);
-            if (!chunks) return NULL;
-            a->chunks = chunks;
-            a->chunks_cap = cap;
-        }
-        size_t n = a->nchunks < 4 ? (size_t)SLAB_FIRST << a->nchunks : SLAB_BLOCKS;
-        ca_block *slab = malloc(n * sizeof *slab);
-        if (!slab) return NULL;
-        a->chunks[a->nchunks++] = slab;
-        for (size_t i = 0; i < n; i++) {
-            slab[i].next = a->spare;
-            a->spare = &slab[i];
-        }
+bool ca_block_slab(ca_pool *a) {
+    if (a->nchunks == a->chunks_cap) {
+        size_t cap = a->chunks_cap ? a->chunks_cap * 2 : 16;
+        void **chunks = realloc(a->chunks, cap * sizeof *chunks);
+        if (!chunks) return false;
+        a->chunks = chunks;
+        a->chunks_cap = cap;
     }
-    ca_block *b = a->spare;
-    a->spare = b->next;
-    /* the hot 64 bytes only: a treap's parent is set when the block joins one */
-    memset(b, 0, offsetof(ca_block, parent));
-    b->bin = -1;
-    return b;
-}
-
-void ca_block_put(ca_pool *a, ca_block *b) {
-    b->next = a->spare;
-    a->spare = b;
+    size_t n = a->nchunks < 4 ? (size_t)SLAB_FIRST << a->nchunks : SLAB_BLOCKS;
+    ca_block *slab = malloc(n * sizeof *slab);
+    if (!slab) return false;
+    a->chunks[a->nchunks++] = slab;
+    for (size_t i = 0; i < n; i++) {
+        slab[i].next = a->spare;
+        a->spare = &slab[i];
+    }
+    return true;
 }
 
 void ca_block_free_all(ca_pool *a) {

@@ -517,27 +517,7 @@ static int grow(ca_allocator *a, ca_heap *h, size_t size, ca_block **out) {
     return rc == CA_OK ? CA_OK : CA_ERR_OOM;
 }
 
-/* Small requests (4 KiB to CA_SMALL_LIMIT) take, of the best fit and the
- * CA_FIT_WINDOW next larger free blocks, the one at the lowest address; the
- * others take the best fit. Small blocks, many and often long-lived (weights,
- * optimizer state, kept losses), then pack toward the start of the range, as
- * in a small heap of their own, without a second heap's partly used last
- * granule; plain best fit scatters them over the holes of the whole range,
- * each partly using a granule. An exact fit leaves no hole and is taken as
- * it is. Requests under 4 KiB, the most numerous, skip the look (each costs
- * cache misses on the hot path) and lose nothing measurable. Measured on every
- * trace of tests/data/torch, the two real ones of ../shared/traces and six
- * more recorded alike (train_gpt.py, SEED 1 to 4; BENCHMARKS.md, issue 11): windows of 3 to 6 met the goal on all 14,
- * 2 missed it on 3, plain best fit on 5. */
-#ifndef CA_FIT_WINDOW /* -DCA_FIT_WINDOW=N to measure another; 0: plain best fit */
-#define CA_FIT_WINDOW 3
-#endif
-#define CA_FIT_FROM 4096
-
-int ca_exp_alloc(ca_allocator *a, ca_heap *h, size_t size, bool may_grow, ca_block **out) {
-    ca_block *b = ca_free_index_best_fit(&h->free, size);
-    if (CA_FIT_WINDOW && b && b->size != size && size >= CA_FIT_FROM && size <= CA_SMALL_LIMIT)
-        b = ca_free_index_lowest_near(&h->free, b, CA_FIT_WINDOW);
+int ca_exp_alloc(ca_allocator *a, ca_heap *h, size_t size, ca_block *b, bool may_grow, ca_block **out) {
     if (!may_grow && (!b || b->unmapped)) return CA_ERR_OOM; /* it would map memory */
     int rc;
     if (b) ca_free_index_remove(&h->free, b);

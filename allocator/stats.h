@@ -45,6 +45,25 @@ static inline int ca_stat_apply(ca_stat *s, int64_t delta) {
 static inline int ca_stat_update(ca_stat *stat3, int pool, int64_t delta) {
     return ca_stat_apply(&stat3[CA_POOL_ALL], delta) | ca_stat_apply(&stat3[pool], delta);
 }
+
+/* The same for a change known to be a rise (an allocation's) or a fall (a
+ * free's, which raises no peak): the sign tests go, and a fall is one store
+ * a stat (every allocation and free pays these six times). */
+static inline int ca_stat_rise(ca_stat *stat3, int pool, int64_t up) {
+    int rose = 0;
+    for (int k = 0; k < 2; k++) {
+        ca_stat *s = &stat3[k ? pool : CA_POOL_ALL];
+        int64_t now = s->current + up;
+        __atomic_store_n(&s->current, now, __ATOMIC_RELAXED);
+        s->allocated += up;
+        if (now > s->peak) s->peak = now, rose = 1;
+    }
+    return rose;
+}
+static inline void ca_stat_fall(ca_stat *stat3, int pool, int64_t down) {
+    __atomic_store_n(&stat3[CA_POOL_ALL].current, stat3[CA_POOL_ALL].current - down, __ATOMIC_RELAXED);
+    __atomic_store_n(&stat3[pool].current, stat3[pool].current - down, __ATOMIC_RELAXED);
+}
 void ca_stats_reset_peaks(ca_stats *s);
 
 #endif
