@@ -15,8 +15,7 @@ static CUresult capture_probe(ca_device *d) {
     return capture_error(r) ? r : CUDA_SUCCESS;
 }
 
-/* What a failed allocation answers (an OOM explained first). */
-__attribute__((noinline, cold)) static CUresult malloc_failed(ca_device *d, int rc, const ca_oom_info *oom) {
+__attribute__((noinline, cold)) CUresult ca_malloc_failed(ca_device *d, int rc, const ca_oom_info *oom) {
     if (rc == CA_ERR_OOM) {
         ca_report_oom(d, oom);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -44,12 +43,12 @@ static CUresult malloc_on(ca_device *d, CUdeviceptr *dptr, size_t size, CUstream
     if (ca_is_ptds_key(key)) ca_ptds_pool_used(d);
     /* stream-ordered memory answers pointer queries as pool memory (pointer_query.c) */
     int rc = async ? ca_malloc_ordered(d->alloc, size, key, &p, &oom) : ca_malloc(d->alloc, size, key, &p, &oom);
-    if (__builtin_expect(rc != CA_OK, 0)) return malloc_failed(d, rc, &oom);
+    if (__builtin_expect(rc != CA_OK, 0)) return ca_malloc_failed(d, rc, &oom);
     *dptr = (CUdeviceptr)p;
     return CUDA_SUCCESS;
 }
 
-CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream, bool async) {
+CUresult ca_malloc_slowly(CUdeviceptr *dptr, size_t size, CUstream stream, bool async) {
     CUresult err;
     ca_device *d = ca_current_device(&err);
     if (!d) return err;

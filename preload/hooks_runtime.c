@@ -129,7 +129,7 @@ __attribute__((noinline)) static cudaError_t free_elsewhere(void *devPtr, cudaSt
     return e;
 }
 
-static cudaError_t do_free(void *devPtr, cudaStream_t stream, bool async) {
+static inline __attribute__((always_inline)) cudaError_t do_free(void *devPtr, cudaStream_t stream, bool async) {
     if (devPtr && (ca_drv_ready() || ca_drv())) {
         CUresult r = ca_do_free((CUdeviceptr)devPtr, (CUstream)stream, !async);
         if (r != CUDA_ERROR_NOT_FOUND) return runtime_error(r);

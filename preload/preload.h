@@ -347,8 +347,11 @@ void ca_users_after_fork(void);
 /* ---- alloc.c: what every entry point shares ---- */
 /* stream: CUstream as given, 0 for the legacy default stream; async: in the
  * stream's order (cudaMallocAsync), else a plain cudaMalloc. dptr is not
- * NULL and size not 0: the hooks answer those (as their API does) first. */
-CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream, bool async);
+ * NULL and size not 0: the hooks answer those (as their API does) first.
+ * ca_do_malloc, inline at the end of this header, is its fast path. */
+CUresult ca_malloc_slowly(CUdeviceptr *dptr, size_t size, CUstream stream, bool async);
+/* What a failed allocation on d answers (an OOM explained first). */
+CUresult ca_malloc_failed(ca_device *d, int rc, const ca_oom_info *oom);
 /* Pitched memory (cuMemAllocPitch, cudaMallocPitch, cudaMalloc3D): `rows`
  * rows of `width` bytes rounded up to CA_PITCH, rows = height x depth; sizes
  * nonzero. A pitch or a size past 2^64 - 1 is more than any device: out of
@@ -581,8 +584,32 @@ static inline ca_stream ca_stream_key(CUstream s) {
     return 0; /* NULL or CU_STREAM_LEGACY */
 }
 
-/* ---- alloc.c: the free's fast path, inline (the hook is then one frame from
- * the program to the allocator) ---- */
+/* ---- alloc.c: the fast paths, inline (a hook is then one frame from the
+ * program to the allocator) ---- */
+/* An allocation on the thread's current device while no capture is under way
+ * and not on the per-thread stream; anything else is ca_malloc_slowly's,
+ * from the start. */
+static inline CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream, bool async) {
+    ca_stream key = ca_stream_key(stream);
+    CUresult r;
+    ca_device *d;
+    if (__builtin_expect(ca_capture_any() || ca_is_ptds_key(key) || !(d = ca_current_device(&r)), 0))
+        return ca_malloc_slowly(dptr, size, stream, async);
+    ca_device_use(d); /* d->alloc is read only in between: a reset replaces it */
+    void *p;
+    ca_oom_info oom;
+    /* stream-ordered memory answers pointer queries as pool memory (pointer_query.c) */
+    int rc = async ? ca_malloc_ordered(d->alloc, size, key, &p, &oom) : ca_malloc(d->alloc, size, key, &p, &oom);
+    if (__builtin_expect(rc == CA_OK, 1)) {
+        *dptr = (CUdeviceptr)p;
+        r = CUDA_SUCCESS;
+    } else {
+        r = ca_malloc_failed(d, rc, &oom);
+    }
+    ca_device_done(d);
+    return r;
+}
+
 /* ptr freed by device d if it owns it: CA_ERR_INVALID when it does not. */
 static inline int ca_free_on(ca_device *d, void *ptr, ca_stream stream, bool plain, bool device_idle) {
     ca_device_use(d); /* d->alloc is read only in between: a reset replaces it */
