@@ -27,6 +27,14 @@ bench-replay: $(BIN)/cudalloc-replay
 	@$(BIN)/cudalloc-replay --runs 21 --compare --threads 2 $(BENCH_TRACES)
 BENCHES += bench-replay
 
+# Issue 29's bookkeeping target: every trace we hold (tests/data/torch with its
+# fixes and models, ../shared/traces when beside us) against glibc's malloc.
+.PHONY: bench-glibc
+bench-glibc: $(BIN)/cudalloc-replay
+	@bash tests/tools/vs_glibc.sh $(BIN)/cudalloc-replay $(BENCH_TRACES) \
+	    $(wildcard $(TRACES)/fixes/*.csv.gz) $(wildcard $(TRACES)/models/*.csv.gz)
+BENCHES += bench-glibc
+
 # glibc's footprint on a trace's sizes, beside cudalloc's smallest device
 $(TESTS_BIN)/glibc_footprint: tests/tools/glibc_footprint.c $(TRACE_OBJS) $(UTIL_OBJS)
 	@mkdir -p $(@D)

@@ -61,6 +61,14 @@ grep -Eq "^  compare: cudalloc $num, glibc $num \([0-9.]+x cudalloc's time\), mi
 loop=$(sed -En 's/.*loop alone ([0-9.]+) ns.*/\1/p' <<<"$line"); mine=$(sed -En 's/.*cudalloc ([0-9.]+) ns.*/\1/p' <<<"$line")
 awk -v l="$loop" -v c="$mine" 'BEGIN { exit !(l > 0 && l < c / 2) }' && ok || no "--compare: the loop alone ($loop ns) not under half of cudalloc's $mine ns"
 
+# vs_glibc.sh (make bench-glibc): a line a trace and the count; bad use is one line, exit 2.
+out=$(bash "$(dirname "$0")/vs_glibc.sh" "$replay" "$tmp/compare.csv" "$tmp/compare.csv")
+grep -Eq '^glibc faster on [0-2] of 2 traces; median glibc/cudalloc [0-9.]+$' <<<"$out" &&
+    [ "$(grep -c '^compare.csv cudalloc [0-9.]* ns glibc [0-9.]* ns glibc/cudalloc [0-9.]*$' <<<"$out")" = 2 ] &&
+    ok || no "vs_glibc.sh: '$out'"
+msg=$(bash "$(dirname "$0")/vs_glibc.sh" "$tmp/none" "$tmp/compare.csv" 2>&1 >/dev/null); rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <<<"$msg")" -eq 1 ] && ok || no "vs_glibc.sh without a replay: rc=$rc '$msg'"
+
 # Sizes at their edges on a 64 MiB device: what fits it succeeds; anything
 # larger, up to 2^64 - 1, is an allocation failure, never a small block.
 python3 - "$tmp/edges.csv" <<'PY'
