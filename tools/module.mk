@@ -29,9 +29,10 @@ BENCHES += bench-replay
 
 # Issue 29's bookkeeping target: every trace we hold (tests/data/torch with its
 # fixes and models, ../shared/traces when beside us) against glibc's malloc.
+# BASE=path/to/another/cudalloc-replay times that build too, trace by trace.
 .PHONY: bench-glibc
 bench-glibc: $(BIN)/cudalloc-replay
-	@bash tests/tools/vs_glibc.sh $(BIN)/cudalloc-replay $(BENCH_TRACES) \
+	@bash tests/tools/vs_glibc.sh $(if $(BASE),--base $(BASE)) $(BIN)/cudalloc-replay $(BENCH_TRACES) \
 	    $(wildcard $(TRACES)/fixes/*.csv.gz) $(wildcard $(TRACES)/models/*.csv.gz)
 BENCHES += bench-glibc
 

@@ -66,6 +66,10 @@ out=$(bash "$(dirname "$0")/vs_glibc.sh" "$replay" "$tmp/compare.csv" "$tmp/comp
 grep -Eq '^glibc faster on [0-2] of 2 traces; median glibc/cudalloc [0-9.]+$' <<<"$out" &&
     [ "$(grep -c '^compare.csv cudalloc [0-9.]* ns glibc [0-9.]* ns glibc/cudalloc [0-9.]*$' <<<"$out")" = 2 ] &&
     ok || no "vs_glibc.sh: '$out'"
+out=$(bash "$(dirname "$0")/vs_glibc.sh" --base "$replay" "$replay" "$tmp/compare.csv")
+grep -Eq '^compare.csv cudalloc [0-9.]+ ns glibc [0-9.]+ ns glibc/cudalloc [0-9.]+ base cudalloc [0-9.]+ ns glibc [0-9.]+ ns glibc/cudalloc [0-9.]+ this/base [0-9.]+$' <<<"$out" &&
+    grep -Eq '^base: glibc faster on [01] of 1 traces; median glibc/cudalloc [0-9.]+; median this/base [0-9.]+$' <<<"$out" &&
+    ok || no "vs_glibc.sh --base: '$out'"
 msg=$(bash "$(dirname "$0")/vs_glibc.sh" "$tmp/none" "$tmp/compare.csv" 2>&1 >/dev/null); rc=$?
 [ $rc -eq 2 ] && [ "$(wc -l <<<"$msg")" -eq 1 ] && ok || no "vs_glibc.sh without a replay: rc=$rc '$msg'"
 

@@ -2,26 +2,49 @@
 # Bookkeeping against glibc's malloc (issue 29): each trace through
 # `cudalloc-replay --runs 9 --compare` on one core, then how many traces glibc
 # replays faster and the median of glibc's time over cudalloc's (above 1:
-# cudalloc is faster). Times move with the machine's load: compare two builds
-# by running this for each in turn, not against a figure from another day.
-#   vs_glibc.sh REPLAY TRACE...
+# cudalloc is faster). Times move with the machine's load, so two builds are
+# compared in one run: with --base OTHER, OTHER replays each trace just
+# before REPLAY, and the summary gives both counts and the median of REPLAY's
+# time over OTHER's.
+#   vs_glibc.sh [--base OTHER_REPLAY] REPLAY TRACE...
 set -u
-usage="usage: vs_glibc.sh REPLAY TRACE..."
+usage="usage: vs_glibc.sh [--base OTHER_REPLAY] REPLAY TRACE..."
+base=""
+if [ "${1:-}" = --base ]; then base=${2:-}; shift 2 || { echo "$usage" >&2; exit 2; }; fi
 [ $# -ge 2 ] || { echo "$usage" >&2; exit 2; }
 replay=$1; shift
-[ -x "$replay" ] || { echo "vs_glibc.sh: '$replay' is not an executable cudalloc-replay; $usage" >&2; exit 2; }
-pin=""; command -v taskset > /dev/null && pin="taskset -c $(($(nproc) - 1))"
-ratios=() faster=0 n=0
-for t in "$@"; do
-    line=$($pin "$replay" --runs 9 --compare "$t" | grep '^  compare: ') ||
-        { echo "vs_glibc.sh: $t: no compare line from $replay" >&2; exit 1; }
-    mine=$(sed -En 's/.*cudalloc ([0-9.]+) ns.*/\1/p' <<<"$line")
-    glibc=$(sed -En 's/.*glibc ([0-9.]+) ns.*/\1/p' <<<"$line")
-    [ -n "$glibc" ] || { echo "vs_glibc.sh: $t: glibc not timed: $line" >&2; exit 1; }
-    r=$(awk -v g="$glibc" -v c="$mine" 'BEGIN { printf "%.3f", g / c }')
-    printf '%s cudalloc %s ns glibc %s ns glibc/cudalloc %s\n' "$(basename "$t")" "$mine" "$glibc" "$r"
-    ratios+=("$r"); n=$((n + 1))
-    awk -v r="$r" 'BEGIN { exit !(r < 1) }' && faster=$((faster + 1))
+for r in "$replay" ${base:+"$base"}; do
+    [ -x "$r" ] || { echo "vs_glibc.sh: '$r' is not an executable cudalloc-replay; $usage" >&2; exit 2; }
 done
-median=$(printf '%s\n' "${ratios[@]}" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
-echo "glibc faster on $faster of $n traces; median glibc/cudalloc $median"
+pin=""; command -v taskset > /dev/null && pin="taskset -c $(($(nproc) - 1))"
+
+# "cudalloc-ns glibc-ns" of one replay of trace $2 by binary $1
+times() {
+    local line
+    line=$($pin "$1" --runs 9 --compare "$2" | grep '^  compare: ') ||
+        { echo "vs_glibc.sh: $2: no compare line from $1" >&2; return 1; }
+    sed -En "s/.*cudalloc ([0-9.]+) ns.*glibc ([0-9.]+) ns.*/\1 \2/p" <<<"$line" | grep . ||
+        { echo "vs_glibc.sh: $2: glibc not timed: $line" >&2; return 1; }
+}
+median() { sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+
+rows=()
+for t in "$@"; do
+    if [ -n "$base" ]; then
+        b=$(times "$base" "$t") || exit 1
+    fi
+    m=$(times "$replay" "$t") || exit 1
+    set -- $m
+    line="$(basename "$t") cudalloc $1 ns glibc $2 ns glibc/cudalloc $(awk -v g="$2" -v c="$1" 'BEGIN { printf "%.3f", g / c }')"
+    if [ -n "$base" ]; then
+        set -- $b $m
+        line="$line base cudalloc $1 ns glibc $2 ns glibc/cudalloc $(awk -v g="$2" -v c="$1" 'BEGIN { printf "%.3f", g / c }') this/base $(awk -v n="$3" -v o="$1" 'BEGIN { printf "%.3f", n / o }')"
+    fi
+    echo "$line"; rows+=("$line")
+done
+printf '%s\n' "${rows[@]}" | awk '{ n++; if ($9 < 1) f++ } END { printf "glibc faster on %d of %d traces; ", f, n }'
+echo "median glibc/cudalloc $(printf '%s\n' "${rows[@]}" | awk '{ print $9 }' | median)"
+if [ -n "$base" ]; then
+    printf '%s\n' "${rows[@]}" | awk '{ n++; if ($18 < 1) f++ } END { printf "base: glibc faster on %d of %d traces; ", f, n }'
+    echo "median glibc/cudalloc $(printf '%s\n' "${rows[@]}" | awk '{ print $18 }' | median); median this/base $(printf '%s\n' "${rows[@]}" | awk '{ print $20 }' | median)"
+fi
