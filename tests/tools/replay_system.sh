@@ -72,6 +72,9 @@ grep -Eq '^compare.csv cudalloc [0-9.]+ ns glibc [0-9.]+ ns glibc/cudalloc [0-9.
     ok || no "vs_glibc.sh --base: '$out'"
 msg=$(bash "$(dirname "$0")/vs_glibc.sh" "$tmp/none" "$tmp/compare.csv" 2>&1 >/dev/null); rc=$?
 [ $rc -eq 2 ] && [ "$(wc -l <<<"$msg")" -eq 1 ] && ok || no "vs_glibc.sh without a replay: rc=$rc '$msg'"
+out=$(bash "$(dirname "$0")/vs_glibc.sh" "$replay" "$tmp/compare.csv" "$tmp/none.csv" 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "^vs_glibc.sh: $tmp/none.csv: no compare line" <<<"$out" && ! grep -q 'glibc faster' <<<"$out" &&
+    ok || no "vs_glibc.sh with a trace it cannot read: rc=$rc '$out'"
 
 # Sizes at their edges on a 64 MiB device: what fits it succeeds; anything
 # larger, up to 2^64 - 1, is an allocation failure, never a small block.

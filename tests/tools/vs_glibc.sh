@@ -28,18 +28,19 @@ times() {
 }
 median() { sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
+
 rows=()
 for t in "$@"; do
     if [ -n "$base" ]; then
-        b=$(times "$base" "$t") || exit 1
+        got=$(times "$base" "$t") || exit 1
+        read -r base_ns base_glibc <<<"$got"
     fi
-    m=$(times "$replay" "$t") || exit 1
-    set -- $m
-    line="$(basename "$t") cudalloc $1 ns glibc $2 ns glibc/cudalloc $(awk -v g="$2" -v c="$1" 'BEGIN { printf "%.3f", g / c }')"
-    if [ -n "$base" ]; then
-        set -- $b $m
-        line="$line base cudalloc $1 ns glibc $2 ns glibc/cudalloc $(awk -v g="$2" -v c="$1" 'BEGIN { printf "%.3f", g / c }') this/base $(awk -v n="$3" -v o="$1" 'BEGIN { printf "%.3f", n / o }')"
-    fi
+    got=$(times "$replay" "$t") || exit 1
+    read -r ns glibc <<<"$got"
+    line="$(basename "$t") cudalloc $ns ns glibc $glibc ns glibc/cudalloc $(ratio "$glibc" "$ns")"
+    [ -n "$base" ] && line="$line base cudalloc $base_ns ns glibc $base_glibc ns glibc/cudalloc \
+$(ratio "$base_glibc" "$base_ns") this/base $(ratio "$ns" "$base_ns")"
     echo "$line"; rows+=("$line")
 done
 printf '%s\n' "${rows[@]}" | awk '{ n++; if ($9 < 1) f++ } END { printf "glibc faster on %d of %d traces; ", f, n }'
