@@ -37,15 +37,9 @@ static CUresult malloc_on(ca_device *d, CUdeviceptr *dptr, size_t size, CUstream
         CUresult r = malloc_in_capture(d, dptr, size, stream, async);
         if (r != CUDA_ERROR_NOT_FOUND) return r;
     }
-    void *p;
-    ca_oom_info oom;
     ca_stream key = ca_stream_key(stream);
     if (ca_is_ptds_key(key)) ca_ptds_pool_used(d);
-    /* stream-ordered memory answers pointer queries as pool memory (pointer_query.c) */
-    int rc = async ? ca_malloc_ordered(d->alloc, size, key, &p, &oom) : ca_malloc(d->alloc, size, key, &p, &oom);
-    if (__builtin_expect(rc != CA_OK, 0)) return ca_malloc_failed(d, rc, &oom);
-    *dptr = (CUdeviceptr)p;
-    return CUDA_SUCCESS;
+    return ca_malloc_on(d, dptr, size, key, async);
 }
 
 CUresult ca_malloc_slowly(CUdeviceptr *dptr, size_t size, CUstream stream, bool async) {

@@ -589,6 +589,17 @@ static inline ca_stream ca_stream_key(CUstream s) {
 /* An allocation on the thread's current device while no capture is under way
  * and not on the per-thread stream; anything else is ca_malloc_slowly's,
  * from the start. */
+/* The allocator's answer on d, between ca_device_use and ca_device_done. */
+static inline CUresult ca_malloc_on(ca_device *d, CUdeviceptr *dptr, size_t size, ca_stream key, bool async) {
+    void *p;
+    ca_oom_info oom;
+    /* stream-ordered memory answers pointer queries as pool memory (pointer_query.c) */
+    int rc = async ? ca_malloc_ordered(d->alloc, size, key, &p, &oom) : ca_malloc(d->alloc, size, key, &p, &oom);
+    if (__builtin_expect(rc != CA_OK, 0)) return ca_malloc_failed(d, rc, &oom);
+    *dptr = (CUdeviceptr)p;
+    return CUDA_SUCCESS;
+}
+
 static inline CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream, bool async) {
     ca_stream key = ca_stream_key(stream);
     CUresult r;
@@ -596,16 +607,7 @@ static inline CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream str
     if (__builtin_expect(ca_capture_any() || ca_is_ptds_key(key) || !(d = ca_current_device(&r)), 0))
         return ca_malloc_slowly(dptr, size, stream, async);
     ca_device_use(d); /* d->alloc is read only in between: a reset replaces it */
-    void *p;
-    ca_oom_info oom;
-    /* stream-ordered memory answers pointer queries as pool memory (pointer_query.c) */
-    int rc = async ? ca_malloc_ordered(d->alloc, size, key, &p, &oom) : ca_malloc(d->alloc, size, key, &p, &oom);
-    if (__builtin_expect(rc == CA_OK, 1)) {
-        *dptr = (CUdeviceptr)p;
-        r = CUDA_SUCCESS;
-    } else {
-        r = ca_malloc_failed(d, rc, &oom);
-    }
+    r = ca_malloc_on(d, dptr, size, key, async);
     ca_device_done(d);
     return r;
 }
