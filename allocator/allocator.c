@@ -160,7 +160,7 @@ static void release_pool(ca_allocator *a, ca_pool *p) {
         ca_exp_release(a, p);
         return;
     }
-    for (int k = 0; k < 2; k++) ca_classic_release(a, &p->heap[k]);
+    for (int k = 0; k < p->nheaps; k++) ca_classic_release(a, &p->heap[k]);
 }
 
 /* Every pool gives its cached memory back, plain frees included (waiting
@@ -285,11 +285,13 @@ static inline __attribute__((always_inline)) int ca_alloc_block(ca_allocator *a,
     uint32_t owner = 0;
     if (__builtin_expect(rounded <= a->share_bytes && !__atomic_load_n(&p->own, __ATOMIC_RELAXED), 0))
         p = ca_share_route(a, p, rounded, &owner);
-    ca_heap *h = &p->heap[small && !a->opt.expandable]; /* see ca_heap */
     ca_block *b = NULL;
     if (__builtin_expect(owner != 0, 0)) ca_share_lock(p, asker);
     else ca_lock_acquire(&p->lock);
     int rc = CA_ERR_OOM;
+    /* no host memory for the pool's first heaps: out of memory all the same */
+    if (__builtin_expect(!p->nheaps, 0) && !ca_pool_make_heaps(a, p)) never = true;
+    ca_heap *h = &p->heap[small && !a->opt.expandable]; /* see ca_heap */
     /* a block its stream freed in its order: at once (share.c) */
     if (__builtin_expect(owner != 0, 0) && p->n_kept && (b = ca_share_take(a, p, owner, rounded))) rc = CA_OK;
     else if (ca_pool_has_pending(p)) {
@@ -415,7 +417,7 @@ static inline __attribute__((always_inline)) void merge_and_index(ca_pool *p, ca
  * meanwhile holds no live block, so no live block is missed. The newest
  * range, where most blocks are, is usually the last slot: looked at first. */
 static inline bool pool_holds(const ca_pool *p, uintptr_t addr) {
-    const ca_heap *h = &p->heap[0];
+    const ca_heap *h = __atomic_load_n(&p->heap, __ATOMIC_ACQUIRE);
     for (int i = __atomic_load_n(&h->nranges, __ATOMIC_ACQUIRE); i-- > 0;) {
         size_t size = __atomic_load_n(&h->ranges[i].size, __ATOMIC_ACQUIRE); /* 0: none */
         if (addr - __atomic_load_n(&h->ranges[i].base, __ATOMIC_RELAXED) < size) return true;
@@ -587,7 +589,7 @@ static ca_block *find_covering(ca_allocator *a, uintptr_t addr, ca_pool **pool) 
     ca_pool *p = ca_addr_index_find(&a->addrs, addr);
     if (!p) return NULL;
     ca_lock_acquire(&p->lock);
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < p->nheaps; k++)
         for (ca_segment *seg = p->heap[k].segments; seg; seg = seg->next) {
             if (addr - seg->base >= seg->span) continue;
             ca_block *b = seg->expandable ? start_at_or_before(seg, addr) : seg->first;

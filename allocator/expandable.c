@@ -564,7 +564,7 @@ void ca_exp_trim_tail(ca_allocator *a, ca_segment *seg) {
  * how many mapped ones it left because they are busy. */
 static size_t release_idle(ca_allocator *a, ca_pool *p) {
     size_t busy = 0;
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < p->nheaps; k++)
         for (ca_segment *seg = p->heap[k].segments; seg; seg = seg->next)
             for (ca_block *b = seg->first; b; b = b->next) {
                 if (b->allocated) continue;
@@ -593,7 +593,7 @@ void ca_exp_release(ca_allocator *a, ca_pool *p) {
         p->idle_epoch = ++p->epoch;
         release_idle(a, p);
     }
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < p->nheaps; k++) {
         for (ca_segment *seg = p->heap[k].segments; seg; seg = seg->next) ca_exp_trim_tail(a, seg);
         ca_ranges_drop_empty(a, &p->heap[k]);
     }
@@ -629,7 +629,7 @@ void ca_exp_sweep(ca_allocator *a, ca_pool *p) {
     size_t excess = (size_t)(reserved - need) / g;
     check_mark(a, p);
     bool busy = false;
-    for (int k = 0; k < 2 && excess; k++) {
+    for (int k = 0; k < p->nheaps && excess; k++) {
         ca_heap *h = &p->heap[k];
         ca_free_index *fi = &h->free;
         for (ca_block *b = ca_free_index_largest(fi); b && b->size >= g && excess; b = ca_free_index_smaller(fi, b)) {

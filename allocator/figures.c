@@ -203,7 +203,7 @@ size_t ca_largest_free(ca_allocator *a) {
     for (size_t i = 0; i < n; i++) {
         ca_pool *p = arr[i];
         ca_lock_acquire(&p->lock);
-        for (int k = 0; k < 2; k++) ca_free_index_walk(&p->heap[k].free, largest_cb, &c);
+        for (int k = 0; k < p->nheaps; k++) ca_free_index_walk(&p->heap[k].free, largest_cb, &c);
         ca_lock_release(&p->lock);
     }
     return c.best;
@@ -229,7 +229,7 @@ void ca_visit(ca_allocator *a, ca_segment_fn on_segment, ca_block_fn on_block, v
     for (size_t i = 0; i < n; i++) {
         ca_pool *p = arr[i];
         ca_lock_acquire(&p->lock);
-        for (int k = 0; k < 2; k++) visit_heap(a, &p->heap[k], on_segment, on_block, ctx);
+        for (int k = 0; k < p->nheaps; k++) visit_heap(a, &p->heap[k], on_segment, on_block, ctx);
         ca_lock_release(&p->lock);
     }
 }

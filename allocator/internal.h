@@ -219,7 +219,6 @@ struct ca_pool {
                              * then (0: not recorded yet) */
     struct ca_pool *next_idle; /* RETIRED: the next in the allocator's retired list;
                              * SPARE: in its spare list (under retire_lock) */
-    ca_heap heap[2];        /* [0] large, [1] small */
     ca_live_table live;     /* allocated blocks, by address */
     ca_stats st;            /* this pool's figures; active and active_bytes keep only
                              * their peaks: the rest is allocated + pending (pool_current) */
@@ -261,6 +260,14 @@ struct ca_pool {
     ca_block *spare;        /* recycled block structs */
     void **chunks;          /* block slabs, freed with the pool */
     size_t nchunks, chunks_cap;
+    /* Its heaps (4 KB each) come with its first block of its own
+     * (ca_pool_make_heaps): a stream whose blocks are all in the shared pool
+     * never needs them (a pool was 8.9 KB, now 1 KB: issue 29). Until then
+     * nheaps is 0 and heap an empty one holding no range (pool_holds reads
+     * it without the lock: atomically). Expandable pools have no small heap:
+     * they never use it (ca_heap). */
+    int nheaps;             /* 0, then 1 expandable, 2 classic */
+    ca_heap *heap;          /* [0] large, [1] small */
 };
 
 /* The key of a pool that serves no stream; no caller may name it a stream. */
@@ -367,6 +374,10 @@ static inline size_t ca_pools(ca_allocator *a, ca_pool *const **arr) {
     *arr = __atomic_load_n(&a->pools, __ATOMIC_ACQUIRE)->pool;
     return n;
 }
+
+/* pools.c: pool p's heaps, made (under its lock) before its first block of
+ * its own; false without host memory for them. */
+bool ca_pool_make_heaps(ca_allocator *a, ca_pool *p);
 
 /* freeindex.c */
 void ca_free_index_insert(ca_free_index *fi, ca_block *b);

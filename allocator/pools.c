@@ -36,6 +36,24 @@ static void pool_start(ca_allocator *a, ca_pool *p, ca_stream stream) {
     __atomic_store_n(&p->key, stream, __ATOMIC_RELEASE);
 }
 
+/* What a pool's heap points at before it has heaps: no ranges, nothing
+ * written (every walk stops at nheaps, 0). */
+static ca_heap no_heaps;
+
+bool ca_pool_make_heaps(ca_allocator *a, ca_pool *p) {
+    int n = a->opt.expandable ? 1 : 2;
+    ca_heap *h = calloc((size_t)n, sizeof *h);
+    if (!h) return false;
+    for (int k = 0; k < n; k++) {
+        h[k].pool = p;
+        h[k].small = k == 1;
+        h[k].edges_from = a->opt.expandable && k == 0 ? CA_EDGES_FROM : SIZE_MAX;
+    }
+    __atomic_store_n(&p->heap, h, __ATOMIC_RELEASE);
+    p->nheaps = n;
+    return true;
+}
+
 static ca_pool *pool_new(ca_allocator *a, ca_stream stream) {
     ca_pool *p = calloc(1, sizeof *p);
     if (!p || ca_live_init(&p->live) != CA_OK) {
@@ -43,11 +61,7 @@ static ca_pool *pool_new(ca_allocator *a, ca_stream stream) {
         return NULL;
     }
     ca_lock_init(&p->lock);
-    for (int k = 0; k < 2; k++) {
-        p->heap[k].pool = p;
-        p->heap[k].small = k == 1;
-        p->heap[k].edges_from = a->opt.expandable && k == 0 ? CA_EDGES_FROM : SIZE_MAX;
-    }
+    p->heap = &no_heaps;
     pool_start(a, p, stream);
     return p;
 }
@@ -118,7 +132,7 @@ static void end_pool(ca_allocator *a, ca_pool *p) {
         __atomic_store_n(&p->pend_bytes[k], 0, __ATOMIC_RELAXED);
     }
     ca_exp_drop_mark(a, p);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < p->nheaps; k++) {
         ca_heap *h = &p->heap[k];
         for (int r = 0; r < h->nranges; r++) __atomic_store_n(&h->ranges[r].size, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&h->nranges, 0, __ATOMIC_RELEASE);
@@ -277,12 +291,13 @@ void ca_pools_destroy(ca_allocator *a) {
         ca_pending_drop(a, p);
         ca_exp_drop_mark(a, p);
         if (p->retire_fence) a->be->fence_destroy(a->be->self, p->retire_fence);
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k < p->nheaps; k++)
             for (ca_segment *seg = p->heap[k].segments, *next; seg; seg = next) {
                 next = seg->next;
                 if (seg->expandable) ca_exp_destroy(a, seg);
                 else ca_classic_destroy(a, seg);
             }
+        if (p->nheaps) free(p->heap);
         ca_live_destroy(&p->live);
         ca_block_free_all(p);
         free(p);

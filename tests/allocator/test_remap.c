@@ -44,7 +44,7 @@ static void check_consistent(ca_allocator *a) {
     size_t npools = ca_pools(a, &pools);
     for (size_t i = 0; i < npools; i++) {
         ca_pool *p = pools[i];
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k < p->nheaps; k++)
             for (ca_segment *seg = p->heap[k].segments; seg; seg = seg->next) {
                 size_t n = 0;
                 for (size_t j = 0; j < seg->span / g; j++) {
