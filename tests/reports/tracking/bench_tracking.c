@@ -60,42 +60,54 @@ static int cmp(const void *x, const void *y) {
     return (a > b) - (a < b);
 }
 
-/* Median ns per pair over `runs` runs of n pairs on a fresh allocator. */
-static double measure(int depth, long n, int track, int runs, size_t *mem_per_live) {
-    double t[32];
-    for (int r = 0; r < runs; r++) {
-        ca_allocator *a;
-        ca_allocator_new(ca_backend_count_new(0, 2 << 20), NULL, &a);
-        ca_tracker *tr = NULL;
-        if (track) {
-            tr = ca_tracker_new(NULL);
-            ca_tracker_attach(tr, a);
-        }
-        for (int k = 0; k < LIVE; k++) ring[k] = NULL;
-        chain(a, 1000, depth); /* warm: stacks seen, pools made */
-        double t0 = now_ns();
-        chain(a, n, depth);
-        t[r] = (now_ns() - t0) / (double)n;
-        if (tr && mem_per_live && r == 0) {
-            size_t live, before = ca_tracker_memory(tr, &live);
-            enum { EXTRA = 200000 };
-            void **extra = malloc(EXTRA * sizeof *extra);
-            for (int k = 0; k < EXTRA; k++) ca_malloc(a, 4096, 0, &extra[k], NULL);
-            size_t after = ca_tracker_memory(tr, &live);
-            *mem_per_live = (after - before) / EXTRA;
-            for (int k = 0; k < EXTRA; k++) ca_free(a, extra[k], 0);
-            free(extra);
-        }
-        for (int k = 0; k < LIVE; k++)
-            if (ring[k]) ca_free(a, ring[k], 0);
-        if (tr) {
-            ca_tracker_detach(tr, a);
-            ca_tracker_destroy(tr);
-        }
-        ca_allocator_destroy(a);
+/* ns per pair over one run of n pairs on a fresh allocator; with a tracker,
+ * *mem_per_live (when not NULL) measured after the timed pairs. */
+static double one_run(int depth, long n, int track, size_t *mem_per_live) {
+    ca_allocator *a;
+    ca_allocator_new(ca_backend_count_new(0, 2 << 20), NULL, &a);
+    ca_tracker *tr = NULL;
+    if (track) {
+        tr = ca_tracker_new(NULL);
+        ca_tracker_attach(tr, a);
     }
+    for (int k = 0; k < LIVE; k++) ring[k] = NULL;
+    chain(a, 1000, depth); /* warm: stacks seen, pools made */
+    double t0 = now_ns();
+    chain(a, n, depth);
+    double t = (now_ns() - t0) / (double)n;
+    if (tr && mem_per_live) {
+        size_t live, before = ca_tracker_memory(tr, &live);
+        enum { EXTRA = 200000 };
+        void **extra = malloc(EXTRA * sizeof *extra);
+        for (int k = 0; k < EXTRA; k++) ca_malloc(a, 4096, 0, &extra[k], NULL);
+        size_t after = ca_tracker_memory(tr, &live);
+        *mem_per_live = (after - before) / EXTRA;
+        for (int k = 0; k < EXTRA; k++) ca_free(a, extra[k], 0);
+        free(extra);
+    }
+    for (int k = 0; k < LIVE; k++)
+        if (ring[k]) ca_free(a, ring[k], 0);
+    if (tr) {
+        ca_tracker_detach(tr, a);
+        ca_tracker_destroy(tr);
+    }
+    ca_allocator_destroy(a);
+    return t;
+}
+
+/* Medians of `runs` runs each, untracked and tracked taken in turn, so that a
+ * busy stretch of a shared machine falls on both alike (the cost is their
+ * difference). */
+static void measure(int depth, long n, int runs, double *untracked, double *tracked, size_t *mem_per_live) {
+    double u[32], t[32];
+    for (int r = 0; r < runs; r++) {
+        u[r] = one_run(depth, n, 0, NULL);
+        t[r] = one_run(depth, n, 1, r == 0 ? mem_per_live : NULL);
+    }
+    qsort(u, (size_t)runs, sizeof u[0], cmp);
     qsort(t, (size_t)runs, sizeof t[0], cmp);
-    return t[runs / 2];
+    *untracked = u[runs / 2];
+    *tracked = t[runs / 2];
 }
 
 int main(int argc, char **argv) {
@@ -108,8 +120,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof depths / sizeof depths[0]; i++) {
         int d = only >= 0 ? only : depths[i];
         size_t mem = 0;
-        double base = measure(d, n, 0, runs, NULL);
-        double tracked = measure(d, n, 1, runs, &mem);
+        double base, tracked;
+        measure(d, n, runs, &base, &tracked, &mem);
         double t0 = now_ns();
         unwind_at(d, n / 10);
         double unw = (now_ns() - t0) / (double)(n / 10);
