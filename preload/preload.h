@@ -586,9 +586,6 @@ static inline ca_stream ca_stream_key(CUstream s) {
 
 /* ---- alloc.c: the fast paths, inline (a hook is then one frame from the
  * program to the allocator) ---- */
-/* An allocation on the thread's current device while no capture is under way
- * and not on the per-thread stream; anything else is ca_malloc_slowly's,
- * from the start. */
 /* The allocator's answer on d, between ca_device_use and ca_device_done. */
 static inline CUresult ca_malloc_on(ca_device *d, CUdeviceptr *dptr, size_t size, ca_stream key, bool async) {
     void *p;
@@ -600,6 +597,9 @@ static inline CUresult ca_malloc_on(ca_device *d, CUdeviceptr *dptr, size_t size
     return CUDA_SUCCESS;
 }
 
+/* An allocation on the thread's current device while no capture is under way
+ * and not on the per-thread stream; anything else is ca_malloc_slowly's,
+ * from the start. */
 static inline CUresult ca_do_malloc(CUdeviceptr *dptr, size_t size, CUstream stream, bool async) {
     ca_stream key = ca_stream_key(stream);
     CUresult r;

@@ -19,7 +19,7 @@ done
 pin=""; command -v taskset > /dev/null && pin="taskset -c $(($(nproc) - 1))"
 
 # "cudalloc-ns glibc-ns" of one replay of trace $2 by binary $1
-times() {
+replay_times() {
     local line
     line=$($pin "$1" --runs 9 --compare "$2" | grep '^  compare: ') ||
         { echo "vs_glibc.sh: $2: no compare line from $1" >&2; return 1; }
@@ -33,10 +33,10 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 rows=()
 for t in "$@"; do
     if [ -n "$base" ]; then
-        got=$(times "$base" "$t") || exit 1
+        got=$(replay_times "$base" "$t") || exit 1
         read -r base_ns base_glibc <<<"$got"
     fi
-    got=$(times "$replay" "$t") || exit 1
+    got=$(replay_times "$replay" "$t") || exit 1
     read -r ns glibc <<<"$got"
     line="$(basename "$t") cudalloc $ns ns glibc $glibc ns glibc/cudalloc $(ratio "$glibc" "$ns")"
     [ -n "$base" ] && line="$line base cudalloc $base_ns ns glibc $base_glibc ns glibc/cudalloc \
