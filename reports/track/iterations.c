@@ -58,7 +58,7 @@ static void push_boundary(ca_tracker *t, const ca_boundary *b) {
 /* The iteration in progress ends now (before event number t->seq). */
 void ca_track_boundary(ca_tracker *t, uint64_t ticks) {
     ca_boundary b = {t->iteration, t->seq, ticks, t->allocated, t->reserved,
-                     t->iter_peak_allocated, t->iter_peak_reserved, t->n_live};
+                     t->iter_peak_allocated, t->iter_peak_reserved, t->live.n};
     push_boundary(t, &b);
     for (size_t i = 0; i < t->n_dirty; i++) {
         ca_site_stat *st = &t->sites[t->dirty_list[i]];
@@ -134,7 +134,7 @@ static void apply_detection(ca_tracker *t, const uint32_t *syms, size_t n_allocs
     if (bt) {
         for (size_t i = 0; i < t->n_bounds; i++) bt[i] = t->bounds[i].ticks;
         qsort(bt, t->n_bounds, sizeof *bt, cmp_u64);
-        for (live *l = t->live.head; l; l = l->next) {
+        for (live *l = ca_livetab_next(&t->live, NULL); l; l = ca_livetab_next(&t->live, l)) {
             size_t lo = 0, hi = t->n_bounds;
             while (lo < hi) {
                 size_t mid = (lo + hi) / 2;

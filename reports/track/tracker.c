@@ -72,11 +72,6 @@ ca_tracker *ca_tracker_new(const ca_tracker_options *o) {
 void ca_tracker_destroy(ca_tracker *t) {
     if (!t) return;
     ca_livetab_free(&t->live);
-    while (t->slabs) {
-        slab *s = t->slabs;
-        t->slabs = s->next;
-        free(s);
-    }
     if (t->own_stacks) ca_stacks_free(t->stacks);
     free(t->sites);
     free(t->dirty);
@@ -178,29 +173,6 @@ static inline ca_site_stat *site_stat(ca_tracker *t, uint32_t site) {
     return site_stat_slow(t, site);
 }
 
-static live *live_new(ca_tracker *t) {
-    live *e = t->spare;
-    if (e) {
-        t->spare = e->next;
-        return e;
-    }
-    slab *s = malloc(sizeof *s);
-    if (!s) return NULL;
-    s->next = t->slabs;
-    t->slabs = s;
-    t->n_slabs++;
-    for (size_t i = 1; i < SLAB; i++) {
-        s->e[i].next = t->spare;
-        t->spare = &s->e[i];
-    }
-    return &s->e[0];
-}
-
-static void live_put(ca_tracker *t, live *e) {
-    e->next = t->spare;
-    t->spare = e;
-}
-
 /* ---- the ring ---- */
 
 /* The ring, made on the first event. Its pages are first touched one after
@@ -272,20 +244,17 @@ static void record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint6
         t->pending = 0;
         ca_site_stat *st = site_stat(t, site);
         if (!st) st = site_stat(t, site = CA_SITE_NONE);
-        live *l = live_new(t), *old = NULL;
-        if (l) {
+        live old;
+        bool had;
+        live *l = ca_livetab_put(&t->live, ev->addr, &old, &had); /* NULL: no memory, not tracked */
+        if (l)
             *l = (live){.addr = ev->addr, .size = ev->size, .requested = ev->requested, .birth_ticks = ticks,
                         .site = site, .birth_iter = t->iteration, .thread = th, .stream = sm};
-            if (ca_livetab_add(&t->live, l, &old)) t->n_live += !old;
-            else live_put(t, l), l = NULL; /* no memory: not tracked */
-        }
-        if (!l) old = ca_livetab_take(&t->live, ev->addr), t->n_live -= !!old;
-        if (old) { /* missed a free: forget the old one (its site has its room: st stays put) */
-            ca_site_stat *ost = site_stat(t, old->site);
-            if (ost && ost->live_count) ost->live_count--, ost->live_bytes -= old->size;
-            t->allocated -= old->size;
-            t->requested -= old->requested;
-            live_put(t, old);
+        if (had) { /* missed a free: forget the old one (its site has its room: st stays put) */
+            ca_site_stat *ost = site_stat(t, old.site);
+            if (ost && ost->live_count) ost->live_count--, ost->live_bytes -= old.size;
+            t->allocated -= old.size;
+            t->requested -= old.requested;
         }
         if (st) st->live_count++, st->live_bytes += ev->size, st->allocs++;
         t->n_allocs++;
@@ -301,19 +270,17 @@ static void record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint6
         break;
     }
     case CA_EV_FREE: {
-        live *l = ca_livetab_take(&t->live, ev->addr);
-        if (!l) {
+        live l;
+        if (!ca_livetab_take(&t->live, ev->addr, &l)) {
             t->n_unknown_frees++; /* made before the tracker was attached */
             break;
         }
-        t->n_live--;
-        ca_site_stat *st = site_stat(t, l->site);
-        if (st && st->live_count) st->live_count--, st->live_bytes -= l->size;
+        ca_site_stat *st = site_stat(t, l.site);
+        if (st && st->live_count) st->live_count--, st->live_bytes -= l.size;
         t->n_frees++;
-        t->allocated -= l->size;
-        t->requested -= l->requested;
-        log_event(t, CA_EVK_FREE, l->addr, l->requested, l->size, ticks, l->site, th, l->stream);
-        live_put(t, l);
+        t->allocated -= l.size;
+        t->requested -= l.requested;
+        log_event(t, CA_EVK_FREE, l.addr, l.requested, l.size, ticks, l.site, th, l.stream);
         break;
     }
     case CA_EV_SEGMENT_MAP: {
@@ -424,13 +391,13 @@ void ca_tracker_oom(ca_tracker *t, const ca_oom_info *info, ca_oom_judge_fn *jud
 
 size_t ca_tracker_memory(ca_tracker *t, size_t *live_allocations) {
     ca_lock_acquire(&t->lock);
-    size_t bytes = sizeof *t + t->n_slabs * sizeof(slab) + t->cap_sites * (sizeof *t->sites + 1) +
+    size_t bytes = sizeof *t + t->cap_sites * (sizeof *t->sites + 1) +
                    t->cap_dirty * sizeof *t->dirty_list + t->cap_bounds * sizeof *t->bounds +
                    t->ranges.cap * sizeof *t->ranges.v + CA_MAX_OOM_RECORDS * sizeof *t->ooms +
                    ca_idtab_memory(&t->threads) + ca_idtab_memory(&t->streams) + ca_idtab_memory(&t->whos);
     bytes += ca_livetab_memory(&t->live);
     if (t->ring) bytes += (t->seq < t->ring_cap ? t->seq : t->ring_cap) * sizeof *t->ring;
-    if (live_allocations) *live_allocations = t->n_live;
+    if (live_allocations) *live_allocations = t->live.n;
     ca_lock_release(&t->lock);
     return bytes + (t->own_stacks ? ca_stacks_memory(t->stacks) : 0);
 }
@@ -475,8 +442,8 @@ static int snapshot(ca_tracker *t, ca_track_snap *s, int with_events) {
     s->seq = t->seq;
     s->n_ooms_total = t->n_ooms_total;
 
-    if (t->n_live && !(s->live = malloc(t->n_live * sizeof *s->live))) goto fail;
-    for (live *l = t->live.head; l; l = l->next)
+    if (t->live.n && !(s->live = malloc(t->live.n * sizeof *s->live))) goto fail;
+    for (live *l = ca_livetab_next(&t->live, NULL); l; l = ca_livetab_next(&t->live, l))
         s->live[s->n_live++] = (ca_live_view){l->addr, l->size, l->requested, l->birth_ticks,
                                               l->site, l->birth_iter, l->thread, l->stream};
     size_t ns = 0;

@@ -15,22 +15,6 @@
 
 #include "reports/track/livetab.h"
 
-/* One live allocation: 48 bytes of data and its links (livetab.h); a spare
- * one is linked by next. */
-struct live {
-    uintptr_t addr;
-    uint64_t size, requested, birth_ticks;
-    uint32_t site, birth_iter;
-    uint32_t thread, stream;
-    live *prev, *next;
-};
-
-#define SLAB 1024
-typedef struct slab {
-    struct slab *next;
-    live e[SLAB];
-} slab;
-
 enum { DETECT_OFF, DETECT_TRYING, DETECT_FOUND, DETECT_GAVE_UP };
 /* Detection waits for a window of this many events (then doubles it): a
  * smaller one may hold only part of the first iteration. Reports try once
@@ -46,9 +30,6 @@ struct ca_tracker {
     ca_lock lock;
 
     ca_livetab live;
-    live *spare;
-    slab *slabs;
-    size_t n_slabs, n_live;
     uint64_t allocated, requested, reserved, peak_allocated, peak_reserved;
     uint64_t iter_peak_allocated, iter_peak_reserved;
     uint64_t n_allocs, n_frees, n_unknown_frees;

@@ -5,9 +5,12 @@
  * the same depth (what every capture would cost without the cache), and the
  * tracker's memory per live allocation.
  *
- *   build/bench/bench_tracking [pairs [depth]]      (make bench-tracking)
+ *   build/bench/bench_tracking [pairs [depth [live]]]      (make bench-tracking)
  * With a depth: that depth only (e.g. a small count under valgrind
- * --tool=callgrind, to count instructions per pair). */
+ * --tool=callgrind, to count instructions per pair). With live (default
+ * 64): that many allocations stay live and each pair frees one picked at
+ * random, as a job with many tensors does; the full run ends with a row of
+ * 100,000 live at depth 20 (issue 29). */
 #define _GNU_SOURCE
 #include <libunwind.h>
 #include <stdio.h>
@@ -17,9 +20,10 @@
 #include "allocator/allocator.h"
 #include "reports/track/tracker.h"
 
-#define LIVE 64
-static void *ring[LIVE];
-static size_t ring_pos;
+#define FEW 64
+#define MANY 100000
+static void *ring[MANY];
+static size_t ring_pos, live_n = FEW;
 
 static double now_ns(void) {
     struct timespec ts;
@@ -28,11 +32,13 @@ static double now_ns(void) {
 }
 
 /* The work at the bottom: one allocation, one free of the oldest live one
- * (64 stay live, as tensors of a forward pass do). Sizes cycle. */
+ * (64 stay live, as tensors of a forward pass do), or with more live, of
+ * one picked at random (a step of 2654435761, prime to live_n, visits every
+ * one in a scattered order). Sizes cycle. */
 static __attribute__((noinline)) void pairs(ca_allocator *a, long n) {
     static const size_t sizes[8] = {512, 4096, 65536, 1 << 20, 3 << 20, 8192, 100000, 2 << 20};
     for (long i = 0; i < n; i++) {
-        size_t k = ring_pos++ % LIVE;
+        size_t k = live_n == FEW ? ring_pos++ % FEW : (ring_pos++ * 2654435761u) % live_n;
         if (ring[k]) ca_free(a, ring[k], 0);
         ca_malloc(a, sizes[i & 7], 0, &ring[k], NULL);
     }
@@ -70,8 +76,8 @@ static double one_run(int depth, long n, int track, size_t *mem_per_live) {
         tr = ca_tracker_new(NULL);
         ca_tracker_attach(tr, a);
     }
-    for (int k = 0; k < LIVE; k++) ring[k] = NULL;
-    chain(a, 1000, depth); /* warm: stacks seen, pools made */
+    for (size_t k = 0; k < live_n; k++) ring[k] = NULL;
+    chain(a, live_n > 1000 ? (long)live_n : 1000, depth); /* warm: stacks seen, pools made, all live */
     double t0 = now_ns();
     chain(a, n, depth);
     double t = (now_ns() - t0) / (double)n;
@@ -85,7 +91,7 @@ static double one_run(int depth, long n, int track, size_t *mem_per_live) {
         for (int k = 0; k < EXTRA; k++) ca_free(a, extra[k], 0);
         free(extra);
     }
-    for (int k = 0; k < LIVE; k++)
+    for (size_t k = 0; k < live_n; k++)
         if (ring[k]) ca_free(a, ring[k], 0);
     if (tr) {
         ca_tracker_detach(tr, a);
@@ -110,26 +116,41 @@ static void measure(int depth, long n, int runs, double *untracked, double *trac
     *tracked = t[runs / 2];
 }
 
+/* One row: the pairs at depth d with live_n live. */
+static void row(int d, long n, int runs) {
+    size_t mem = 0;
+    double base, tracked;
+    measure(d, n, runs, &base, &tracked, &mem);
+    double t0 = now_ns();
+    unwind_at(d, n / 10);
+    double unw = (now_ns() - t0) / (double)(n / 10);
+    printf("%-7d %-8zu %-12.1f %-12.1f %-12.1f %-16.1f %zu\n", d, live_n, base, tracked, tracked - base, unw, mem);
+}
+
 int main(int argc, char **argv) {
     long n = argc > 1 ? atol(argv[1]) : 2000000;
     int only = argc > 2 ? atoi(argv[2]) : -1;
+    long live = argc > 3 ? atol(argv[3]) : FEW;
+    if (n <= 0 || live < 1 || live > MANY) {
+        fprintf(stderr, "bench_tracking: pairs must be positive and live 1 to %d\n", MANY);
+        return 2;
+    }
     const int runs = 7;
     printf("tracking cost per alloc+free pair (count backend, %ld pairs, median of %d runs)\n", n, runs);
-    printf("%-7s %-12s %-12s %-12s %-16s %s\n", "depth", "untracked", "tracked", "cost", "unw_backtrace", "bytes/live");
+    printf("%-7s %-8s %-12s %-12s %-12s %-16s %s\n", "depth", "live", "untracked", "tracked", "cost", "unw_backtrace",
+           "bytes/live");
     static const int depths[] = {5, 15, 20, 25, 40};
-    for (size_t i = 0; i < sizeof depths / sizeof depths[0]; i++) {
-        int d = only >= 0 ? only : depths[i];
-        size_t mem = 0;
-        double base, tracked;
-        measure(d, n, runs, &base, &tracked, &mem);
-        double t0 = now_ns();
-        unwind_at(d, n / 10);
-        double unw = (now_ns() - t0) / (double)(n / 10);
-        printf("%-7d %-12.1f %-12.1f %-12.1f %-16.1f %zu\n", d, base, tracked, tracked - base, unw, mem);
-        if (only >= 0) break;
+    if (only >= 0) {
+        live_n = (size_t)live;
+        row(only, n, runs);
+    } else {
+        for (size_t i = 0; i < sizeof depths / sizeof depths[0]; i++) row(depths[i], n, runs);
+        live_n = MANY;
+        row(20, n, runs);
     }
     printf("(depth: frames of the program's own call chain under the allocator call; the stack\n"
-           " also holds the allocator's and the tracker's frames and main's callers. bytes/live:\n"
+           " also holds the allocator's and the tracker's frames and main's callers. live: that\n"
+           " many stay live; with more than 64, each pair frees one picked at random. bytes/live:\n"
            " tracker memory per live allocation over 200000 more live ones; the event ring, full\n"
            " by then, is apart: 32 bytes an event, 2^20 events by default.)\n");
     return 0;

@@ -1,7 +1,8 @@
-/* The tracker's table of live allocations: every entry found after adds
- * and removes in any order (removal, by entry or by address, shifts later
- * entries of a probe run back), growth keeps them all, the list keeps the
- * order of adding, and an address added again replaces its entry. */
+/* The tracker's table of live allocations: every entry found, with what was
+ * put in it, after puts and takes in any order (a take shifts later entries
+ * of a probe run back), growth keeps them all, a walk visits each once, an
+ * address put again replaces its entry, and address 0 (the empty slot's
+ * mark) is an address like any other. */
 #include "tests/reports/helpers.h" /* first: it defines _GNU_SOURCE */
 #include <check.h>
 #include <stdlib.h>
@@ -10,83 +11,127 @@
 
 enum { N = 5000 };
 
-static void check_all(const ca_livetab *t, live *e, const char *in) {
+static uintptr_t addr_of(int i) { return (uintptr_t)(i * 7919 % 4 + 1) << 40 | (uintptr_t)i << 9; }
+
+static live *put(ca_livetab *t, uintptr_t addr, uint32_t site) {
+    live old;
+    bool had = true;
+    live *l = ca_livetab_put(t, addr, &old, &had);
+    ck_assert_ptr_nonnull(l);
+    ck_assert(!had);
+    ck_assert_uint_eq(l->addr, addr);
+    l->site = site;
+    l->size = addr / 512;
+    return l;
+}
+
+/* Each entry in or out as `in` says, with its site, and a walk sees each in one once. */
+static void check_all(ca_livetab *t, const char *in) {
     size_t n = 0;
     for (int i = 0; i < N; i++) {
-        live *f = ca_livetab_find(t, e[i].addr);
+        live *f = ca_livetab_find(t, addr_of(i));
         if (in[i]) {
-            ck_assert_ptr_eq(f, &e[i]);
+            ck_assert_ptr_nonnull(f);
+            ck_assert_uint_eq(f->site, (uint32_t)i);
+            ck_assert_uint_eq(f->size, addr_of(i) / 512);
             n++;
         } else {
             ck_assert_ptr_null(f);
         }
     }
     ck_assert_uint_eq(t->n, n);
+    size_t walked = 0;
+    for (live *l = ca_livetab_next(t, NULL); l; l = ca_livetab_next(t, l)) {
+        ck_assert_uint_lt(l->site, N);
+        ck_assert(in[l->site]);
+        walked++;
+    }
+    ck_assert_uint_eq(walked, n);
 }
 
-START_TEST(finds_what_is_in_after_any_removals) {
+START_TEST(finds_what_is_in_after_any_takes) {
     ca_livetab t = {0};
-    live *e = calloc(N, sizeof *e);
     char *in = calloc(N, 1);
-    live *old;
+    live out;
     srand(29);
-    for (int i = 0; i < N; i++) e[i].addr = (uintptr_t)(rand() % 4 + 1) << 40 | (uintptr_t)i << 9; /* 512-byte steps */
-    ck_assert_ptr_null(ca_livetab_find(&t, e[0].addr)); /* empty, no slots yet */
+    ck_assert_ptr_null(ca_livetab_find(&t, addr_of(0))); /* empty, no slots yet */
+    ck_assert(!ca_livetab_take(&t, addr_of(0), &out));
+    ck_assert_ptr_null(ca_livetab_next(&t, NULL));
     for (int i = 0; i < N; i++) { /* grows from 64 slots */
-        ck_assert(ca_livetab_add(&t, &e[i], &old));
-        ck_assert_ptr_null(old);
+        put(&t, addr_of(i), (uint32_t)i);
         in[i] = 1;
     }
     ck_assert_uint_le(2 * t.n, t.mask + 1);
-    check_all(&t, e, in);
+    check_all(&t, in);
     for (int round = 0; round < 4; round++) {
         for (int k = 0; k < N / 2; k++) {
             int i = rand() % N;
-            if (in[i] && round % 2) ca_livetab_remove(&t, &e[i]);
-            else if (in[i]) ck_assert_ptr_eq(ca_livetab_take(&t, e[i].addr), &e[i]); /* the free's way */
-            else {
-                ck_assert_ptr_null(ca_livetab_take(&t, e[i].addr));
-                ck_assert(ca_livetab_add(&t, &e[i], &old));
-                ck_assert_ptr_null(old);
+            if (in[i]) {
+                ck_assert(ca_livetab_take(&t, addr_of(i), &out)); /* the free's way */
+                ck_assert_uint_eq(out.addr, addr_of(i));
+                ck_assert_uint_eq(out.site, (uint32_t)i);
+            } else {
+                ck_assert(!ca_livetab_take(&t, addr_of(i), &out));
+                put(&t, addr_of(i), (uint32_t)i);
             }
             in[i] = !in[i];
         }
-        check_all(&t, e, in);
+        check_all(&t, in);
     }
-    /* the list: each entry once, in the order added */
     ca_livetab_free(&t);
     ck_assert_ptr_null(t.slot);
-    live a = {.addr = 512}, b = {.addr = 1024}, c = {.addr = 1536};
-    ca_livetab_add(&t, &a, &old), ca_livetab_add(&t, &b, &old), ca_livetab_add(&t, &c, &old);
-    ca_livetab_remove(&t, &b);
-    ck_assert_ptr_eq(t.head, &a);
-    ck_assert_ptr_eq(a.next, &c);
-    ck_assert_ptr_eq(t.tail, &c);
-    ca_livetab_add(&t, &b, &old);
-    ck_assert_ptr_eq(c.next, &b);
-    ca_livetab_remove(&t, &a);
-    ck_assert_ptr_eq(t.head, &c);
-    ck_assert_ptr_null(c.prev);
-    /* An address added again (its free was missed) takes the old entry's
-     * place, in the table and at the list's end. */
-    live d = {.addr = c.addr};
-    ck_assert(ca_livetab_add(&t, &d, &old));
-    ck_assert_ptr_eq(old, &c);
-    ck_assert_uint_eq(t.n, 2);
-    ck_assert_ptr_eq(ca_livetab_find(&t, c.addr), &d);
-    ck_assert_ptr_eq(t.head, &b);
-    ck_assert_ptr_eq(b.next, &d);
-    ck_assert_ptr_eq(t.tail, &d);
-    ca_livetab_free(&t);
-    free(e);
     free(in);
+}
+END_TEST
+
+START_TEST(an_address_put_again_replaces_its_entry) {
+    ca_livetab t = {0};
+    live old, out;
+    bool had;
+    put(&t, 512, 7);
+    live *l = ca_livetab_put(&t, 512, &old, &had); /* its free was missed */
+    ck_assert(had);
+    ck_assert_uint_eq(old.site, 7);
+    ck_assert_uint_eq(l->addr, 512);
+    l->site = 8;
+    ck_assert_uint_eq(t.n, 1);
+    ck_assert_uint_eq(ca_livetab_find(&t, 512)->site, 8);
+    ck_assert(ca_livetab_take(&t, 512, &out));
+    ck_assert_uint_eq(out.site, 8);
+    ck_assert_uint_eq(t.n, 0);
+    ca_livetab_free(&t);
+}
+END_TEST
+
+START_TEST(address_zero_is_kept_like_any_other) {
+    ca_livetab t = {0};
+    live old, out;
+    bool had;
+    put(&t, 0, 3);
+    put(&t, 1024, 4);
+    ck_assert_uint_eq(t.n, 2);
+    ck_assert_uint_eq(ca_livetab_find(&t, 0)->site, 3);
+    size_t walked = 0;
+    for (live *l = ca_livetab_next(&t, NULL); l; l = ca_livetab_next(&t, l)) walked++;
+    ck_assert_uint_eq(walked, 2);
+    ca_livetab_put(&t, 0, &old, &had)->site = 5;
+    ck_assert(had);
+    ck_assert_uint_eq(old.site, 3);
+    ck_assert(ca_livetab_take(&t, 0, &out));
+    ck_assert_uint_eq(out.site, 5);
+    ck_assert(!ca_livetab_take(&t, 0, &out));
+    ck_assert_ptr_null(ca_livetab_find(&t, 0));
+    ck_assert_uint_eq(t.n, 1);
+    ca_livetab_free(&t);
 }
 END_TEST
 
 static Suite *suite(void) {
     Suite *s = suite_create("livetab");
     TCase *tc = tcase_create("livetab");
-    tcase_add_test(tc, finds_what_is_in_after_any_removals);
+    tcase_add_test(tc, finds_what_is_in_after_any_takes);
+    tcase_add_test(tc, an_address_put_again_replaces_its_entry);
+    tcase_add_test(tc, address_zero_is_kept_like_any_other);
     suite_add_tcase(s, tc);
     return s;
 }
