@@ -1,12 +1,13 @@
-/* The tracker's live allocations by address: the entries themselves in an
- * open-addressing table (linear probing, deletion by backward shift, at most
- * half full), so that a free reads one place. Pointers to entries kept
- * apart and linked in the order they were added cost four cache misses a
- * free with 100,000 live allocations freed in any order: the slot, the entry
- * and both neighbours in the list (issue 29). Entries move: a pointer to one
- * holds until the next put or take. Address 0 marks an empty slot: an entry
- * of address 0 is kept beside the slots. Not thread-safe: the tracker's lock
- * is held. */
+/* The tracker's live allocations by address: open addressing (linear
+ * probing, deletion by backward shift, at most half full) over slots that
+ * hold an address and its entry, the entries in slabs of the table's own, a
+ * freed one reused first. A put reads the slots' lines alone (its entry is
+ * the one last freed, still in the caches), a take those and the entry.
+ * Linked in the order they were added, as they were, the entries cost four
+ * cache misses a free with 100,000 live allocations freed in any order, both
+ * neighbours in the list too; entries kept in the slots, 48 bytes each, made
+ * probes read more lines (issue 29). Not thread-safe: the tracker's lock is
+ * held. */
 #ifndef CA_LIVETAB_H
 #define CA_LIVETAB_H
 #include <stdbool.h>
@@ -21,19 +22,27 @@ typedef struct live {
     uint32_t thread, stream;
 } live;
 
+typedef struct ca_live_slot {
+    uintptr_t addr;
+    live *e; /* NULL: empty */
+} ca_live_slot;
+typedef union ca_live_cell ca_live_cell;
+typedef struct ca_live_slab ca_live_slab;
+
 typedef struct ca_livetab {
-    live *slot;
-    size_t mask, n; /* n: entries, the one at address 0 included */
-    unsigned shift; /* 64 - log2(slots): the hash's top bits pick the slot */
-    bool has_zero;
-    live zero;
+    ca_live_slot *slot;
+    size_t mask, n;
+    unsigned shift;      /* 64 - log2(slots): the hash's top bits pick the slot */
+    ca_live_cell *spare; /* entries free for reuse, the last freed first */
+    ca_live_slab *slabs;
+    size_t n_slabs;
 } ca_livetab;
 
 live *ca_livetab_find(const ca_livetab *t, uintptr_t addr);
 /* The entry of addr, its address set, the rest for the caller to fill in
  * whole: a new one, or the one already there (its free was missed), copied
- * to *replaced first, with *had set. NULL: no memory to grow the table (addr
- * was not in it). */
+ * to *replaced first, with *had set. NULL: no memory (addr was not in it).
+ * An entry stays where it is until taken. */
 live *ca_livetab_put(ca_livetab *t, uintptr_t addr, live *replaced, bool *had);
 /* The entry of addr copied to *out and removed; false when there is none. */
 bool ca_livetab_take(ca_livetab *t, uintptr_t addr, live *out);

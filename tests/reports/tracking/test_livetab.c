@@ -1,8 +1,8 @@
 /* The tracker's table of live allocations: every entry found, with what was
  * put in it, after puts and takes in any order (a take shifts later entries
  * of a probe run back), growth keeps them all, a walk visits each once, an
- * address put again replaces its entry, and address 0 (the empty slot's
- * mark) is an address like any other. */
+ * address put again replaces its entry, and address 0 is an address like
+ * any other. */
 #include "tests/reports/helpers.h" /* first: it defines _GNU_SOURCE */
 #include <check.h>
 #include <stdlib.h>
