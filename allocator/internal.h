@@ -68,8 +68,13 @@ typedef struct ca_block {
     };
     union {
         struct ca_block *parent;       /* free, in a treap bin: its parent */
-        uint64_t id;                   /* live, has_id: its allocation's id
-                                        * (ca_find_allocation), given on first asking */
+        struct {                       /* live: */
+            uint64_t id : 40;          /* has_id: its allocation's id (ca_find_allocation),
+                                        * given on first asking */
+            uint64_t tag : CA_TAG_BITS; /* the observer's (ca_trace_event.tag), from
+                                        * the allocation; left as it was while there
+                                        * is none */
+        };
     };
 } ca_block;
 _Static_assert(offsetof(ca_block, parent) == 64 && sizeof(ca_block) == 72, "a block's hot fields fit 64 bytes");

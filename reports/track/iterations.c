@@ -134,7 +134,8 @@ static void apply_detection(ca_tracker *t, const uint32_t *syms, size_t n_allocs
     if (bt) {
         for (size_t i = 0; i < t->n_bounds; i++) bt[i] = t->bounds[i].ticks;
         qsort(bt, t->n_bounds, sizeof *bt, cmp_u64);
-        for (live *l = ca_livetab_next(&t->live, NULL); l; l = ca_livetab_next(&t->live, l)) {
+        size_t at = 0;
+        for (live *l; (l = ca_livetab_next(&t->live, &at));) {
             size_t lo = 0, hi = t->n_bounds;
             while (lo < hi) {
                 size_t mid = (lo + hi) / 2;

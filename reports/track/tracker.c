@@ -224,6 +224,8 @@ static inline __attribute__((always_inline)) ca_ev *log_event(ca_tracker *t, ca_
 
 /* ---- recording ---- */
 
+#define TAG_MAX ((1u << CA_TAG_BITS) - 1) /* what a block keeps */
+
 static void record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint64_t thread, uint64_t ticks,
                    const ca_range_kind *kind) {
     int stamp = !ticks && !t->opt.time_is_index;
@@ -244,9 +246,13 @@ static void record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint6
         t->pending = 0;
         ca_site_stat *st = site_stat(t, site);
         if (!st) st = site_stat(t, site = CA_SITE_NONE);
+        /* By the block's tag where the allocator keeps one, else by address
+         * (events of no block, or more live than tags); NULL: no memory, not
+         * tracked. */
         live old;
-        bool had;
-        live *l = ca_livetab_put(&t->live, ev->addr, &old, &had); /* NULL: no memory, not tracked */
+        bool had = false;
+        live *l = ev->tag ? ca_livetab_put_tagged(&t->live, ev->addr, TAG_MAX, ev->tag) : NULL;
+        if (!l) l = ca_livetab_put(&t->live, ev->addr, &old, &had);
         if (l)
             *l = (live){.addr = ev->addr, .size = ev->size, .requested = ev->requested, .birth_ticks = ticks,
                         .site = site, .birth_iter = t->iteration, .thread = th, .stream = sm};
@@ -271,7 +277,8 @@ static void record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint6
     }
     case CA_EV_FREE: {
         live l;
-        if (!ca_livetab_take(&t->live, ev->addr, &l)) {
+        if (!(ev->tag && ca_livetab_take_tagged(&t->live, *ev->tag, ev->addr, &l)) &&
+            !ca_livetab_take(&t->live, ev->addr, &l)) {
             t->n_unknown_frees++; /* made before the tracker was attached */
             break;
         }
@@ -443,7 +450,8 @@ static int snapshot(ca_tracker *t, ca_track_snap *s, int with_events) {
     s->n_ooms_total = t->n_ooms_total;
 
     if (t->live.n && !(s->live = malloc(t->live.n * sizeof *s->live))) goto fail;
-    for (live *l = ca_livetab_next(&t->live, NULL); l; l = ca_livetab_next(&t->live, l))
+    size_t at = 0;
+    for (live *l; (l = ca_livetab_next(&t->live, &at));)
         s->live[s->n_live++] = (ca_live_view){l->addr, l->size, l->requested, l->birth_ticks,
                                               l->site, l->birth_iter, l->thread, l->stream};
     size_t ns = 0;

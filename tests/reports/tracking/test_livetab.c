@@ -40,8 +40,8 @@ static void check_all(ca_livetab *t, const char *in) {
         }
     }
     ck_assert_uint_eq(t->n, n);
-    size_t walked = 0;
-    for (live *l = ca_livetab_next(t, NULL); l; l = ca_livetab_next(t, l)) {
+    size_t walked = 0, at = 0;
+    for (live *l; (l = ca_livetab_next(t, &at));) {
         ck_assert_uint_lt(l->site, N);
         ck_assert(in[l->site]);
         walked++;
@@ -56,7 +56,8 @@ START_TEST(finds_what_is_in_after_any_takes) {
     srand(29);
     ck_assert_ptr_null(ca_livetab_find(&t, addr_of(0))); /* empty, no slots yet */
     ck_assert(!ca_livetab_take(&t, addr_of(0), &out));
-    ck_assert_ptr_null(ca_livetab_next(&t, NULL));
+    size_t at = 0;
+    ck_assert_ptr_null(ca_livetab_next(&t, &at));
     for (int i = 0; i < N; i++) { /* grows from 64 slots */
         put(&t, addr_of(i), (uint32_t)i);
         in[i] = 1;
@@ -111,8 +112,8 @@ START_TEST(address_zero_is_kept_like_any_other) {
     put(&t, 1024, 4);
     ck_assert_uint_eq(t.n, 2);
     ck_assert_uint_eq(ca_livetab_find(&t, 0)->site, 3);
-    size_t walked = 0;
-    for (live *l = ca_livetab_next(&t, NULL); l; l = ca_livetab_next(&t, l)) walked++;
+    size_t walked = 0, at = 0;
+    for (live *l; (l = ca_livetab_next(&t, &at));) walked++;
     ck_assert_uint_eq(walked, 2);
     ca_livetab_put(&t, 0, &old, &had)->site = 5;
     ck_assert(had);
@@ -126,12 +127,66 @@ START_TEST(address_zero_is_kept_like_any_other) {
 }
 END_TEST
 
+/* Entries put by tag are found by it alone, and only for their address
+ * while in use; the walk sees both kinds. */
+START_TEST(tagged_entries_are_found_by_their_tag_alone) {
+    ca_livetab t = {0};
+    live out;
+    enum { M = 3000 };
+    uint32_t *tag = calloc(M, sizeof *tag);
+    for (int i = 0; i < M; i++) { /* past two slabs */
+        live *l = ca_livetab_put_tagged(&t, addr_of(i), UINT32_MAX, &tag[i]);
+        ck_assert_ptr_nonnull(l);
+        ck_assert_uint_ne(tag[i], 0);
+        l->site = (uint32_t)i;
+    }
+    put(&t, 512, 7); /* one by address beside them */
+    ck_assert_uint_eq(t.n, M + 1);
+    ck_assert_ptr_null(ca_livetab_find(&t, addr_of(5))); /* not in the address table */
+    ck_assert(!ca_livetab_take(&t, addr_of(5), &out));
+    ck_assert(!ca_livetab_take_tagged(&t, tag[5], addr_of(6), &out)); /* another address */
+    ck_assert(!ca_livetab_take_tagged(&t, 0, addr_of(5), &out));       /* none written */
+    ck_assert(!ca_livetab_take_tagged(&t, UINT32_MAX, addr_of(5), &out)); /* past the slabs */
+    size_t walked = 0, at = 0;
+    for (live *l; (l = ca_livetab_next(&t, &at));) walked++;
+    ck_assert_uint_eq(walked, M + 1);
+    for (int i = 0; i < M; i += 2) {
+        ck_assert(ca_livetab_take_tagged(&t, tag[i], addr_of(i), &out));
+        ck_assert_uint_eq(out.site, (uint32_t)i);
+        ck_assert(!ca_livetab_take_tagged(&t, tag[i], addr_of(i), &out)); /* freed: no longer */
+    }
+    ck_assert_uint_eq(t.n, M / 2 + 1);
+    /* freed entries are reused, last first; a stale tag names no entry of its address */
+    uint32_t again;
+    ca_livetab_put_tagged(&t, addr_of(M), UINT32_MAX, &again)->site = M;
+    ck_assert_uint_eq(again, tag[M - 2]);
+    ck_assert(!ca_livetab_take_tagged(&t, tag[M - 2], addr_of(M - 2), &out));
+    ck_assert(ca_livetab_take_tagged(&t, again, addr_of(M), &out));
+    /* an entry put by address is never taken by tag, though its index be named */
+    uint32_t by_addr;
+    for (by_addr = 1; by_addr <= t.n_slabs * 1024; by_addr++) {
+        ck_assert(!ca_livetab_take_tagged(&t, by_addr, 512, &out));
+    }
+    ck_assert(ca_livetab_take(&t, 512, &out));
+    ck_assert_uint_eq(out.site, 7);
+    /* past the largest tag asked for: none made */
+    uint32_t big = 1;
+    size_t n = t.n;
+    ck_assert_ptr_null(ca_livetab_put_tagged(&t, addr_of(M + 1), 1, &big));
+    ck_assert_uint_eq(big, 0);
+    ck_assert_uint_eq(t.n, n);
+    ca_livetab_free(&t);
+    free(tag);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("livetab");
     TCase *tc = tcase_create("livetab");
     tcase_add_test(tc, finds_what_is_in_after_any_takes);
     tcase_add_test(tc, an_address_put_again_replaces_its_entry);
     tcase_add_test(tc, address_zero_is_kept_like_any_other);
+    tcase_add_test(tc, tagged_entries_are_found_by_their_tag_alone);
     suite_add_tcase(s, tc);
     return s;
 }

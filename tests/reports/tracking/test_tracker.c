@@ -359,6 +359,66 @@ static void *work(void *arg) {
     return NULL;
 }
 
+/* The allocator keeps the tracker's tag in each block: frees find their
+ * entries by it, in any order and at any count; blocks allocated before a
+ * tracker was attached, or under another one, are unknown frees (their tags
+ * are not its own), and never take one of its entries. */
+START_TEST(frees_find_their_entries_by_the_blocks_tag) {
+    ca_allocator *a = count_allocator(0, 1);
+    enum { N = 5000 };
+    void **p = calloc(N, sizeof *p);
+    for (int i = 0; i < N / 2; i++) ca_malloc(a, 512 + (size_t)(i % 7) * 1024, 0, &p[i], NULL); /* untracked */
+    ca_tracker *t = ca_tracker_new(NULL);
+    ca_tracker_attach(t, a);
+    for (int i = N / 2; i < N; i++) ca_malloc(a, 512 + (size_t)(i % 7) * 1024, 0, &p[i], NULL);
+    srand(29);
+    for (int i = N - 1; i > 0; i--) { /* frees in a random order */
+        int j = rand() % (i + 1);
+        void *x = p[i];
+        p[i] = p[j], p[j] = x;
+    }
+    for (int i = 0; i < N / 2; i++) ca_free(a, p[i], 0);
+    ca_track_snap s;
+    ca_tracker_snapshot(t, &s);
+    ca_stats st;
+    ca_get_stats(a, &st);
+    /* what is still live and tracked is what the allocator holds less the
+     * untracked blocks still live */
+    size_t untracked_live = 0;
+    ck_assert_uint_eq(s.n_allocs, N / 2);
+    ck_assert_uint_eq(s.n_frees + s.n_unknown_frees, N / 2);
+    untracked_live = N / 2 - s.n_unknown_frees;
+    ck_assert_uint_eq(s.n_live + untracked_live, (uint64_t)st.allocation[CA_POOL_ALL].current);
+    ck_assert_uint_eq(s.n_live, N / 2 - s.n_frees);
+    for (size_t i = 0; i < s.n_live; i++) /* each listed once, by address */
+        ck_assert(i == 0 || s.live[i].addr > s.live[i - 1].addr);
+    ca_track_snap_free(&s);
+    /* another tracker: every block live now was the first's or none's */
+    ca_tracker_detach(t, a);
+    ca_tracker *t2 = ca_tracker_new(NULL);
+    ca_tracker_attach(t2, a);
+    void *q[8];
+    for (int i = 0; i < 8; i++) ca_malloc(a, 4096, 0, &q[i], NULL); /* its own, reusing freed blocks' tags */
+    for (int i = N / 2; i < N; i++) ca_free(a, p[i], 0);
+    ca_tracker_snapshot(t2, &s);
+    ck_assert_uint_eq(s.n_live, 8);
+    ck_assert_uint_eq(s.n_frees, 0);
+    ck_assert_uint_eq(s.n_unknown_frees, N / 2);
+    ca_track_snap_free(&s);
+    for (int i = 0; i < 8; i++) ca_free(a, q[i], 0);
+    ca_tracker_snapshot(t2, &s);
+    ck_assert_uint_eq(s.n_live, 0);
+    ck_assert_uint_eq(s.n_frees, 8);
+    ck_assert_uint_eq(s.allocated, 0);
+    ca_track_snap_free(&s);
+    ca_tracker_detach(t2, a);
+    ca_tracker_destroy(t2);
+    ca_tracker_destroy(t);
+    ca_allocator_destroy(a);
+    free(p);
+}
+END_TEST
+
 START_TEST(threads_on_streams) {
     ca_allocator *a = count_allocator(0, 1);
     ca_tracker *t = ca_tracker_new(NULL);
@@ -527,6 +587,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, detected_live_after_detection);
     tcase_add_test(tc, memory_per_allocation);
     tcase_add_test(tc, observer_captures_sites);
+    tcase_add_test(tc, frees_find_their_entries_by_the_blocks_tag);
     tcase_add_test(tc, threads_on_streams);
     tcase_add_test(tc, streams_and_threads_past_65535);
     tcase_add_test(tc, classic_segments_stay_apart);
