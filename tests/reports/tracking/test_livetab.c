@@ -1,8 +1,9 @@
-/* The tracker's table of live allocations: every entry found, with what was
- * put in it, after puts and takes in any order (a take shifts later entries
- * of a probe run back), growth keeps them all, a walk visits each once, an
- * address put again replaces its entry, and address 0 is an address like
- * any other. */
+/* The tracker's table of live allocations. By address: every entry found,
+ * with what was put in it, after puts and takes in any order (a take shifts
+ * later slots of a probe run back), growth keeps them all, a walk visits
+ * each once, an address put again replaces its entry, and address 0 is an
+ * address like any other. By tag: found by it alone, for its address while
+ * in use, never one put by address. */
 #include "tests/reports/helpers.h" /* first: it defines _GNU_SOURCE */
 #include <check.h>
 #include <stdlib.h>
