@@ -70,7 +70,8 @@ typedef struct ca_block {
         struct ca_block *parent;       /* free, in a treap bin: its parent */
         struct {                       /* live: */
             uint64_t id : 40;          /* has_id: its allocation's id (ca_find_allocation),
-                                        * given on first asking */
+                                        * given on first asking (a million ids a
+                                        * second take 12 days to wrap) */
             uint64_t tag : CA_TAG_BITS; /* the observer's (ca_trace_event.tag), from
                                         * the allocation; left as it was while there
                                         * is none */
