@@ -110,7 +110,7 @@ void ca_emit(ca_allocator *a, ca_event_kind kind, uintptr_t addr, size_t size, s
 static inline __attribute__((always_inline)) void ca_emit_block(ca_allocator *a, ca_event_kind kind,
                                                                 ca_block *b, size_t req, ca_stream s) {
     if (!a->observer) return;
-    uint32_t tag = b->tag;
+    uint32_t tag = kind == CA_EV_FREE ? b->tag : 0;
     ca_trace_event ev = {kind, b->addr, b->size, req, s, .tag = &tag};
     a->observer(a->observer_ctx, &ev);
     if (kind == CA_EV_ALLOC) b->tag = tag & ((1u << CA_TAG_BITS) - 1);

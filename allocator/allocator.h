@@ -76,10 +76,11 @@ typedef struct ca_trace_event {
      * large one (2). 0 for expandable segments' granules. */
     uint8_t classic_pool;
     /* ALLOC and FREE from the allocator: a number of CA_TAG_BITS bits kept
-     * in the block for the observer, which sets it at the allocation (what it
-     * leaves in *tag is kept) and reads it at the free (the tracker finds its
-     * entry there, not by address). Left as it was while no observer is set:
-     * an observer checks what it reads. NULL for other events. */
+     * in the block for the observer, which sets it at the allocation (*tag
+     * is 0 then; what the observer leaves there is kept) and reads it at the
+     * free (the tracker finds its entry there, not by address). Left as it
+     * was while no observer is set: an observer checks what it reads. NULL
+     * for other events. */
     uint32_t *tag;
 } ca_trace_event;
 #define CA_TAG_BITS 24
