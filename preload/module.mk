@@ -170,6 +170,11 @@ $(PRELOAD_TEST_BIN)/bench_stream_churn: tests/preload/bench_stream_churn.c $(SIM
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart
 ALL_TARGETS += $(PRELOAD_TEST_BIN)/bench_stream_churn
+# A free and an allocation among 100,000 live blocks (bench-scale, issue 29).
+$(PRELOAD_TEST_BIN)/bench_many_live: tests/preload/bench_many_live.c $(SIM)/libcudart.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -I$(CUDA_INC) -o $@ $< -L$(SIM) -lcudart
+ALL_TARGETS += $(PRELOAD_TEST_BIN)/bench_many_live
 endif
 
 # Several devices, several processes, other tools (issue 23): peer access, CUDA IPC, last error, profilers, contexts.

@@ -48,14 +48,16 @@ $(TESTS_BIN)/glibc_footprint: tests/tools/glibc_footprint.c $(TRACE_OBJS) $(UTIL
 # or of recent blocks), with glibc's footprint beside; an allocation with 250
 # and 4,000 live streams; a stream per request among 250 and 4,000 (the
 # simulated driver alone, then under the preload, with the shared pool and
-# with share_bytes:0); cudalloc-report on 2,500 and 10,000 streams, one per row.
+# with share_bytes:0); a free and an allocation among 100,000 live blocks
+# under the preload, tracking on and off; cudalloc-report on 2,500 and 10,000
+# streams, one per row.
 SCALE := $(BUILD)/bench/scale
 SCALE_SHAPES := unif:65536:rand pow2:65536:rand equal:16384:rand bimodal:4194304:rand \
                 drift:65536:rand drift:4194304:rand logu:65536:fifo logu:65536:recent drift:65536:recent
 .PHONY: bench-scale
 bench-scale: $(BIN)/cudalloc-replay $(BIN)/cudalloc-report $(TESTS_BIN)/bench_streams $(TESTS_BIN)/bench_share \
              $(LIBCUDALLOC) $(PRELOAD_TEST_BIN)/bench_streams_async $(PRELOAD_TEST_BIN)/bench_stream_churn \
-             $(TESTS_BIN)/glibc_footprint
+             $(PRELOAD_TEST_BIN)/bench_many_live $(TESTS_BIN)/glibc_footprint
 	@mkdir -p $(SCALE)
 	@bash tests/tools/gen_churn.sh 100000 512 65536 300000 > $(SCALE)/churn_100k.csv
 	@bash tests/tools/gen_churn.sh 100000 512 4194304 300000 > $(SCALE)/churn_100k_4mib.csv
@@ -74,6 +76,9 @@ bench-scale: $(BIN)/cudalloc-replay $(BIN)/cudalloc-report $(TESTS_BIN)/bench_st
 	        $(PRELOAD_TEST_BIN)/bench_streams_async 250 4000; \
 	    LD_LIBRARY_PATH=$(SIM) LD_PRELOAD=$(LIBCUDALLOC) CUDALLOC_CONF=$$conf CUDALLOC_SIM_MEMORY=64GiB \
 	        $(PRELOAD_TEST_BIN)/bench_stream_churn 250 4000; done
+	@for t in true false; do echo "== tracking:$$t"; \
+	    LD_LIBRARY_PATH=$(SIM) LD_PRELOAD=$(LIBCUDALLOC) CUDALLOC_CONF=summary:false,tracking:$$t \
+	        CUDALLOC_SIM_MEMORY=64GiB $(PRELOAD_TEST_BIN)/bench_many_live 100000 500000; done
 	@for n in 2500 10000; do \
 	    awk -v n=$$n 'BEGIN { print "Thread,Time,Action,Pointer,Size,Stream"; \
 	        for (i = 0; i < n; i++) printf "1,%d,allocate,0x%x,4096,0x%x\n", i, 65536 + 4096 * i, 4096 + 16 * i }' \
