@@ -113,7 +113,7 @@ static inline __attribute__((always_inline)) void ca_emit_block(ca_allocator *a,
     uint32_t tag = kind == CA_EV_FREE ? b->tag : 0;
     ca_trace_event ev = {kind, b->addr, b->size, req, s, .tag = &tag};
     a->observer(a->observer_ctx, &ev);
-    if (kind == CA_EV_ALLOC) b->tag = tag & ((1u << CA_TAG_BITS) - 1);
+    if (kind == CA_EV_ALLOC) b->tag = tag & CA_TAG_MAX;
 }
 
 void ca_emit_classic(ca_allocator *a, ca_event_kind kind, const ca_segment *seg) {

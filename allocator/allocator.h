@@ -84,6 +84,7 @@ typedef struct ca_trace_event {
     uint32_t *tag;
 } ca_trace_event;
 #define CA_TAG_BITS 24
+#define CA_TAG_MAX ((1u << CA_TAG_BITS) - 1)
 
 typedef void (*ca_observer_fn)(void *ctx, const ca_trace_event *ev);
 

@@ -5,6 +5,8 @@
 
 #include <stdlib.h>
 
+#include "reports/track/tracker_internal.h" /* GROW */
+
 #define SLAB 1024 /* entries a slab */
 #define WORDS (SLAB / 64)
 #define MAX_SLABS ((size_t)UINT32_MAX / SLAB) /* an index + 1 fits 32 bits */
@@ -28,13 +30,10 @@ static inline uint64_t bit(uint32_t i) { return 1ull << (i % 64); }
  * when there is no memory. */
 static uint32_t entry_new(ca_livetab *t, bool tagged) {
     if (!t->spare) {
-        if (t->n_slabs == MAX_SLABS) return 0;
-        ca_live_slab **arr = realloc(t->slabs, (t->n_slabs + 1) * sizeof *arr);
-        if (!arr) return 0;
-        t->slabs = arr;
+        if (t->n_slabs == MAX_SLABS || GROW(t->slabs, t->cap_slabs, t->n_slabs + 1)) return 0;
         ca_live_slab *s = calloc(1, sizeof *s);
         if (!s) return 0;
-        arr[t->n_slabs] = s;
+        t->slabs[t->n_slabs] = s;
         uint32_t first = (uint32_t)(t->n_slabs++ * SLAB);
         for (uint32_t i = SLAB; i-- > 0;) {
             s->e[i].next = t->spare;
@@ -178,7 +177,7 @@ live *ca_livetab_next(const ca_livetab *t, size_t *at) {
 }
 
 size_t ca_livetab_memory(const ca_livetab *t) {
-    return (t->slot ? (t->mask + 1) * sizeof *t->slot : 0) + t->n_slabs * (sizeof(ca_live_slab) + sizeof *t->slabs);
+    return (t->slot ? (t->mask + 1) * sizeof *t->slot : 0) + t->n_slabs * sizeof(ca_live_slab) + t->cap_slabs * sizeof *t->slabs;
 }
 
 void ca_livetab_free(ca_livetab *t) {

@@ -35,7 +35,7 @@ typedef struct ca_livetab {
     size_t mask, n_slot;
     unsigned shift;     /* 64 - log2(slots): the hash's top bits pick the slot */
     ca_live_slab **slabs;
-    size_t n_slabs;
+    size_t n_slabs, cap_slabs;
     uint32_t spare;     /* a free entry's index + 1 (0: none), the last freed first */
     size_t n;           /* entries in use, both ways */
 } ca_livetab;

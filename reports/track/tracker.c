@@ -224,8 +224,6 @@ static inline __attribute__((always_inline)) ca_ev *log_event(ca_tracker *t, ca_
 
 /* ---- recording ---- */
 
-#define TAG_MAX ((1u << CA_TAG_BITS) - 1) /* what a block keeps */
-
 static void record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint64_t thread, uint64_t ticks,
                    const ca_range_kind *kind) {
     int stamp = !ticks && !t->opt.time_is_index;
@@ -251,7 +249,7 @@ static void record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint6
          * tracked. */
         live old;
         bool had = false;
-        live *l = ev->tag ? ca_livetab_put_tagged(&t->live, ev->addr, TAG_MAX, ev->tag) : NULL;
+        live *l = ev->tag ? ca_livetab_put_tagged(&t->live, ev->addr, CA_TAG_MAX, ev->tag) : NULL;
         if (!l) l = ca_livetab_put(&t->live, ev->addr, &old, &had);
         if (l)
             *l = (live){.addr = ev->addr, .size = ev->size, .requested = ev->requested, .birth_ticks = ticks,
@@ -279,7 +277,7 @@ static void record(ca_tracker *t, const ca_trace_event *ev, uint32_t site, uint6
         live l;
         if (!(ev->tag && ca_livetab_take_tagged(&t->live, *ev->tag, ev->addr, &l)) &&
             !ca_livetab_take(&t->live, ev->addr, &l)) {
-            t->n_unknown_frees++; /* made before the tracker was attached */
+            t->n_unknown_frees++; /* made before the tracker was attached, or under another */
             break;
         }
         ca_site_stat *st = site_stat(t, l.site);
